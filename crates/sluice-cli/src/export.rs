@@ -1,0 +1,155 @@
+//! `sluice export`: one query, streamed to a file or standard output.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use sluice_core::{pump, Error, ErrorKind, Meter, Progress};
+use sluice_formats::{BytesEncoding, Format, JsonOptions};
+use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
+
+use crate::output::BlockingWriter;
+use crate::report::{exit_code, print_error, ProgressLine, Stats};
+
+/// Arguments of `sluice export`.
+#[derive(Args)]
+pub struct ExportArgs {
+    /// Database URL, e.g. postgres://user:password@host:5432/database
+    /// (libpq key=value strings and PG* environment variables work too).
+    #[arg(long, env = "SLUICE_DB")]
+    db: String,
+
+    /// The SQL to run; `$1`, `$2`, … are bound from --param values in order.
+    #[arg(long)]
+    query: String,
+
+    /// A value for the next `$n` parameter, as text the server converts to the
+    /// parameter's type. Repeat for each parameter.
+    #[arg(long = "param", value_name = "VALUE")]
+    params: Vec<String>,
+
+    /// Output format.
+    #[arg(long, default_value = "ndjson", value_parser = parse_format)]
+    format: Format,
+
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o')]
+    output: Option<PathBuf>,
+
+    /// Fetch this many rows per round trip through a portal. By default the whole
+    /// result streams from one execute and TCP flow control paces the server
+    /// (fewest round trips).
+    #[arg(long, value_name = "N")]
+    fetch_size: Option<u32>,
+
+    /// How bytea values appear in JSON: base64 (default) or hex (PostgreSQL's \x… text).
+    #[arg(long, default_value = "base64", value_parser = parse_bytes_encoding)]
+    bytea: BytesEncoding,
+
+    /// Print rows, bytes, round trips, time and peak memory to standard error.
+    #[arg(long)]
+    stats: bool,
+}
+
+fn parse_format(text: &str) -> Result<Format, String> {
+    text.parse()
+}
+
+fn parse_bytes_encoding(text: &str) -> Result<BytesEncoding, String> {
+    match text {
+        "base64" => Ok(BytesEncoding::Base64),
+        "hex" => Ok(BytesEncoding::Hex),
+        other => Err(format!(
+            "unknown bytea encoding {other:?}: expected base64 or hex"
+        )),
+    }
+}
+
+/// Runs the export and returns the process exit code.
+pub async fn run(arguments: ExportArgs) -> u8 {
+    match export(&arguments).await {
+        Ok(()) => 0,
+        Err(error) => {
+            print_error(&error, &arguments.query);
+            exit_code(&error)
+        }
+    }
+}
+
+async fn export(arguments: &ExportArgs) -> Result<(), Error> {
+    let started = Instant::now();
+    let mut config: Config = arguments.db.parse()?;
+    if arguments.format.is_json() {
+        // JSON output promises ISO-8601 durations; the server writes them exactly.
+        config = config.setting("IntervalStyle", "iso_8601");
+    }
+    let mut writer = match &arguments.output {
+        Some(path) => BlockingWriter::create(path).map_err(|error| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot write {}: {error}", path.display()),
+            )
+        })?,
+        None => BlockingWriter::stdout().map_err(Error::output)?,
+    };
+
+    let meter = Meter::new();
+    let connection = Connection::connect(&config, &meter).await?;
+    let connected = meter.snapshot();
+    let cancel = connection.cancel_token();
+
+    // Ctrl-C: ask the server to stop the query, then leave; the socket closes with us.
+    let interrupt_config = config.clone();
+    let interrupt_token = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = interrupt_token.cancel(&interrupt_config).await;
+            eprintln!("sluice: interrupted; the query was cancelled");
+            std::process::exit(i32::from(crate::exit::INTERRUPTED));
+        }
+    });
+
+    let options = QueryOptions {
+        params: arguments.params.iter().cloned().map(Some).collect(),
+        fetch_size: arguments.fetch_size,
+    };
+    let mut stream = QueryStream::start(connection, &arguments.query, options).await?;
+    let mut encoder = arguments.format.encoder(JsonOptions {
+        bytes: arguments.bytea,
+    });
+    let progress = Arc::new(Progress::new());
+    let progress_line = ProgressLine::start(progress.clone());
+    let result = pump(&mut stream, &mut encoder, &mut writer, &progress).await;
+    progress_line.finish();
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(error) if error.kind() == ErrorKind::OutputClosed => {
+            // The reader has all it wanted (`| head`): stop the server's work and
+            // leave quietly, as Unix tools do.
+            let _ = cancel.cancel(&config).await;
+            drop(stream);
+            return Ok(());
+        }
+        Err(error) => {
+            if error.kind() != ErrorKind::Database {
+                let _ = cancel.cancel(&config).await;
+            }
+            return Err(error);
+        }
+    };
+    if let Some(connection) = stream.into_connection() {
+        connection.close().await;
+    }
+    if arguments.stats {
+        Stats {
+            rows: summary.rows,
+            output_bytes: summary.bytes,
+            connect: connected,
+            operation: meter.snapshot() - connected,
+            elapsed: started.elapsed(),
+        }
+        .print();
+    }
+    Ok(())
+}

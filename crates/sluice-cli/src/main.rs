@@ -1,0 +1,62 @@
+//! `sluice`: stream SQL results out of databases in constant memory, with the
+//! round trips counted. This binary is a thin shell over the library crates: it
+//! parses arguments, wires a source to an encoder and an output, and turns errors
+//! into one clear line and an exit code.
+
+mod export;
+mod output;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes, documented in README.md.
+pub mod exit {
+    /// The database reported an error for the statement.
+    pub const DATABASE: u8 = 1;
+    /// Invalid arguments or connection settings.
+    pub const USAGE: u8 = 2;
+    /// The database could not be reached, refused the login, or went away.
+    pub const CONNECTION: u8 = 3;
+    /// Reading input or writing output failed.
+    pub const IO: u8 = 4;
+    /// Interrupted by Ctrl-C (128 + SIGINT).
+    pub const INTERRUPTED: u8 = 130;
+}
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = "Stream SQL query results in constant memory, round trips counted", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a query and stream its rows as NDJSON, JSON or CSV.
+    Export(export::ExportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("sluice: could not start the async runtime: {error}");
+            return ExitCode::from(exit::IO);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Export(arguments) => export::run(arguments).await,
+        }
+    });
+    // Do not wait for a cancel request or progress task still in flight.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}

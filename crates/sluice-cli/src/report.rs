@@ -1,0 +1,138 @@
+//! What the CLI tells a person on standard error: errors in one line (with a caret
+//! under the offending SQL), `--stats` figures, and a live progress line.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sluice_core::{peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress};
+
+use crate::exit;
+
+/// The exit code for an error, by kind.
+pub fn exit_code(error: &Error) -> u8 {
+    match error.kind() {
+        ErrorKind::Database => exit::DATABASE,
+        ErrorKind::Config => exit::USAGE,
+        ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed => exit::CONNECTION,
+        ErrorKind::Cancelled => exit::INTERRUPTED,
+        _ => exit::IO,
+    }
+}
+
+/// Prints `error` as one line; when the database points into the SQL, the line of
+/// SQL follows with a caret under the position.
+pub fn print_error(error: &Error, sql: &str) {
+    eprintln!("sluice: {error}");
+    let Some(position) = error.as_db_error().and_then(|db| db.position) else {
+        return;
+    };
+    // The server counts characters from 1.
+    let mut remaining = position.saturating_sub(1) as usize;
+    for line in sql.split('\n') {
+        let characters = line.chars().count();
+        if remaining <= characters {
+            let line = line.trim_end_matches('\r');
+            eprintln!("  {line}");
+            eprintln!("  {}^", " ".repeat(remaining));
+            return;
+        }
+        remaining -= characters + 1;
+    }
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Everything `--stats` prints, as `key: value` lines.
+pub struct Stats {
+    /// Rows written.
+    pub rows: u64,
+    /// Output bytes written.
+    pub output_bytes: u64,
+    /// Traffic of connecting.
+    pub connect: MeterSnapshot,
+    /// Traffic of the operation itself.
+    pub operation: MeterSnapshot,
+    /// Wall time since the command started.
+    pub elapsed: Duration,
+}
+
+impl Stats {
+    /// Prints the figures to standard error.
+    pub fn print(&self) {
+        let total = self.connect + self.operation;
+        let seconds = self.elapsed.as_secs_f64();
+        let rate = if seconds > 0.0 {
+            self.rows as f64 / seconds
+        } else {
+            0.0
+        };
+        eprintln!("rows: {}", self.rows);
+        eprintln!("output bytes: {}", self.output_bytes);
+        eprintln!("round trips: {}", total.round_trips);
+        eprintln!("round trips connecting: {}", self.connect.round_trips);
+        eprintln!("round trips for the query: {}", self.operation.round_trips);
+        eprintln!("wire bytes sent: {}", total.bytes_sent);
+        eprintln!("wire bytes received: {}", total.bytes_received);
+        eprintln!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
+        match peak_rss_bytes() {
+            Some(bytes) => eprintln!("peak memory: {}", mebibytes(bytes)),
+            None => eprintln!("peak memory: unknown"),
+        }
+    }
+}
+
+/// A live "rows, rows/s, bytes" line on standard error while it is a terminal;
+/// nothing otherwise, so logs and pipes stay clean.
+pub struct ProgressLine {
+    bar: Option<ProgressBar>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ProgressLine {
+    /// Starts the line if standard error is a terminal.
+    pub fn start(progress: Arc<Progress>) -> ProgressLine {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return ProgressLine {
+                bar: None,
+                task: None,
+            };
+        }
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}").expect("static progress template"),
+        );
+        let shown = bar.clone();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            loop {
+                let rows = progress.rows();
+                let seconds = started.elapsed().as_secs_f64().max(0.001);
+                shown.set_message(format!(
+                    "{rows} rows, {:.0} rows/s, {}",
+                    rows as f64 / seconds,
+                    indicatif::HumanBytes(progress.bytes())
+                ));
+                shown.tick();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        ProgressLine {
+            bar: Some(bar),
+            task: Some(task),
+        }
+    }
+
+    /// Removes the line.
+    pub fn finish(self) {
+        if let Some(task) = self.task {
+            task.abort();
+        }
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

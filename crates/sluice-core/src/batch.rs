@@ -1,0 +1,155 @@
+//! [`Batch`]: a block of rows, the one representation between every database and every format.
+//!
+//! Values are stored back to back in one byte buffer with a `(start, length)` pair per
+//! field, row-major, so filling a batch from a network buffer is a `memcpy` per value
+//! and a batch is reused without reallocating once it has grown to its working size.
+
+/// Marks a NULL in the field table (no value can be this long: batches hold < 4 GiB).
+const NULL_LENGTH: u32 = u32::MAX;
+
+/// A block of rows with a fixed number of columns; see the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    columns: usize,
+    data: Vec<u8>,
+    fields: Vec<(u32, u32)>,
+}
+
+impl Batch {
+    /// An empty batch for rows of `columns` values.
+    pub fn new(columns: usize) -> Batch {
+        Batch {
+            columns,
+            data: Vec::new(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// Removes all rows, keeping the allocated capacity.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.fields.clear();
+    }
+
+    /// Number of columns per row.
+    pub fn num_columns(&self) -> usize {
+        self.columns
+    }
+
+    /// Number of complete rows.
+    pub fn num_rows(&self) -> usize {
+        self.fields.len().checked_div(self.columns).unwrap_or(0)
+    }
+
+    /// True when the batch holds no rows.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Bytes of value data held.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Appends one value to the row being built.
+    #[inline]
+    pub fn push_value(&mut self, value: &[u8]) {
+        let start = self.data.len() as u32;
+        self.data.extend_from_slice(value);
+        self.fields.push((start, value.len() as u32));
+    }
+
+    /// Appends a NULL to the row being built.
+    #[inline]
+    pub fn push_null(&mut self) {
+        self.fields.push((0, NULL_LENGTH));
+    }
+
+    /// Starts a value that the caller writes piecewise into [`Batch::value_buffer`]
+    /// (for sources that convert while copying); close it with [`Batch::end_value`].
+    #[inline]
+    pub fn begin_value(&mut self) -> usize {
+        self.data.len()
+    }
+
+    /// The buffer a value begun with [`Batch::begin_value`] is appended to.
+    #[inline]
+    pub fn value_buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+
+    /// Ends the value begun at `start`.
+    #[inline]
+    pub fn end_value(&mut self, start: usize) {
+        self.fields
+            .push((start as u32, (self.data.len() - start) as u32));
+    }
+
+    /// Row `index`; panics when out of range.
+    #[inline]
+    pub fn row(&self, index: usize) -> Row<'_> {
+        let start = index * self.columns;
+        Row {
+            data: &self.data,
+            fields: &self.fields[start..start + self.columns],
+        }
+    }
+
+    /// The rows in order.
+    pub fn rows(&self) -> impl Iterator<Item = Row<'_>> + '_ {
+        (0..self.num_rows()).map(move |index| self.row(index))
+    }
+}
+
+/// One row of a [`Batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    data: &'a [u8],
+    fields: &'a [(u32, u32)],
+}
+
+impl<'a> Row<'a> {
+    /// The value of column `index`, `None` for NULL.
+    #[inline]
+    pub fn get(&self, index: usize) -> Option<&'a [u8]> {
+        let (start, length) = self.fields[index];
+        if length == NULL_LENGTH {
+            None
+        } else {
+            Some(&self.data[start as usize..(start + length) as usize])
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// True for a row of zero columns.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_keep_values_nulls_and_empty_strings_apart() {
+        let mut batch = Batch::new(2);
+        batch.push_value(b"a");
+        batch.push_null();
+        batch.push_value(b"");
+        let start = batch.begin_value();
+        batch.value_buffer().extend_from_slice(b"xy");
+        batch.end_value(start);
+        assert_eq!(batch.num_rows(), 2);
+        assert_eq!(batch.row(0).get(0), Some(&b"a"[..]));
+        assert_eq!(batch.row(0).get(1), None);
+        assert_eq!(batch.row(1).get(0), Some(&b""[..]));
+        assert_eq!(batch.row(1).get(1), Some(&b"xy"[..]));
+        batch.clear();
+        assert!(batch.is_empty());
+    }
+}

@@ -1,0 +1,179 @@
+//! [`Error`]: one opaque error type for every sluice operation.
+//!
+//! Callers branch on [`Error::kind`] and, for errors the database reported, read the
+//! structured [`DbError`] (SQLSTATE, position, detail) through [`Error::as_db_error`].
+//! Constructors mirror rust-postgres so call sites read `.map_err(Error::io)`.
+
+use std::fmt;
+
+/// What went wrong, at the level a caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The connection settings or command-line input are invalid.
+    Config,
+    /// The server could not be reached (refused, unresolvable, timed out).
+    Connect,
+    /// The server refused the credentials or asked for an unsupported method.
+    Authentication,
+    /// The database reported an error (see [`Error::as_db_error`]).
+    Database,
+    /// The server sent something the protocol does not allow.
+    Protocol,
+    /// Reading or writing a socket or file failed.
+    Io,
+    /// The connection to the database was lost mid-operation.
+    Closed,
+    /// The output was closed by its reader (a closed pipe or HTTP client).
+    OutputClosed,
+    /// Input data could not be decoded or converted.
+    Data,
+    /// The operation was cancelled on request.
+    Cancelled,
+}
+
+/// An error the database server reported, with its structured fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DbError {
+    /// `ERROR`, `FATAL`, …
+    pub severity: String,
+    /// The five-character SQLSTATE code.
+    pub code: String,
+    /// The primary message.
+    pub message: String,
+    /// Optional detail.
+    pub detail: Option<String>,
+    /// Optional hint.
+    pub hint: Option<String>,
+    /// 1-based character position in the query text, when the error points into it.
+    pub position: Option<u32>,
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.severity, self.code, self.message)?;
+        if let Some(position) = self.position {
+            write!(f, " (at character {position})")?;
+        }
+        if let Some(detail) = &self.detail {
+            write!(f, "; detail: {detail}")?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "; hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The error type of every sluice crate.
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    db: Option<Box<DbError>>,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Error {
+    /// An error of `kind` described by `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+            db: None,
+            source: None,
+        }
+    }
+
+    /// Adds the underlying cause.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// An I/O failure; a peer that went away becomes [`ErrorKind::Closed`].
+    pub fn io(error: std::io::Error) -> Error {
+        use std::io::ErrorKind as Io;
+        let kind = match error.kind() {
+            Io::UnexpectedEof | Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe => {
+                ErrorKind::Closed
+            }
+            _ => ErrorKind::Io,
+        };
+        let message = match kind {
+            ErrorKind::Closed => format!("connection to the database was lost: {error}"),
+            _ => error.to_string(),
+        };
+        Error::new(kind, message).with_source(error)
+    }
+
+    /// A failure writing the output; a reader that went away becomes [`ErrorKind::OutputClosed`].
+    pub fn output(error: std::io::Error) -> Error {
+        let kind = match error.kind() {
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                ErrorKind::OutputClosed
+            }
+            _ => ErrorKind::Io,
+        };
+        Error::new(kind, format!("writing the output failed: {error}")).with_source(error)
+    }
+
+    /// An error reported by the database.
+    pub fn db(error: DbError) -> Error {
+        Error {
+            kind: ErrorKind::Database,
+            message: error.to_string(),
+            db: Some(Box::new(error)),
+            source: None,
+        }
+    }
+
+    /// A protocol violation by the server.
+    pub fn protocol(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Protocol, message)
+    }
+
+    /// Invalid settings or input from the user.
+    pub fn config(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Config, message)
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The database's structured error, when the database reported it.
+    pub fn as_db_error(&self) -> Option<&DbError> {
+        self.db.as_deref()
+    }
+
+    /// The SQLSTATE code, when the database reported the error.
+    pub fn code(&self) -> Option<&str> {
+        self.db.as_deref().map(|db| db.code.as_str())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .field("db", &self.db)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
+    }
+}

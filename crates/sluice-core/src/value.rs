@@ -1,0 +1,154 @@
+//! The value model: a result's [`Schema`] and the [`Kind`] of each column.
+//!
+//! Every value in a [`crate::Batch`] is a byte string in the canonical form of its
+//! column's kind. Databases convert into these forms; formats read only these forms.
+//! The forms follow PostgreSQL's text output with `DateStyle = ISO`, because that is
+//! both unambiguous and what `COPY … CSV` prints, so CSV output can be byte-identical
+//! to the server's own:
+//!
+//! | kind | canonical bytes |
+//! |---|---|
+//! | `Bool` | `t` or `f` |
+//! | `Integer` | decimal digits with optional leading `-` |
+//! | `Float` | shortest round-trip decimal, or `NaN`, `Infinity`, `-Infinity` |
+//! | `Decimal` | the exact decimal text, or `NaN`, `Infinity`, `-Infinity` |
+//! | `Text`, `Other` | UTF-8 text |
+//! | `Bytes` | the raw bytes (inside an array or composite literal: PostgreSQL's hex form `\x…`) |
+//! | `Json` | JSON text |
+//! | `Date` | `YYYY-MM-DD`, optional ` BC`, or `infinity` / `-infinity` |
+//! | `Time` / `TimeTz` | `HH:MM:SS[.ffffff]`, with `±HH[:MM[:SS]]` for `TimeTz` |
+//! | `Timestamp` / `TimestampTz` | `YYYY-MM-DD HH:MM:SS[.ffffff]`, with `±HH[:MM[:SS]]` for `TimestampTz`, optional ` BC`, or `infinity` / `-infinity` |
+//! | `Interval` | the database's interval text (ISO-8601 `P…` when the source was asked for it) |
+//! | `Array` | a PostgreSQL array literal such as `{1,NULL,"a b"}`, elements in their own canonical text forms |
+//! | `Composite` | a PostgreSQL record literal such as `(1,"a b",)` |
+
+/// How a column's values are spelled and how formats should render them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// `t` / `f`.
+    Bool,
+    /// A whole number of any width.
+    Integer,
+    /// A binary floating-point number.
+    Float,
+    /// An exact decimal number (`numeric`), never passed through a float.
+    Decimal,
+    /// Text (including enums and character types).
+    Text,
+    /// Binary data.
+    Bytes,
+    /// A JSON document (`json`, `jsonb`), embedded as JSON rather than as a string.
+    Json,
+    /// A calendar date.
+    Date,
+    /// A time of day without zone.
+    Time,
+    /// A time of day with zone offset.
+    TimeTz,
+    /// A timestamp without zone.
+    Timestamp,
+    /// A timestamp with zone offset.
+    TimestampTz,
+    /// A duration.
+    Interval,
+    /// An array of any dimension whose elements are of the given kind.
+    Array(Box<Kind>),
+    /// A composite (row) value with named fields.
+    Composite(Vec<Field>),
+    /// Anything else, carried as the database's own text output.
+    Other,
+}
+
+/// A named, typed field of a composite value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name.
+    pub name: String,
+    /// The field's kind.
+    pub kind: Kind,
+}
+
+/// One result column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// The column name as the database reports it (may repeat within a schema).
+    pub name: String,
+    /// How values are spelled.
+    pub kind: Kind,
+    /// The database's own type name, for messages and documentation (e.g. `int8`, `payment_status`).
+    pub type_name: String,
+}
+
+/// The columns of a result, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schema {
+    /// The columns in result order.
+    pub columns: Vec<Column>,
+}
+
+impl Schema {
+    /// Number of columns.
+    pub fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// True when the result has no columns (e.g. a statement that returns no rows).
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    /// Column names made unique, in column order: the first occurrence of a name is
+    /// kept as is and each later duplicate gets the smallest suffix `_2`, `_3`, … that
+    /// is not already taken. JSON objects need unique keys; this rule is deterministic
+    /// and keeps every column's data.
+    pub fn unique_names(&self) -> Vec<String> {
+        let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
+        // Reserve every original name first so a renamed duplicate never collides
+        // with a later column that genuinely carries that name.
+        for column in &self.columns {
+            used.insert(column.name.clone());
+        }
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut names = Vec::with_capacity(self.columns.len());
+        for column in &self.columns {
+            if seen.insert(column.name.as_str()) {
+                names.push(column.name.clone());
+                continue;
+            }
+            let mut suffix = 2usize;
+            loop {
+                let candidate = format!("{}_{}", column.name, suffix);
+                if used.insert(candidate.clone()) {
+                    names.push(candidate);
+                    break;
+                }
+                suffix += 1;
+            }
+        }
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(names: &[&str]) -> Schema {
+        Schema {
+            columns: names
+                .iter()
+                .map(|name| Column {
+                    name: name.to_string(),
+                    kind: Kind::Text,
+                    type_name: "text".into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn duplicate_names_get_suffixes_that_never_collide() {
+        let names = schema(&["id", "id", "id_2", "x", "id"]).unique_names();
+        assert_eq!(names, ["id", "id_3", "id_2", "x", "id_4"]);
+    }
+}

@@ -1,0 +1,314 @@
+//! Rendering one canonical value as JSON, for every [`Kind`].
+//!
+//! The rules match PostgreSQL's own `row_to_json`, so a sluice NDJSON line and the
+//! server's JSON for the same row are semantically equal: numbers stay numbers with
+//! their exact digits (never through `f64`), `NaN` and infinities become strings,
+//! `json`/`jsonb` is embedded, arrays nest, composites become objects and timestamps
+//! take the ISO-8601 `T` and a `±HH:MM` offset. The one deliberate difference is
+//! `bytea`: base64 by default (compact), or PostgreSQL's `\x…` hex text on request.
+
+use base64::Engine as _;
+use sluice_core::Kind;
+
+use crate::pg_literal;
+
+/// How binary values are written in JSON strings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BytesEncoding {
+    /// Standard base64 with padding (RFC 4648). The default: a third of hex's overhead.
+    #[default]
+    Base64,
+    /// PostgreSQL's hex text, `\x` followed by two lowercase hex digits per byte.
+    Hex,
+}
+
+/// Options of the JSON renderers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JsonOptions {
+    /// How `bytea` values are written. Default: [`BytesEncoding::Base64`].
+    pub bytes: BytesEncoding,
+}
+
+/// Which bytes must be escaped inside a JSON string: control characters, `"` and `\`.
+static NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// Appends `text` as a JSON string literal, escaping as PostgreSQL's `escape_json`
+/// does (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other controls as `\u00XX`).
+/// Runs of plain bytes are copied in one go.
+#[inline]
+pub fn write_string(text: &[u8], output: &mut Vec<u8>) {
+    output.reserve(text.len() + 2);
+    output.push(b'"');
+    let mut run_start = 0;
+    for (index, &byte) in text.iter().enumerate() {
+        if !NEEDS_ESCAPE[byte as usize] {
+            continue;
+        }
+        output.extend_from_slice(&text[run_start..index]);
+        run_start = index + 1;
+        match byte {
+            b'"' => output.extend_from_slice(b"\\\""),
+            b'\\' => output.extend_from_slice(b"\\\\"),
+            b'\n' => output.extend_from_slice(b"\\n"),
+            b'\r' => output.extend_from_slice(b"\\r"),
+            b'\t' => output.extend_from_slice(b"\\t"),
+            0x08 => output.extend_from_slice(b"\\b"),
+            0x0c => output.extend_from_slice(b"\\f"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                output.extend_from_slice(b"\\u00");
+                output.push(HEX[(byte >> 4) as usize]);
+                output.push(HEX[(byte & 0xf) as usize]);
+            }
+        }
+    }
+    output.extend_from_slice(&text[run_start..]);
+    output.push(b'"');
+}
+
+/// True when a float or numeric's text is not a JSON number (`NaN`, `Infinity`, `-Infinity`).
+#[inline]
+fn is_special_number(text: &[u8]) -> bool {
+    matches!(text.first(), Some(b'N' | b'I' | b'i' | b'n'))
+        || (text.first() == Some(&b'-') && matches!(text.get(1), Some(b'I' | b'i')))
+}
+
+/// Writes a number's text as a JSON number, or as a string when JSON has no such number.
+#[inline]
+pub fn write_number(text: &[u8], output: &mut Vec<u8>) {
+    if text.is_empty() || is_special_number(text) {
+        write_string(text, output);
+    } else {
+        output.extend_from_slice(text);
+    }
+}
+
+/// Embeds JSON text. Line breaks can only be insignificant white space in valid
+/// JSON (inside strings they must be escaped), so they become spaces: one NDJSON
+/// row must stay on one line even when a stored `json` value was pretty-printed.
+#[inline]
+pub fn write_embedded_json(text: &[u8], output: &mut Vec<u8>) {
+    if memchr::memchr2(b'\n', b'\r', text).is_none() {
+        output.extend_from_slice(text);
+    } else {
+        output.extend(text.iter().map(|&byte| match byte {
+            b'\n' | b'\r' => b' ',
+            other => other,
+        }));
+    }
+}
+
+/// Writes raw bytes as a JSON string in the chosen encoding.
+pub fn write_bytes(bytes: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
+    output.push(b'"');
+    match options.bytes {
+        BytesEncoding::Base64 => {
+            let start = output.len();
+            let encoded_len = bytes.len().div_ceil(3) * 4;
+            output.resize(start + encoded_len, 0);
+            let written = base64::engine::general_purpose::STANDARD
+                .encode_slice(bytes, &mut output[start..])
+                .expect("base64 output sized exactly");
+            output.truncate(start + written);
+        }
+        BytesEncoding::Hex => {
+            output.extend_from_slice(b"\\\\x");
+            write_hex(bytes, output);
+        }
+    }
+    output.push(b'"');
+}
+
+/// Appends two lowercase hex digits per byte.
+pub fn write_hex(bytes: &[u8], output: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    output.reserve(bytes.len() * 2);
+    for &byte in bytes {
+        output.push(HEX[(byte >> 4) as usize]);
+        output.push(HEX[(byte & 0xf) as usize]);
+    }
+}
+
+/// Writes a date-time's text in ISO-8601 form: the space between date and time
+/// becomes `T` and a zone offset gets its minutes (`+02` → `+02:00`), which is what
+/// PostgreSQL's JSON functions print. `infinity` and a trailing ` BC` are kept.
+pub fn write_iso_datetime(text: &[u8], has_date: bool, output: &mut Vec<u8>) {
+    output.push(b'"');
+    let (main, era) = match text.strip_suffix(b" BC") {
+        Some(main) => (main, &b" BC"[..]),
+        None => (text, &b""[..]),
+    };
+    let time_start = if has_date {
+        match memchr::memchr(b' ', main) {
+            Some(space) => {
+                output.extend_from_slice(&main[..space]);
+                output.push(b'T');
+                space + 1
+            }
+            None => {
+                // `infinity`, `-infinity`: nothing to convert.
+                output.extend_from_slice(text);
+                output.push(b'"');
+                return;
+            }
+        }
+    } else {
+        0
+    };
+    let time = &main[time_start..];
+    match time.iter().position(|&byte| byte == b'+' || byte == b'-') {
+        Some(offset_start) => {
+            output.extend_from_slice(time);
+            if !time[offset_start..].contains(&b':') {
+                output.extend_from_slice(b":00");
+            }
+        }
+        None => output.extend_from_slice(time),
+    }
+    output.extend_from_slice(era);
+    output.push(b'"');
+}
+
+/// Writes one top-level value of `kind` (the canonical form of [`sluice_core::value`]).
+pub fn write_value(kind: &Kind, value: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
+    match kind {
+        Kind::Bytes => write_bytes(value, options, output),
+        _ => write_text_value(kind, value, options, output),
+    }
+}
+
+/// Writes a value given in text form, as found at top level or inside an array or
+/// composite literal (where `bytea` is PostgreSQL's `\x…` hex text).
+pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
+    match kind {
+        Kind::Bool => output.extend_from_slice(match text {
+            b"t" | b"true" | b"1" => b"true",
+            _ => b"false",
+        }),
+        Kind::Integer => {
+            if text.is_empty() {
+                write_string(text, output)
+            } else {
+                output.extend_from_slice(text)
+            }
+        }
+        Kind::Float | Kind::Decimal => write_number(text, output),
+        Kind::Json => write_embedded_json(text, output),
+        Kind::Bytes => match decode_hex_bytea(text) {
+            Some(bytes) => write_bytes(&bytes, options, output),
+            None => write_string(text, output),
+        },
+        Kind::Timestamp | Kind::TimestampTz => write_iso_datetime(text, true, output),
+        Kind::TimeTz => write_iso_datetime(text, false, output),
+        Kind::Array(element) => pg_literal::write_array(element, text, options, output),
+        Kind::Composite(fields) => pg_literal::write_composite(fields, text, options, output),
+        Kind::Text | Kind::Date | Kind::Time | Kind::Interval | Kind::Other => {
+            write_string(text, output)
+        }
+    }
+}
+
+/// Decodes PostgreSQL's hex `bytea` text (`\x0a0b…`).
+fn decode_hex_bytea(text: &[u8]) -> Option<Vec<u8>> {
+    let digits = text.strip_prefix(b"\\x")?;
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    fn nibble(byte: u8) -> Option<u8> {
+        match byte {
+            b'0'..=b'9' => Some(byte - b'0'),
+            b'a'..=b'f' => Some(byte - b'a' + 10),
+            b'A'..=b'F' => Some(byte - b'A' + 10),
+            _ => None,
+        }
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(kind: &Kind, text: &[u8]) -> String {
+        let mut output = Vec::new();
+        write_value(kind, text, &JsonOptions::default(), &mut output);
+        String::from_utf8(output).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped_like_postgres() {
+        let text = "a\"b\\c\nd\re\tf\u{8}\u{c}\u{1}\u{1f}é😀";
+        let rendered = render(&Kind::Text, text.as_bytes());
+        assert_eq!(
+            rendered,
+            "\"a\\\"b\\\\c\\nd\\re\\tf\\b\\f\\u0001\\u001fé😀\""
+        );
+        let parsed: String = serde_json::from_str(&rendered).unwrap();
+        assert_eq!(parsed, text);
+    }
+
+    #[test]
+    fn numbers_keep_their_digits_and_specials_become_strings() {
+        assert_eq!(
+            render(&Kind::Decimal, b"123456789012345678901234567890.000000001"),
+            "123456789012345678901234567890.000000001"
+        );
+        assert_eq!(render(&Kind::Decimal, b"NaN"), "\"NaN\"");
+        assert_eq!(render(&Kind::Float, b"-Infinity"), "\"-Infinity\"");
+        assert_eq!(render(&Kind::Float, b"1e+100"), "1e+100");
+        assert_eq!(
+            render(&Kind::Integer, b"-9223372036854775808"),
+            "-9223372036854775808"
+        );
+    }
+
+    #[test]
+    fn datetimes_become_iso_8601() {
+        assert_eq!(
+            render(&Kind::TimestampTz, b"2024-02-29 13:14:15.5+05:30"),
+            "\"2024-02-29T13:14:15.5+05:30\""
+        );
+        assert_eq!(
+            render(&Kind::TimestampTz, b"2024-02-29 13:14:15-08"),
+            "\"2024-02-29T13:14:15-08:00\""
+        );
+        assert_eq!(
+            render(&Kind::Timestamp, b"0044-03-15 12:00:00 BC"),
+            "\"0044-03-15T12:00:00 BC\""
+        );
+        assert_eq!(render(&Kind::TimestampTz, b"-infinity"), "\"-infinity\"");
+        assert_eq!(render(&Kind::TimeTz, b"10:00:00+02"), "\"10:00:00+02:00\"");
+    }
+
+    #[test]
+    fn bytes_are_base64_or_hex() {
+        assert_eq!(render(&Kind::Bytes, b"\x00\xffab"), "\"AP9hYg==\"");
+        let mut output = Vec::new();
+        let hex = JsonOptions {
+            bytes: BytesEncoding::Hex,
+        };
+        write_value(&Kind::Bytes, b"\x00\xff", &hex, &mut output);
+        assert_eq!(output, b"\"\\\\x00ff\"");
+    }
+
+    #[test]
+    fn embedded_json_stays_on_one_line() {
+        assert_eq!(
+            render(&Kind::Json, b"{\n  \"a\": 1\r\n}"),
+            "{   \"a\": 1  }"
+        );
+    }
+}

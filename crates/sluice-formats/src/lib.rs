@@ -1,0 +1,77 @@
+//! # sluice-formats
+//!
+//! Encoders from [`sluice_core::Batch`] to output formats. Each reads only the
+//! canonical value forms documented in [`sluice_core::value`], so every database
+//! source works with every format.
+//!
+//! - [`JsonEncoder`]: NDJSON (one object per line) or one JSON array;
+//! - [`CsvEncoder`]: CSV byte-identical to PostgreSQL's
+//!   `COPY … TO STDOUT WITH (FORMAT csv, HEADER)`.
+//!
+//! Following arrow-json's writers, each column's rendering is chosen once per
+//! schema, the row loop is tight, and output goes to a caller-owned buffer that the
+//! caller flushes in chunks.
+#![warn(missing_docs)]
+
+mod csv;
+mod json;
+pub mod json_value;
+mod pg_literal;
+
+use std::str::FromStr;
+
+pub use crate::csv::CsvEncoder;
+pub use crate::json::JsonEncoder;
+pub use crate::json_value::{BytesEncoding, JsonOptions};
+use sluice_core::Encoder;
+
+/// An output format sluice can write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Newline-delimited JSON: one object per row, one row per line.
+    Ndjson,
+    /// One JSON array of row objects; valid JSON even when there are no rows.
+    Json,
+    /// CSV with a header line, as PostgreSQL's `COPY … (FORMAT csv, HEADER)` writes it.
+    Csv,
+}
+
+impl Format {
+    /// The encoder for this format.
+    pub fn encoder(self, options: JsonOptions) -> Box<dyn Encoder> {
+        match self {
+            Format::Ndjson => Box::new(JsonEncoder::ndjson(options)),
+            Format::Json => Box::new(JsonEncoder::array(options)),
+            Format::Csv => Box::new(CsvEncoder::new()),
+        }
+    }
+
+    /// True for the JSON family, whose sources should spell intervals in ISO-8601.
+    pub fn is_json(self) -> bool {
+        matches!(self, Format::Ndjson | Format::Json)
+    }
+
+    /// The HTTP media type of this format.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Format::Ndjson => "application/x-ndjson",
+            Format::Json => "application/json",
+            Format::Csv => "text/csv; charset=utf-8",
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Format, String> {
+        match name.to_ascii_lowercase().as_str() {
+            "ndjson" | "jsonl" | "jsonlines" => Ok(Format::Ndjson),
+            "json" => Ok(Format::Json),
+            "csv" => Ok(Format::Csv),
+            other => Err(format!(
+                "unknown format {other:?}: expected ndjson, json or csv"
+            )),
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! [`Config`]: where and how to connect, parsed from a libpq-style URL or
+//! `key=value` string (by tokio-postgres's well-tested parser) with libpq's
+//! environment defaults (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sluice_core::Error;
+use tokio_postgres::config::{Host, SslMode};
+
+/// One address to try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A TCP host name or address and port.
+    Tcp(String, u16),
+    /// A Unix-domain socket file.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Tcp(host, port) => write!(f, "{host}:{port}"),
+            Target::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// Connection settings.
+#[derive(Clone)]
+pub struct Config {
+    /// Addresses tried in order until one accepts.
+    pub targets: Vec<Target>,
+    /// Role name.
+    pub user: String,
+    /// Password, if any.
+    pub password: Option<Vec<u8>>,
+    /// Database name.
+    pub database: String,
+    /// Command-line options for the server (`-c name=value …`), from the URL's `options`.
+    pub options: Option<String>,
+    /// `application_name`; default `sluice`.
+    pub application_name: String,
+    /// How long to wait for each address; default 10 s.
+    pub connect_timeout: Duration,
+    /// Extra run-time settings sent in the startup message (name, value).
+    pub settings: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("targets", &self.targets)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("database", &self.database)
+            .field("options", &self.options)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+impl FromStr for Config {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Config, Error> {
+        let parsed = tokio_postgres::Config::from_str(text)
+            .map_err(|error| Error::config(format!("invalid connection string: {error}")))?;
+        if matches!(parsed.get_ssl_mode(), SslMode::Require) {
+            return Err(Error::config(
+                "sslmode=require is not supported yet: sluice connects without TLS \
+                 (use sslmode=disable or prefer, or a local TLS-terminating proxy)",
+            ));
+        }
+        let default_port = env("PGPORT")
+            .and_then(|port| port.parse().ok())
+            .unwrap_or(5432u16);
+        let ports = parsed.get_ports();
+        let port_for = |index: usize| match ports.len() {
+            0 => default_port,
+            1 => ports[0],
+            _ => ports.get(index).copied().unwrap_or(default_port),
+        };
+        let mut targets: Vec<Target> = parsed
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(index, host)| match host {
+                Host::Tcp(name) => Target::Tcp(name.clone(), port_for(index)),
+                Host::Unix(directory) => {
+                    Target::Unix(directory.join(format!(".s.PGSQL.{}", port_for(index))))
+                }
+            })
+            .collect();
+        if targets.is_empty() {
+            let host = env("PGHOST").unwrap_or_else(|| "localhost".into());
+            targets.push(if host.starts_with('/') {
+                Target::Unix(PathBuf::from(host).join(format!(".s.PGSQL.{}", port_for(0))))
+            } else {
+                Target::Tcp(host, port_for(0))
+            });
+        }
+        let user = parsed
+            .get_user()
+            .map(str::to_owned)
+            .or_else(|| env("PGUSER"))
+            .or_else(|| env("USER"))
+            .unwrap_or_else(|| "postgres".into());
+        let database = parsed
+            .get_dbname()
+            .map(str::to_owned)
+            .or_else(|| env("PGDATABASE"))
+            .unwrap_or_else(|| user.clone());
+        Ok(Config {
+            targets,
+            password: parsed
+                .get_password()
+                .map(<[u8]>::to_vec)
+                .or_else(|| env("PGPASSWORD").map(String::into_bytes)),
+            user,
+            database,
+            options: parsed.get_options().map(str::to_owned),
+            application_name: parsed.get_application_name().unwrap_or("sluice").to_owned(),
+            connect_timeout: parsed
+                .get_connect_timeout()
+                .copied()
+                .unwrap_or(Duration::from_secs(10)),
+            settings: Vec::new(),
+        })
+    }
+}
+
+impl Config {
+    /// Adds a run-time setting sent at startup (e.g. `IntervalStyle`, `iso_8601`).
+    pub fn setting(mut self, name: &str, value: &str) -> Config {
+        self.settings.push((name.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_key_value_strings_parse() {
+        let config: Config = "postgres://alice:secret@db.example:6543/sales?application_name=x"
+            .parse()
+            .unwrap();
+        assert_eq!(config.targets, [Target::Tcp("db.example".into(), 6543)]);
+        assert_eq!(config.user, "alice");
+        assert_eq!(config.password.as_deref(), Some(&b"secret"[..]));
+        assert_eq!(config.database, "sales");
+        assert_eq!(config.application_name, "x");
+
+        let config: Config = "host=/run/postgresql port=5433 user=bob dbname=d"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            config.targets,
+            [Target::Unix("/run/postgresql/.s.PGSQL.5433".into())]
+        );
+    }
+
+    #[test]
+    fn nonsense_and_tls_requirements_are_config_errors() {
+        let error = "postgres://a@b/c?sslmode=require"
+            .parse::<Config>()
+            .unwrap_err();
+        assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
+        let error = "postgres://a@b:notaport/c".parse::<Config>().unwrap_err();
+        assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
+    }
+}

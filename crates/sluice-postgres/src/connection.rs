@@ -1,0 +1,408 @@
+//! [`Connection`]: one authenticated session, its buffers and its metered socket.
+//!
+//! The connection owns a read buffer that [`crate::query`] parses rows from in
+//! place, and a write buffer that collects several protocol messages so they leave
+//! in one write (one round trip).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BytesMut};
+use postgres_protocol::authentication::{md5_hash, sasl};
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use sluice_core::{Error, ErrorKind, Meter, MeteredStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::config::{Config, Target};
+use crate::error::db_error;
+use crate::CancelToken;
+
+/// Free space asked of the read buffer before each socket read.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// A TCP or Unix-domain socket.
+#[derive(Debug)]
+pub enum Socket {
+    /// TCP.
+    Tcp(TcpStream),
+    /// Unix-domain.
+    Unix(UnixStream),
+}
+
+impl Socket {
+    /// Opens a socket to `target`, within `config.connect_timeout`.
+    pub async fn open(target: &Target, config: &Config) -> Result<Socket, Error> {
+        let connect = async {
+            match target {
+                Target::Tcp(host, port) => {
+                    let stream = TcpStream::connect((host.as_str(), *port)).await?;
+                    stream.set_nodelay(true)?;
+                    Ok(Socket::Tcp(stream))
+                }
+                Target::Unix(path) => UnixStream::connect(path).await.map(Socket::Unix),
+            }
+        };
+        match tokio::time::timeout(config.connect_timeout, connect).await {
+            Ok(Ok(socket)) => Ok(socket),
+            Ok(Err(error)) => Err(Error::new(
+                ErrorKind::Connect,
+                format!("could not connect to {target}: {error}"),
+            )
+            .with_source(error)),
+            Err(_) => Err(Error::new(
+                ErrorKind::Connect,
+                format!(
+                    "could not connect to {target}: timed out after {:?}",
+                    config.connect_timeout
+                ),
+            )),
+        }
+    }
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Tcp(stream) => Pin::new(stream).poll_read(context, buffer),
+            Socket::Unix(stream) => Pin::new(stream).poll_read(context, buffer),
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Tcp(stream) => Pin::new(stream).poll_write(context, buffer),
+            Socket::Unix(stream) => Pin::new(stream).poll_write(context, buffer),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Tcp(stream) => Pin::new(stream).poll_flush(context),
+            Socket::Unix(stream) => Pin::new(stream).poll_flush(context),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Tcp(stream) => Pin::new(stream).poll_shutdown(context),
+            Socket::Unix(stream) => Pin::new(stream).poll_shutdown(context),
+        }
+    }
+}
+
+/// An authenticated session, idle and ready for a query.
+#[derive(Debug)]
+pub struct Connection {
+    stream: MeteredStream<Socket>,
+    pub(crate) read_buffer: BytesMut,
+    pub(crate) write_buffer: BytesMut,
+    target: Target,
+    process_id: i32,
+    secret_key: i32,
+    server_version: String,
+}
+
+impl Connection {
+    /// Connects, authenticates (trust, password, MD5 or SCRAM-SHA-256) and waits until
+    /// the server is ready. Traffic is counted by `meter` from the first byte.
+    pub async fn connect(config: &Config, meter: &Meter) -> Result<Connection, Error> {
+        let mut last_error = None;
+        for target in &config.targets {
+            match Socket::open(target, config).await {
+                Ok(socket) => {
+                    let mut connection = Connection {
+                        stream: meter.wrap(socket),
+                        read_buffer: BytesMut::with_capacity(READ_CHUNK),
+                        write_buffer: BytesMut::with_capacity(8 * 1024),
+                        target: target.clone(),
+                        process_id: 0,
+                        secret_key: 0,
+                        server_version: String::new(),
+                    };
+                    connection.startup(config).await?;
+                    return Ok(connection);
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::config("no host to connect to")))
+    }
+
+    async fn startup(&mut self, config: &Config) -> Result<(), Error> {
+        let mut parameters: Vec<(&str, &str)> = vec![
+            ("user", &config.user),
+            ("database", &config.database),
+            ("application_name", &config.application_name),
+            // Every text form sluice parses assumes UTF-8 and ISO dates.
+            ("client_encoding", "UTF8"),
+            ("DateStyle", "ISO"),
+            // bytea inside arrays and composites arrives as text: make it hex.
+            ("bytea_output", "hex"),
+        ];
+        if let Some(options) = &config.options {
+            parameters.push(("options", options));
+        }
+        for (name, value) in &config.settings {
+            parameters.push((name, value));
+        }
+        frontend::startup_message(parameters.iter().copied(), &mut self.write_buffer)
+            .map_err(Error::io)?;
+        self.send().await?;
+        self.authenticate(config).await?;
+        loop {
+            match self.read_message().await? {
+                Message::BackendKeyData(body) => {
+                    self.process_id = body.process_id();
+                    self.secret_key = body.secret_key();
+                }
+                Message::ParameterStatus(body) => {
+                    if body.name().map_err(Error::io)? == "server_version" {
+                        self.server_version = body.value().map_err(Error::io)?.to_owned();
+                    }
+                }
+                Message::ReadyForQuery(_) => return Ok(()),
+                Message::NoticeResponse(_) => {}
+                Message::ErrorResponse(body) => return Err(db_error(&body)),
+                _ => return Err(Error::protocol("unexpected message during startup")),
+            }
+        }
+    }
+
+    async fn authenticate(&mut self, config: &Config) -> Result<(), Error> {
+        let password = || {
+            config.password.as_deref().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Authentication,
+                    format!(
+                        "the server asks user {:?} for a password, but none was given \
+                         (put it in the URL or PGPASSWORD)",
+                        config.user
+                    ),
+                )
+            })
+        };
+        let authentication_error = |error: Error| -> Error {
+            match error.as_db_error() {
+                Some(db) if db.code == "28P01" || db.code == "28000" => {
+                    Error::new(ErrorKind::Authentication, error.to_string())
+                }
+                _ => error,
+            }
+        };
+        match self.read_message().await.map_err(authentication_error)? {
+            Message::AuthenticationOk => return Ok(()),
+            Message::AuthenticationCleartextPassword => {
+                frontend::password_message(password()?, &mut self.write_buffer)
+                    .map_err(Error::io)?;
+            }
+            Message::AuthenticationMd5Password(body) => {
+                let hash = md5_hash(config.user.as_bytes(), password()?, body.salt());
+                frontend::password_message(hash.as_bytes(), &mut self.write_buffer)
+                    .map_err(Error::io)?;
+            }
+            Message::AuthenticationSasl(body) => {
+                let mut mechanisms = body.mechanisms();
+                let mut supported = false;
+                while let Some(mechanism) =
+                    fallible_iterator::FallibleIterator::next(&mut mechanisms).map_err(Error::io)?
+                {
+                    supported |= mechanism == sasl::SCRAM_SHA_256;
+                }
+                if !supported {
+                    return Err(Error::new(
+                        ErrorKind::Authentication,
+                        "the server offers no SASL mechanism sluice supports (SCRAM-SHA-256)",
+                    ));
+                }
+                let mut scram =
+                    sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
+                frontend::sasl_initial_response(
+                    sasl::SCRAM_SHA_256,
+                    scram.message(),
+                    &mut self.write_buffer,
+                )
+                .map_err(Error::io)?;
+                self.send().await?;
+                match self.read_message().await.map_err(authentication_error)? {
+                    Message::AuthenticationSaslContinue(body) => {
+                        scram.update(body.data()).map_err(|error| {
+                            Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
+                        })?
+                    }
+                    _ => return Err(Error::protocol("expected SASL continuation")),
+                }
+                frontend::sasl_response(scram.message(), &mut self.write_buffer)
+                    .map_err(Error::io)?;
+                self.send().await?;
+                match self.read_message().await.map_err(authentication_error)? {
+                    Message::AuthenticationSaslFinal(body) => {
+                        scram.finish(body.data()).map_err(|error| {
+                            Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
+                        })?
+                    }
+                    _ => return Err(Error::protocol("expected SASL final message")),
+                }
+                return match self.read_message().await.map_err(authentication_error)? {
+                    Message::AuthenticationOk => Ok(()),
+                    _ => Err(Error::protocol("expected authentication to complete")),
+                };
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Authentication,
+                    "the server asks for an authentication method sluice does not support \
+                     (supported: trust, password, md5, scram-sha-256)",
+                ))
+            }
+        }
+        self.send().await?;
+        match self.read_message().await.map_err(authentication_error)? {
+            Message::AuthenticationOk => Ok(()),
+            _ => Err(Error::protocol("expected authentication to complete")),
+        }
+    }
+
+    /// Writes everything queued in the write buffer.
+    pub(crate) async fn send(&mut self) -> Result<(), Error> {
+        self.stream
+            .write_all(&self.write_buffer)
+            .await
+            .map_err(Error::io)?;
+        self.write_buffer.clear();
+        Ok(())
+    }
+
+    /// Reads more bytes from the socket into the read buffer; EOF is an error.
+    pub(crate) async fn fill(&mut self) -> Result<(), Error> {
+        self.read_buffer.reserve(READ_CHUNK);
+        let read = self
+            .stream
+            .read_buf(&mut self.read_buffer)
+            .await
+            .map_err(Error::io)?;
+        if read == 0 {
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "the database server closed the connection unexpectedly",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The length of the complete message at the front of the read buffer, if any:
+    /// `(tag, total length including tag and length word)`.
+    pub(crate) fn complete_message(&self) -> Option<(u8, usize)> {
+        let buffer = &self.read_buffer[..];
+        if buffer.len() < 5 {
+            return None;
+        }
+        let length = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
+        let total = length + 1;
+        (buffer.len() >= total).then_some((buffer[0], total))
+    }
+
+    /// Drops `length` bytes from the front of the read buffer.
+    pub(crate) fn consume(&mut self, length: usize) {
+        self.read_buffer.advance(length);
+    }
+
+    /// Reads one whole message, waiting for the socket as needed.
+    pub(crate) async fn read_message(&mut self) -> Result<Message, Error> {
+        loop {
+            if let Some(message) = Message::parse(&mut self.read_buffer).map_err(Error::io)? {
+                return Ok(message);
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Reads messages until `ReadyForQuery`, returning the first error seen. Used to
+    /// bring the session back to idle after a failure.
+    pub(crate) async fn drain_until_ready(&mut self) -> Result<(), Error> {
+        let mut first_error = None;
+        loop {
+            match self.read_message().await? {
+                Message::ReadyForQuery(_) => break,
+                Message::ErrorResponse(body) => {
+                    first_error.get_or_insert_with(|| db_error(&body));
+                }
+                _ => {}
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Runs SQL through the simple query protocol and returns the rows of its last
+    /// statement as text (NULL as `None`). Meant for short catalog and session
+    /// commands, not for results of unbounded size.
+    pub async fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, Error> {
+        frontend::query(sql, &mut self.write_buffer).map_err(Error::io)?;
+        self.send().await?;
+        let mut rows = Vec::new();
+        let mut error = None;
+        loop {
+            match self.read_message().await? {
+                Message::RowDescription(_) => rows.clear(),
+                Message::DataRow(body) => {
+                    let buffer = body.buffer();
+                    let mut ranges = body.ranges();
+                    let mut row = Vec::new();
+                    while let Some(range) =
+                        fallible_iterator::FallibleIterator::next(&mut ranges).map_err(Error::io)?
+                    {
+                        row.push(
+                            range.map(|range| String::from_utf8_lossy(&buffer[range]).into_owned()),
+                        );
+                    }
+                    rows.push(row);
+                }
+                Message::ErrorResponse(body) => {
+                    error.get_or_insert_with(|| db_error(&body));
+                }
+                Message::ReadyForQuery(_) => break,
+                _ => {}
+            }
+        }
+        error.map_or(Ok(rows), Err)
+    }
+
+    /// A handle that can cancel this session's running query from elsewhere.
+    pub fn cancel_token(&self) -> CancelToken {
+        CancelToken::new(self.target.clone(), self.process_id, self.secret_key)
+    }
+
+    /// The server's backend process ID (as in `pg_stat_activity.pid`).
+    pub fn process_id(&self) -> i32 {
+        self.process_id
+    }
+
+    /// The server's version string.
+    pub fn server_version(&self) -> &str {
+        &self.server_version
+    }
+
+    /// The meter counting this connection's traffic.
+    pub fn meter(&self) -> &Meter {
+        self.stream.meter()
+    }
+
+    /// Says goodbye and closes the socket.
+    pub async fn close(mut self) {
+        frontend::terminate(&mut self.write_buffer);
+        let _ = self.send().await;
+        let _ = self.stream.shutdown().await;
+    }
+}

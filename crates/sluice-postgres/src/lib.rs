@@ -1,0 +1,30 @@
+//! # sluice-postgres
+//!
+//! A lean PostgreSQL client for streaming, written on the `postgres-protocol` crate's
+//! message codecs. It exists beside tokio-postgres because sluice needs what that
+//! driver does not expose:
+//!
+//! - a result format chosen **per column** (binary for `bytea`, the server's text
+//!   output for everything else, so every type, even unknown ones, has a faithful
+//!   rendering and CSV matches `COPY` byte for byte);
+//! - rows parsed straight from the socket buffer into a [`sluice_core::Batch`],
+//!   without a per-row allocation;
+//! - portal fetches (`--fetch-size`) and one-execute streaming on the same code path;
+//! - every byte through a [`sluice_core::MeteredStream`], so round trips are counted.
+//!
+//! One file per operation, as in rust-postgres: [`connection`] (startup and
+//! authentication), [`query`] (streaming a query's rows), [`cancel`], [`types`]
+//! (type OIDs to [`sluice_core::Kind`]), [`config`] and [`error`].
+#![warn(missing_docs)]
+
+pub mod cancel;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod query;
+pub mod types;
+
+pub use cancel::CancelToken;
+pub use config::Config;
+pub use connection::Connection;
+pub use query::{QueryOptions, QueryStream};

@@ -1,0 +1,191 @@
+//! PostgreSQL type OIDs to [`Kind`]s.
+//!
+//! Built-in types come from a static table. Anything else (enums, domains,
+//! composites, arrays of those, extension types, ranges) is looked up in `pg_type`
+//! in one round trip per level of nesting, only when such a column appears.
+//! The JSON classification follows the server's `row_to_json`: only `int2/4/8`,
+//! `float4/8` and `numeric` are JSON numbers; `oid`, `money` and friends are strings.
+
+use std::collections::HashMap;
+
+use sluice_core::{Error, Field, Kind};
+
+/// A PostgreSQL type OID.
+pub type Oid = u32;
+
+/// The `bytea` type, fetched in binary because its raw bytes are its canonical form.
+pub const BYTEA: Oid = 17;
+
+/// The kind and name of a built-in type, if it is in the static table.
+pub fn builtin(oid: Oid) -> Option<(Kind, &'static str)> {
+    use Kind::*;
+    let array = |element: Kind| Array(Box::new(element));
+    Some(match oid {
+        16 => (Bool, "bool"),
+        17 => (Bytes, "bytea"),
+        18 => (Text, "char"),
+        19 => (Text, "name"),
+        20 => (Integer, "int8"),
+        21 => (Integer, "int2"),
+        23 => (Integer, "int4"),
+        25 => (Text, "text"),
+        26 => (Other, "oid"),
+        114 => (Json, "json"),
+        142 => (Other, "xml"),
+        650 => (Other, "cidr"),
+        700 => (Float, "float4"),
+        701 => (Float, "float8"),
+        705 => (Text, "unknown"),
+        790 => (Other, "money"),
+        829 => (Other, "macaddr"),
+        869 => (Other, "inet"),
+        1042 => (Text, "bpchar"),
+        1043 => (Text, "varchar"),
+        1082 => (Date, "date"),
+        1083 => (Time, "time"),
+        1114 => (Timestamp, "timestamp"),
+        1184 => (TimestampTz, "timestamptz"),
+        1186 => (Interval, "interval"),
+        1266 => (TimeTz, "timetz"),
+        1560 => (Other, "bit"),
+        1562 => (Other, "varbit"),
+        1700 => (Decimal, "numeric"),
+        2950 => (Other, "uuid"),
+        3802 => (Json, "jsonb"),
+        4072 => (Other, "jsonpath"),
+        143 => (array(Other), "_xml"),
+        199 => (array(Json), "_json"),
+        651 => (array(Other), "_cidr"),
+        791 => (array(Other), "_money"),
+        1000 => (array(Bool), "_bool"),
+        1001 => (array(Bytes), "_bytea"),
+        1002 => (array(Text), "_char"),
+        1003 => (array(Text), "_name"),
+        1005 => (array(Integer), "_int2"),
+        1007 => (array(Integer), "_int4"),
+        1009 => (array(Text), "_text"),
+        1014 => (array(Text), "_bpchar"),
+        1015 => (array(Text), "_varchar"),
+        1016 => (array(Integer), "_int8"),
+        1021 => (array(Float), "_float4"),
+        1022 => (array(Float), "_float8"),
+        1028 => (array(Other), "_oid"),
+        1040 => (array(Other), "_macaddr"),
+        1041 => (array(Other), "_inet"),
+        1115 => (array(Timestamp), "_timestamp"),
+        1182 => (array(Date), "_date"),
+        1183 => (array(Time), "_time"),
+        1185 => (array(TimestampTz), "_timestamptz"),
+        1187 => (array(Interval), "_interval"),
+        1231 => (array(Decimal), "_numeric"),
+        1270 => (array(TimeTz), "_timetz"),
+        2951 => (array(Other), "_uuid"),
+        3807 => (array(Json), "_jsonb"),
+        _ => return None,
+    })
+}
+
+/// One `pg_type` row as the catalog query returns it.
+#[derive(Debug, Clone)]
+pub(crate) struct CatalogType {
+    pub name: String,
+    pub type_type: char,
+    pub category: char,
+    pub element: Oid,
+    pub base: Oid,
+    pub fields: Vec<(String, Oid)>,
+}
+
+/// The catalog query: for each OID, its `pg_type` facts and, for composites, the
+/// live attributes in order.
+pub(crate) const CATALOG_QUERY: &str = "select t.oid::int8, t.typname::text, t.typtype::text, \
+     t.typcategory::text, t.typelem::int8, t.typbasetype::int8, \
+     coalesce((select json_agg(json_build_array(a.attname, a.atttypid::int8) order by a.attnum) \
+               from pg_catalog.pg_attribute a \
+               where a.attrelid = t.typrelid and a.attnum > 0 and not a.attisdropped)::text, '[]') \
+     from pg_catalog.pg_type t where t.oid = any($1::oid[])";
+
+/// Parses the catalog query's rows.
+pub(crate) fn parse_catalog_rows(
+    rows: Vec<Vec<Option<String>>>,
+) -> Result<HashMap<Oid, CatalogType>, Error> {
+    let bad = || Error::protocol("unexpected row from the type catalog query");
+    let mut types = HashMap::new();
+    for row in rows {
+        let text = |index: usize| row.get(index).cloned().flatten().ok_or_else(bad);
+        let number = |index: usize| -> Result<Oid, Error> {
+            text(index)?
+                .parse::<i64>()
+                .map(|n| n as Oid)
+                .map_err(|_| bad())
+        };
+        let fields: Vec<(String, i64)> = serde_json::from_str(&text(6)?).map_err(|_| bad())?;
+        types.insert(
+            number(0)?,
+            CatalogType {
+                name: text(1)?,
+                type_type: text(2)?.chars().next().unwrap_or('b'),
+                category: text(3)?.chars().next().unwrap_or('U'),
+                element: number(4)?,
+                base: number(5)?,
+                fields: fields
+                    .into_iter()
+                    .map(|(name, oid)| (name, oid as Oid))
+                    .collect(),
+            },
+        );
+    }
+    Ok(types)
+}
+
+/// The OIDs a catalog entry refers to, which must be known before it can be turned into a kind.
+pub(crate) fn references(entry: &CatalogType) -> Vec<Oid> {
+    match entry.type_type {
+        'd' => vec![entry.base],
+        'c' => entry.fields.iter().map(|(_, oid)| *oid).collect(),
+        'b' if entry.category == 'A' && entry.element != 0 => vec![entry.element],
+        _ => Vec::new(),
+    }
+}
+
+/// The kind of `oid`, given the catalog entries looked up so far. Types that cannot
+/// be resolved (missing entries, cycles) fall back to [`Kind::Other`]: the server's
+/// text output is always a faithful rendering.
+pub(crate) fn kind_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>, depth: usize) -> Kind {
+    if let Some((kind, _)) = builtin(oid) {
+        return kind;
+    }
+    let Some(entry) = catalog.get(&oid) else {
+        return Kind::Other;
+    };
+    if depth > 32 {
+        return Kind::Other;
+    }
+    match entry.type_type {
+        'd' => kind_of(entry.base, catalog, depth + 1),
+        'e' => Kind::Text,
+        'c' => Kind::Composite(
+            entry
+                .fields
+                .iter()
+                .map(|(name, field_oid)| Field {
+                    name: name.clone(),
+                    kind: kind_of(*field_oid, catalog, depth + 1),
+                })
+                .collect(),
+        ),
+        'b' if entry.category == 'A' && entry.element != 0 => {
+            Kind::Array(Box::new(kind_of(entry.element, catalog, depth + 1)))
+        }
+        'b' if entry.category == 'S' => Kind::Text,
+        _ => Kind::Other,
+    }
+}
+
+/// The type's name, from the static table or the catalog.
+pub(crate) fn name_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>) -> String {
+    builtin(oid)
+        .map(|(_, name)| name.to_owned())
+        .or_else(|| catalog.get(&oid).map(|entry| entry.name.clone()))
+        .unwrap_or_else(|| format!("oid {oid}"))
+}
