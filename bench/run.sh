@@ -30,7 +30,8 @@
 #
 # Exit status: 0 if all went well; 1 if a variant failed its run or its row
 # check (the results file is still written, with the failure in it); 3 if
-# SCALE_CHECK=1 found sluice's memory growing with the row count.
+# SCALE_CHECK=1 found sluice's memory growing with the row count; 4 if
+# /dev/null stopped being a device (see timed()).
 
 set -euo pipefail
 
@@ -285,6 +286,7 @@ for key in "${VARIANTS[@]}"; do
     # stderr, of which we want `round trips: N`.
     is_sluice "$key" && CMD+=(--stats)
     log "row check: $key"
+    rm -f "$out"   # a stale file from an interrupted run must not pass the check
     rc=0
     "${CMD[@]}" >/dev/null 2>"$WORK/$key.err" || rc=$?
     if (( rc != 0 )); then
@@ -296,8 +298,11 @@ for key in "${VARIANTS[@]}"; do
     fi
     if is_sluice "$key"; then
         STATS[$key]=$(cat "$WORK/$key.err")
-        # Tolerant: any line mentioning round trip(s), first number on it.
-        TRIPS[$key]=$(grep -iE 'round[ _-]?trips?' "$WORK/$key.err" | head -n 1 | grep -oE '[0-9]+' | head -n 1 || true)
+        # The total is the line `round trips: N`; should the format drift,
+        # fall back to the first line mentioning round trip(s), else "?".
+        TRIPS[$key]=$( { grep -iE '^round trips:' "$WORK/$key.err" ||
+                          grep -iE 'round[ _-]?trips?' "$WORK/$key.err" || true; } |
+                        head -n 1 | grep -oE '[0-9]+' | head -n 1 || true)
         TRIPS[$key]=${TRIPS[$key]:-?}
     else
         TRIPS[$key]="—"
@@ -319,6 +324,14 @@ timed() {
     else
         STATUS[$key]="FAILED: timed run exited non-zero ($(tail -n 1 "$WORK/$key.run.err"))"
         log "$key: ${STATUS[$key]}"
+    fi
+    # An exporter that writes a temp file and renames it over --output would,
+    # run as root, replace /dev/null with a regular file and quietly change
+    # every later measurement (and the machine). Stop right there if so.
+    if [[ ! -c /dev/null ]]; then
+        echo "ABORT: /dev/null is no longer a character device after '$key';" \
+             "restore it with: rm -f /dev/null && mknod -m 666 /dev/null c 1 3" >&2
+        exit 4
     fi
 }
 
@@ -375,6 +388,7 @@ GIT_DIRTY=""
 if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then GIT_DIRTY=" (with uncommitted changes)"; fi
 REPRO="SLUICE_BENCH_PG_URL='$URL_SHOWN' ROWS=$ROWS REPS=$REPS"
 [[ $SCALE_CHECK == 1 ]] && REPRO+=" SCALE_CHECK=1"
+[[ -n ${SLUICE_BIN:-} ]] && REPRO+=" SLUICE_BIN='$SLUICE_BIN'"
 REPRO+=" bash bench/run.sh"
 DATE=$(date -u +%Y-%m-%d)
 REPORT="$RESULTS/export-$DATE.md"

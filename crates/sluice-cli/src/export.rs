@@ -9,6 +9,7 @@ use sluice_core::{pump, Error, ErrorKind, Meter, Progress};
 use sluice_formats::{BytesEncoding, Format, JsonOptions};
 use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
 
+use crate::interrupt::Interrupt;
 use crate::output::BlockingWriter;
 use crate::report::{exit_code, print_error, ProgressLine, Stats};
 
@@ -94,21 +95,12 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
         None => BlockingWriter::stdout().map_err(Error::output)?,
     };
 
+    let interrupt = Interrupt::install();
     let meter = Meter::new();
     let connection = Connection::connect(&config, &meter).await?;
     let connected = meter.snapshot();
     let cancel = connection.cancel_token();
-
-    // Ctrl-C: ask the server to stop the query, then leave; the socket closes with us.
-    let interrupt_config = config.clone();
-    let interrupt_token = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = interrupt_token.cancel(&interrupt_config).await;
-            eprintln!("sluice: interrupted; the query was cancelled");
-            std::process::exit(i32::from(crate::exit::INTERRUPTED));
-        }
-    });
+    interrupt.arm(cancel.clone(), config.clone());
 
     let options = QueryOptions {
         params: arguments.params.iter().cloned().map(Some).collect(),
@@ -123,6 +115,10 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
     let result = pump(&mut stream, &mut encoder, &mut writer, &progress).await;
     progress_line.finish();
     let summary = match result {
+        Err(_) if interrupt.happened() => {
+            // The server reports the cancel as an error; it is the user's Ctrl-C.
+            return Err(interrupt.wait_for_cancel().await);
+        }
         Ok(summary) => summary,
         Err(error) if error.kind() == ErrorKind::OutputClosed => {
             // The reader has all it wanted (`| head`): stop the server's work and

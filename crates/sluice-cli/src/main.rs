@@ -4,6 +4,7 @@
 //! into one clear line and an exit code.
 
 mod export;
+mod interrupt;
 mod output;
 mod report;
 

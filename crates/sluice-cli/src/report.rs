@@ -23,6 +23,10 @@ pub fn exit_code(error: &Error) -> u8 {
 /// Prints `error` as one line; when the database points into the SQL, the line of
 /// SQL follows with a caret under the position.
 pub fn print_error(error: &Error, sql: &str) {
+    if error.kind() == ErrorKind::Cancelled {
+        // Already reported by the interrupt handler.
+        return;
+    }
     eprintln!("sluice: {error}");
     let Some(position) = error.as_db_error().and_then(|db| db.position) else {
         return;

@@ -137,6 +137,14 @@ impl Error {
         Error::new(ErrorKind::Config, message)
     }
 
+    /// The same error filed under another kind, keeping its message and database
+    /// fields: a database error while logging in is a connection failure to the
+    /// caller, not a statement failure.
+    pub fn with_kind(mut self, kind: ErrorKind) -> Error {
+        self.kind = kind;
+        self
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         self.kind

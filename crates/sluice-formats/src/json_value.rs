@@ -139,33 +139,24 @@ pub fn write_hex(bytes: &[u8], output: &mut Vec<u8>) {
     }
 }
 
-/// Writes a date-time's text in ISO-8601 form: the space between date and time
+/// Writes a timestamp's text in ISO-8601 form: the space between date and time
 /// becomes `T` and a zone offset gets its minutes (`+02` → `+02:00`), which is what
 /// PostgreSQL's JSON functions print. `infinity` and a trailing ` BC` are kept.
-pub fn write_iso_datetime(text: &[u8], has_date: bool, output: &mut Vec<u8>) {
+pub fn write_iso_timestamp(text: &[u8], output: &mut Vec<u8>) {
     output.push(b'"');
     let (main, era) = match text.strip_suffix(b" BC") {
         Some(main) => (main, &b" BC"[..]),
         None => (text, &b""[..]),
     };
-    let time_start = if has_date {
-        match memchr::memchr(b' ', main) {
-            Some(space) => {
-                output.extend_from_slice(&main[..space]);
-                output.push(b'T');
-                space + 1
-            }
-            None => {
-                // `infinity`, `-infinity`: nothing to convert.
-                output.extend_from_slice(text);
-                output.push(b'"');
-                return;
-            }
-        }
-    } else {
-        0
+    let Some(space) = memchr::memchr(b' ', main) else {
+        // `infinity`, `-infinity`: nothing to convert.
+        output.extend_from_slice(text);
+        output.push(b'"');
+        return;
     };
-    let time = &main[time_start..];
+    output.extend_from_slice(&main[..space]);
+    output.push(b'T');
+    let time = &main[space + 1..];
     match time.iter().position(|&byte| byte == b'+' || byte == b'-') {
         Some(offset_start) => {
             output.extend_from_slice(time);
@@ -208,11 +199,10 @@ pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output:
             Some(bytes) => write_bytes(&bytes, options, output),
             None => write_string(text, output),
         },
-        Kind::Timestamp | Kind::TimestampTz => write_iso_datetime(text, true, output),
-        Kind::TimeTz => write_iso_datetime(text, false, output),
+        Kind::Timestamp | Kind::TimestampTz => write_iso_timestamp(text, output),
         Kind::Array(element) => pg_literal::write_array(element, text, options, output),
         Kind::Composite(fields) => pg_literal::write_composite(fields, text, options, output),
-        Kind::Text | Kind::Date | Kind::Time | Kind::Interval | Kind::Other => {
+        Kind::Text | Kind::Date | Kind::Time | Kind::TimeTz | Kind::Interval | Kind::Other => {
             write_string(text, output)
         }
     }
@@ -290,7 +280,8 @@ mod tests {
             "\"0044-03-15T12:00:00 BC\""
         );
         assert_eq!(render(&Kind::TimestampTz, b"-infinity"), "\"-infinity\"");
-        assert_eq!(render(&Kind::TimeTz, b"10:00:00+02"), "\"10:00:00+02:00\"");
+        // Times of day keep the server's offset spelling, as row_to_json does.
+        assert_eq!(render(&Kind::TimeTz, b"10:00:00+02"), "\"10:00:00+02\"");
     }
 
     #[test]

@@ -103,6 +103,17 @@ impl AsyncWrite for Socket {
     }
 }
 
+/// Files an error the server sent while logging in under the kind a caller acts on:
+/// refused credentials or an unknown role are authentication failures, anything
+/// else (unknown database, too many connections, shutting down) a connection failure.
+fn login_error(error: Error) -> Error {
+    match error.code() {
+        Some(code) if code.starts_with("28") => error.with_kind(ErrorKind::Authentication),
+        Some(_) => error.with_kind(ErrorKind::Connect),
+        None => error,
+    }
+}
+
 /// An authenticated session, idle and ready for a query.
 #[derive(Debug)]
 pub struct Connection {
@@ -175,7 +186,7 @@ impl Connection {
                 }
                 Message::ReadyForQuery(_) => return Ok(()),
                 Message::NoticeResponse(_) => {}
-                Message::ErrorResponse(body) => return Err(db_error(&body)),
+                Message::ErrorResponse(body) => return Err(login_error(db_error(&body))),
                 _ => return Err(Error::protocol("unexpected message during startup")),
             }
         }
@@ -194,15 +205,7 @@ impl Connection {
                 )
             })
         };
-        let authentication_error = |error: Error| -> Error {
-            match error.as_db_error() {
-                Some(db) if db.code == "28P01" || db.code == "28000" => {
-                    Error::new(ErrorKind::Authentication, error.to_string())
-                }
-                _ => error,
-            }
-        };
-        match self.read_message().await.map_err(authentication_error)? {
+        match self.read_message().await.map_err(login_error)? {
             Message::AuthenticationOk => return Ok(()),
             Message::AuthenticationCleartextPassword => {
                 frontend::password_message(password()?, &mut self.write_buffer)
@@ -236,7 +239,7 @@ impl Connection {
                 )
                 .map_err(Error::io)?;
                 self.send().await?;
-                match self.read_message().await.map_err(authentication_error)? {
+                match self.read_message().await.map_err(login_error)? {
                     Message::AuthenticationSaslContinue(body) => {
                         scram.update(body.data()).map_err(|error| {
                             Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
@@ -247,7 +250,7 @@ impl Connection {
                 frontend::sasl_response(scram.message(), &mut self.write_buffer)
                     .map_err(Error::io)?;
                 self.send().await?;
-                match self.read_message().await.map_err(authentication_error)? {
+                match self.read_message().await.map_err(login_error)? {
                     Message::AuthenticationSaslFinal(body) => {
                         scram.finish(body.data()).map_err(|error| {
                             Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
@@ -255,7 +258,7 @@ impl Connection {
                     }
                     _ => return Err(Error::protocol("expected SASL final message")),
                 }
-                return match self.read_message().await.map_err(authentication_error)? {
+                return match self.read_message().await.map_err(login_error)? {
                     Message::AuthenticationOk => Ok(()),
                     _ => Err(Error::protocol("expected authentication to complete")),
                 };
@@ -269,7 +272,7 @@ impl Connection {
             }
         }
         self.send().await?;
-        match self.read_message().await.map_err(authentication_error)? {
+        match self.read_message().await.map_err(login_error)? {
             Message::AuthenticationOk => Ok(()),
             _ => Err(Error::protocol("expected authentication to complete")),
         }

@@ -1,0 +1,85 @@
+//! Ctrl-C: cancel the running query on the server, say so once, exit 130.
+//!
+//! The handler is installed before connecting so an interrupt at any moment ends
+//! the process with the documented code. Once a query runs, the handler first sends
+//! PostgreSQL a cancel request. The export path usually sees the server's "canceling
+//! statement" error before the handler is done; [`Interrupt::happened`] lets it tell
+//! that apart from a real failure and end the same way.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_core::{Error, ErrorKind};
+use sluice_postgres::{CancelToken, Config};
+
+use crate::exit;
+
+#[derive(Default)]
+struct Shared {
+    happened: AtomicBool,
+    reported: AtomicBool,
+    target: Mutex<Option<(CancelToken, Config)>>,
+}
+
+/// The installed Ctrl-C handler.
+#[derive(Clone)]
+pub struct Interrupt {
+    shared: Arc<Shared>,
+}
+
+impl Interrupt {
+    /// Starts listening for Ctrl-C.
+    pub fn install() -> Interrupt {
+        let interrupt = Interrupt {
+            shared: Arc::new(Shared::default()),
+        };
+        let handler = interrupt.clone();
+        // Register now, not when the task first runs, so no early Ctrl-C is missed.
+        let Ok(mut signals) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        else {
+            return interrupt;
+        };
+        tokio::spawn(async move {
+            if signals.recv().await.is_some() {
+                handler.shared.happened.store(true, Ordering::SeqCst);
+                handler.cancel_query().await;
+                handler.report();
+                std::process::exit(i32::from(exit::INTERRUPTED));
+            }
+        });
+        interrupt
+    }
+
+    /// From now on an interrupt cancels the query of the session `token` belongs to.
+    pub fn arm(&self, token: CancelToken, config: Config) {
+        *self.shared.target.lock().expect("interrupt state") = Some((token, config));
+    }
+
+    /// True once Ctrl-C was pressed.
+    pub fn happened(&self) -> bool {
+        self.shared.happened.load(Ordering::SeqCst)
+    }
+
+    /// Lets the handler finish cancelling (it exits the process), and returns the
+    /// error to end with should it not.
+    pub async fn wait_for_cancel(&self) -> Error {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        self.report();
+        Error::new(ErrorKind::Cancelled, "interrupted")
+    }
+
+    async fn cancel_query(&self) {
+        let target = self.shared.target.lock().expect("interrupt state").clone();
+        if let Some((token, config)) = target {
+            let _ = tokio::time::timeout(Duration::from_secs(2), token.cancel(&config)).await;
+        }
+    }
+
+    fn report(&self) {
+        if !self.shared.reported.swap(true, Ordering::SeqCst) {
+            eprintln!("sluice: interrupted; the query was cancelled");
+        }
+    }
+}

@@ -1,0 +1,525 @@
+//! End-to-end tests of the `sluice` binary against a real PostgreSQL server.
+//!
+//! Every test runs the compiled binary as a child process and gets its own schema
+//! from `sluice_testkit::TestDb`. Queries that the tests look for in
+//! `pg_stat_activity` carry a unique marker comment, so tests running in parallel
+//! (in this process or in others sharing the server) cannot see each other's work.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+use sluice_testkit::TestDb;
+
+/// Upper bound for commands that should finish quickly; only there so a hang fails
+/// the test instead of blocking the run forever.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A `sluice` command with a clean environment for the variables it reads.
+fn sluice() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command
+        .env_remove("SLUICE_DB")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .stdin(Stdio::null());
+    command
+}
+
+/// A child process that is killed (and reaped) if the test ends before it does.
+struct Guarded(Child);
+
+impl Guarded {
+    fn spawn(command: &mut Command) -> Guarded {
+        Guarded(command.spawn().expect("could not start the child process"))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Waits up to `timeout` for the child to exit.
+    fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait failed") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads a pipe to its end on another thread.
+fn read_all_in_background(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+/// Runs `command` to completion (at most [`COMMAND_TIMEOUT`]), capturing its output.
+fn run(command: &mut Command) -> Output {
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = Guarded::spawn(command);
+    let stdout = read_all_in_background(child.0.stdout.take().expect("piped stdout"));
+    let stderr = read_all_in_background(child.0.stderr.take().expect("piped stderr"));
+    let status = child
+        .wait_timeout(COMMAND_TIMEOUT)
+        .unwrap_or_else(|| panic!("sluice did not finish within {COMMAND_TIMEOUT:?}"));
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+/// `sluice export --db <url> --query <sql> <extra…>`, run to completion.
+fn export(url: &str, sql: &str, extra: &[&str]) -> Output {
+    run(sluice()
+        .args(["export", "--db", url, "--query", sql])
+        .args(extra))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts the run succeeded and printed nothing on standard error.
+fn assert_success(output: &Output) {
+    assert!(
+        output.status.success(),
+        "sluice failed with {}; stderr:\n{}",
+        output.status,
+        text(&output.stderr)
+    );
+    assert!(
+        output.stderr.is_empty(),
+        "unexpected stderr:\n{}",
+        text(&output.stderr)
+    );
+}
+
+/// Asserts the exit code and that stderr shows no panic, and returns stderr.
+fn assert_exit_code(output: &Output, code: i32) -> String {
+    let stderr = text(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "wrong exit status {}; stderr:\n{stderr}",
+        output.status
+    );
+    assert_no_panic(&stderr);
+    stderr
+}
+
+fn assert_no_panic(stderr: &str) {
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
+        "sluice panicked; stderr:\n{stderr}"
+    );
+}
+
+/// A string no other test (or test process) uses, for tagging SQL text.
+fn unique_marker() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    format!("marker-{}-{:016x}", std::process::id(), hasher.finish())
+}
+
+/// How many sessions of sluice (other than the asking one) show SQL containing `marker`.
+fn sluice_sessions_with(db: &TestDb, marker: &str, only_active: bool) -> u64 {
+    let state = if only_active {
+        " and state = 'active'"
+    } else {
+        ""
+    };
+    let count = db.query_text(&format!(
+        "select count(*) from pg_stat_activity where application_name = 'sluice' \
+         and query like '%{marker}%' and pid <> pg_backend_pid(){state}"
+    ));
+    count
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("unexpected count {count:?}"))
+}
+
+/// Polls `condition` every 100 ms until it holds or `timeout` has passed.
+fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Parses `--stats` output: one `key: value` per line.
+fn stats(stderr: &str) -> HashMap<String, String> {
+    stderr
+        .lines()
+        .filter_map(|line| line.split_once(": "))
+        .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+        .collect()
+}
+
+fn stat_number(stats: &HashMap<String, String>, key: &str) -> u64 {
+    let value = stats
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key:?} in the stats: {stats:?}"));
+    value
+        .parse()
+        .unwrap_or_else(|_| panic!("{key:?} is not a number: {value:?}"))
+}
+
+/// Runs `sql` with `--stats --output <file>` and returns the parsed stats.
+fn export_with_stats(
+    db: &TestDb,
+    sql: &str,
+    output: &Path,
+    extra: &[&str],
+) -> HashMap<String, String> {
+    let path = output.to_str().expect("UTF-8 temp path");
+    let mut arguments = vec!["--stats", "--output", path];
+    arguments.extend_from_slice(extra);
+    let result = export(db.url(), sql, &arguments);
+    let stderr = assert_exit_code(&result, 0);
+    assert!(
+        result.stdout.is_empty(),
+        "stdout should be empty with --output"
+    );
+    stats(&stderr)
+}
+
+// ---------------------------------------------------------------------------
+// Cancellation
+// ---------------------------------------------------------------------------
+
+#[test]
+fn head_closes_the_pipe_and_the_query_is_cancelled() {
+    let db = TestDb::new();
+    let marker = unique_marker();
+    let sql =
+        format!("select g, repeat('x', 100) from generate_series(1, 50000000) g /* {marker} */");
+    let mut sluice = Guarded::spawn(
+        sluice()
+            .args(["export", "--db", db.url(), "--query", &sql])
+            .args(["--format", "ndjson"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let sluice_stdout = sluice.0.stdout.take().expect("piped stdout");
+    let sluice_stderr = read_all_in_background(sluice.0.stderr.take().expect("piped stderr"));
+    // The Command (and with it this process's copy of the pipe's read end) is dropped
+    // at the end of the statement: head is then the pipe's only reader.
+    let mut head = Guarded::spawn(
+        Command::new("head")
+            .args(["-n", "3"])
+            .stdin(Stdio::from(sluice_stdout))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let head_stdout = read_all_in_background(head.0.stdout.take().expect("piped stdout"));
+
+    // The server materializes the series before the first row: allow for a busy machine.
+    let head_status = head
+        .wait_timeout(Duration::from_secs(120))
+        .expect("head did not get 3 lines within 120 s");
+    assert!(head_status.success(), "head failed: {head_status}");
+    let lines = text(&head_stdout.join().expect("head stdout reader"));
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 3, "head printed {lines:?}");
+    for (index, line) in lines.iter().enumerate() {
+        let row: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("line {line:?} is not JSON: {error}"));
+        assert_eq!(row["g"], serde_json::json!(index + 1), "line {line:?}");
+    }
+
+    let status = sluice
+        .wait_timeout(Duration::from_secs(10))
+        .expect("sluice did not exit within 10 s of head closing the pipe");
+    let stderr = text(&sluice_stderr.join().expect("stderr reader"));
+    assert_no_panic(&stderr);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "sluice exited with {status}; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.is_empty(),
+        "sluice should leave quietly; stderr:\n{stderr}"
+    );
+
+    assert!(
+        eventually(Duration::from_secs(5), || sluice_sessions_with(
+            &db, &marker, false
+        ) == 0),
+        "the query is still in pg_stat_activity 5 s after sluice exited"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_the_query() {
+    let db = TestDb::new();
+    let marker = unique_marker();
+    let sql = format!("select pg_sleep(30) /* {marker} */");
+    let directory = tempfile::tempdir().expect("temp dir");
+    let output_path = directory.path().join("out.ndjson");
+    let mut sluice = Guarded::spawn(
+        sluice()
+            .args(["export", "--db", db.url(), "--query", &sql, "--output"])
+            .arg(&output_path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let sluice_stderr = read_all_in_background(sluice.0.stderr.take().expect("piped stderr"));
+
+    assert!(
+        eventually(Duration::from_secs(20), || sluice_sessions_with(
+            &db, &marker, true
+        ) == 1),
+        "the query never showed up as active in pg_stat_activity"
+    );
+    let pid = libc::pid_t::try_from(sluice.pid()).expect("pid fits pid_t");
+    // SAFETY: plain kill(2) on our own, not yet reaped child.
+    let sent = unsafe { libc::kill(pid, libc::SIGINT) };
+    assert_eq!(sent, 0, "kill failed: {}", std::io::Error::last_os_error());
+
+    let status = sluice
+        .wait_timeout(Duration::from_secs(10))
+        .expect("sluice did not exit within 10 s of SIGINT");
+    let stderr = text(&sluice_stderr.join().expect("stderr reader"));
+    assert_no_panic(&stderr);
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "sluice exited with {status}; stderr:\n{stderr}"
+    );
+
+    assert!(
+        eventually(Duration::from_secs(5), || sluice_sessions_with(
+            &db, &marker, false
+        ) == 0),
+        "the query is still in pg_stat_activity 5 s after sluice exited"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Exit codes and messages
+// ---------------------------------------------------------------------------
+
+#[test]
+fn bad_sql_exits_1_with_sqlstate_and_a_caret() {
+    let db = TestDb::new();
+    let output = export(db.url(), "selec 1", &[]);
+    let stderr = assert_exit_code(&output, 1);
+    assert!(stderr.contains("42601"), "no SQLSTATE in stderr:\n{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let caret = lines
+        .iter()
+        .position(|line| line.trim() == "^")
+        .unwrap_or_else(|| panic!("no caret line in stderr:\n{stderr}"));
+    assert!(
+        caret > 0,
+        "the caret line has no SQL line above it:\n{stderr}"
+    );
+    let sql_line = lines[caret - 1];
+    let column = lines[caret].find('^').expect("caret");
+    // The server reports position 1: the caret sits under the "s" of "selec".
+    assert_eq!(
+        sql_line.find("selec 1"),
+        Some(column),
+        "the caret is not under the error position:\n{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "stdout: {}", text(&output.stdout));
+}
+
+#[test]
+fn unreachable_server_exits_3_with_one_line() {
+    let output = export("postgres://postgres@127.0.0.1:1/x", "select 1", &[]);
+    let stderr = assert_exit_code(&output, 3);
+    assert_eq!(stderr.lines().count(), 1, "expected one line:\n{stderr}");
+    assert!(
+        stderr.contains("could not connect"),
+        "unexpected message:\n{stderr}"
+    );
+}
+
+#[test]
+fn unknown_role_exits_3_and_names_the_role() {
+    let db = TestDb::new();
+    assert!(
+        db.url().contains("postgres@"),
+        "unexpected URL {}",
+        db.url()
+    );
+    let url = db.url().replacen("postgres@", "no_such_role_xyz@", 1);
+    let output = export(&url, "select 1", &[]);
+    let stderr = assert_exit_code(&output, 3);
+    assert!(
+        stderr.contains("no_such_role_xyz"),
+        "the role is not named:\n{stderr}"
+    );
+}
+
+#[test]
+fn parameter_count_mismatch_exits_2() {
+    let db = TestDb::new();
+    let output = export(db.url(), "select $1::int", &[]);
+    let stderr = assert_exit_code(&output, 2);
+    assert!(
+        stderr.starts_with("sluice: "),
+        "unexpected message:\n{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "stdout: {}", text(&output.stdout));
+}
+
+#[test]
+fn invalid_url_exits_2() {
+    let output = export("postgres://a@b:notaport/c", "select 1", &[]);
+    let stderr = assert_exit_code(&output, 2);
+    assert!(
+        stderr.starts_with("sluice: "),
+        "unexpected message:\n{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// --stats
+// ---------------------------------------------------------------------------
+
+#[test]
+fn stats_report_round_trips_and_rows() {
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().expect("temp dir");
+    let file = directory.path().join("out.ndjson");
+
+    let small = export_with_stats(&db, "select g from generate_series(1, 10000) g", &file, &[]);
+    assert_eq!(stat_number(&small, "rows"), 10_000, "{small:?}");
+    let small_trips = stat_number(&small, "round trips for the query");
+    assert!(small_trips <= 3, "too many round trips: {small:?}");
+
+    let written = std::fs::read_to_string(&file).expect("read the output file");
+    let lines: Vec<&str> = written.lines().collect();
+    assert_eq!(lines.len(), 10_000);
+    for (index, line) in lines.iter().enumerate() {
+        let row: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("line {line:?} is not JSON: {error}"));
+        assert_eq!(row["g"], serde_json::json!(index + 1), "line {line:?}");
+    }
+
+    let large = export_with_stats(
+        &db,
+        "select g from generate_series(1, 100000) g",
+        &file,
+        &[],
+    );
+    assert_eq!(stat_number(&large, "rows"), 100_000, "{large:?}");
+    assert_eq!(
+        stat_number(&large, "round trips for the query"),
+        small_trips,
+        "round trips should not grow with the row count: {small:?} vs {large:?}"
+    );
+
+    let fetched = export_with_stats(
+        &db,
+        "select g from generate_series(1, 10000) g",
+        &file,
+        &["--fetch-size", "1000"],
+    );
+    assert_eq!(stat_number(&fetched, "rows"), 10_000, "{fetched:?}");
+    let fetched_trips = stat_number(&fetched, "round trips for the query");
+    assert!(
+        (10..=10_000u64.div_ceil(1000) + 3).contains(&fetched_trips),
+        "unexpected round trips with --fetch-size 1000: {fetched:?}"
+    );
+    let written = std::fs::read_to_string(&file).expect("read the output file");
+    assert_eq!(written.lines().count(), 10_000);
+}
+
+// ---------------------------------------------------------------------------
+// Output formats and parameters
+// ---------------------------------------------------------------------------
+
+#[test]
+fn json_of_an_empty_result_is_an_empty_array() {
+    let db = TestDb::new();
+    let output = export(db.url(), "select 1 as a where false", &["--format", "json"]);
+    assert_success(&output);
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {:?}", text(&output.stdout)));
+    assert_eq!(value, serde_json::json!([]));
+}
+
+#[test]
+fn csv_has_a_header_and_quotes_like_copy() {
+    let db = TestDb::new();
+    let output = export(db.url(), "select 1 as a, 'x,y' as b", &["--format", "csv"]);
+    assert_success(&output);
+    assert_eq!(
+        output.stdout,
+        b"a,b\n1,\"x,y\"\n",
+        "got {:?}",
+        text(&output.stdout)
+    );
+}
+
+/// Runs an NDJSON export to standard output and parses its single row.
+fn single_row(db: &TestDb, sql: &str, extra: &[&str]) -> serde_json::Value {
+    let output = export(db.url(), sql, extra);
+    assert_success(&output);
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "stdout: {stdout:?}");
+    serde_json::from_str(lines[0]).expect("JSON row")
+}
+
+#[test]
+fn params_bind_in_order() {
+    let db = TestDb::new();
+    assert_eq!(
+        single_row(
+            &db,
+            "select $1::int + $2::int as s",
+            &["--param", "2", "--param", "3"]
+        ),
+        serde_json::json!({"s": 5})
+    );
+    // A non-commutative use shows which value went to which parameter.
+    assert_eq!(
+        single_row(
+            &db,
+            "select $1::int - $2::int as d, $2::text as second",
+            &["--param", "2", "--param", "3"]
+        ),
+        serde_json::json!({"d": -1, "second": "3"})
+    );
+}

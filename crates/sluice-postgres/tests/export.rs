@@ -1,0 +1,413 @@
+//! Streaming export against a real PostgreSQL: every type compared with the server's
+//! own `row_to_json` and `COPY … CSV`, round trips counted, errors reported.
+
+use sluice_core::{pump, BatchSource, ErrorKind, Meter, MeterSnapshot, Progress};
+use sluice_formats::{BytesEncoding, Format, JsonOptions};
+use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
+use sluice_testkit::TestDb;
+
+struct Exported {
+    bytes: Vec<u8>,
+    rows: u64,
+    /// Round trips and bytes of the query alone (after connecting).
+    query: MeterSnapshot,
+}
+
+async fn export_with(
+    db: &TestDb,
+    sql: &str,
+    format: Format,
+    options: QueryOptions,
+    json: JsonOptions,
+) -> Result<Exported, sluice_core::Error> {
+    let mut config: Config = db.url().parse()?;
+    if format.is_json() {
+        config = config.setting("IntervalStyle", "iso_8601");
+    }
+    let meter = Meter::new();
+    let connection = Connection::connect(&config, &meter).await?;
+    let connected = meter.snapshot();
+    let mut stream = QueryStream::start(connection, sql, options).await?;
+    let mut encoder = format.encoder(json);
+    let mut bytes = Vec::new();
+    let summary = pump(&mut stream, &mut encoder, &mut bytes, &Progress::new()).await?;
+    let query = meter.snapshot() - connected;
+    assert!(
+        stream.into_connection().is_some(),
+        "session idle after the result"
+    );
+    Ok(Exported {
+        bytes,
+        rows: summary.rows,
+        query,
+    })
+}
+
+async fn export(db: &TestDb, sql: &str, format: Format) -> Exported {
+    let hex = JsonOptions {
+        bytes: BytesEncoding::Hex,
+    };
+    export_with(db, sql, format, QueryOptions::default(), hex)
+        .await
+        .unwrap()
+}
+
+const ALL_TYPES: &str = r#"
+create type mood as enum ('happy', 'sad "really"', 'with,comma');
+create domain positive as int check (value > 0);
+create type pair as (id int, label text, tags text[], at timestamptz, span interval, blob bytea);
+create table all_types (
+  id int primary key,
+  c_bool bool, c_int2 int2, c_int4 int4, c_int8 int8,
+  c_float4 float4, c_float8 float8, c_numeric numeric,
+  c_text text, c_varchar varchar(20), c_char char(3), c_name name, c_bytea bytea,
+  c_json json, c_jsonb jsonb,
+  c_date date, c_time time, c_timetz timetz, c_timestamp timestamp, c_timestamptz timestamptz,
+  c_interval interval,
+  c_uuid uuid, c_inet inet, c_cidr cidr, c_macaddr macaddr, c_money money,
+  c_mood mood, c_positive positive, c_range int4range, c_tstzrange tstzrange,
+  c_int_array int[], c_text_2d text[][], c_jsonb_array jsonb[], c_float_array float8[],
+  c_pair pair, c_pair_array pair[], c_bytea_array bytea[], c_numeric_array numeric[],
+  c_timestamptz_array timestamptz[], c_mood_array mood[],
+  c_bit bit(4), c_xml xml, c_oid oid
+);
+insert into all_types values (
+  1, true, -32768, 2147483647, -9223372036854775808,
+  3.4028235e38, 2.2250738585072014e-308, 123456789012345678901234567890.123456789012345678901234567890,
+  'plain', 'vary', 'abc', 'a_name', '\x000102fffe',
+  '{"a": [1, 2, {"b": null}]}', '{"nested": {"x": 1.5, "y": [true, false]}, "s": "quote \" here"}',
+  '2024-02-29', '13:14:15.123456', '13:14:15+05:30', '2024-02-29 13:14:15.5', '2024-02-29 13:14:15.5+02',
+  '1 year 2 mons 3 days 04:05:06.789',
+  'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03', 1234.56,
+  'happy', 42, '[1,10)', '[2024-01-01 00:00:00+00,2024-12-31 00:00:00+00)',
+  '{1,NULL,3}', '{{"a b","c\"d"},{NULL,"e,f"}}', array['{"k": 1}'::jsonb, 'null'::jsonb, '[1, "x"]'::jsonb],
+  '{1.5,NaN,Infinity,-Infinity}',
+  row(7, 'lab"el, (x)', '{x,"y z"}', '2001-02-03 04:05:06+00', '-1 days 02:00:00', '\xdead')::pair,
+  array[row(1, 'one', null, null, null, null)::pair, row(2, '', '{}', '2020-01-01 00:00:00+00', '1 hour', '\x00')::pair],
+  '{"\\x00ff",NULL}', '{0.1,100000000000000000000.00000000000000000001}',
+  '{"2020-01-01 00:00:00+00","infinity"}', '{happy,"sad \"really\"","with,comma"}',
+  B'1010', '<a>x &amp; y</a>', 12345
+), (
+  2, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
+  null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
+  null, null, null, null, null, null, null, null
+), (
+  3, false, 0, 0, 0, 'NaN', '-Infinity', 'NaN',
+  E'quotes " and \\ backslash\nnew line\r\ttab \x01 control, emoji 😀, ünïcödé, \u2028', '', '"', '',
+  '\x',
+  E'{\n  "pretty": "json\\nwith escapes",\n  "n": 1e10\n}', '[]',
+  'infinity', '00:00:00', '00:00:00-08', '-infinity', 'infinity',
+  '-1 years -2 mons +3 days -04:05:06',
+  '00000000-0000-0000-0000-000000000000', '::1', '::/0', '00:00:00:00:00:00', -0.01,
+  'with,comma', 1, 'empty', '(,)',
+  '{}', '{}', '{}', '{}',
+  row(null, null, null, null, null, null)::pair, '{}', '{}', '{}', '{}', '{}',
+  B'0000', '', 0
+), (
+  4, true, 1, 1, 1, '1e-45', '1.7976931348623157e308', '-0.000000000000000000001',
+  'NULL', 'null', 'a\b', 'x', '\x5c',
+  '"just a string"', '12.5',
+  '0044-03-15 BC', '23:59:59.999999', '23:59:59.999999+14', '0044-03-15 12:00:00 BC', '1999-12-31 23:59:59.999999-03:30',
+  '0 seconds',
+  'ffffffff-ffff-ffff-ffff-ffffffffffff', '255.255.255.255', '0.0.0.0/0', 'ff:ff:ff:ff:ff:ff', 0,
+  'sad "really"', 2147483647, '(,5]', 'empty',
+  '[0:1]={7,8}', '{{x},{NULL}}', '{NULL}', '{NULL}',
+  row(0, 'NULL', '{NULL,"NULL"}', 'infinity', '0 seconds', '\x')::pair, '{NULL}', '{NULL,"\\x"}', '{NaN}',
+  '{NULL}', '{}',
+  B'1111', '<e/>', 4294967295
+);
+"#;
+
+fn json_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
+    std::str::from_utf8(bytes)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn ndjson_rows_equal_the_servers_row_to_json() {
+    let db = TestDb::new();
+    db.execute(ALL_TYPES);
+    let ours = export(&db, "select * from all_types order by id", Format::Ndjson).await;
+    assert_eq!(ours.rows, 4);
+    let text = std::str::from_utf8(&ours.bytes).unwrap();
+    assert_eq!(text.lines().count(), 4, "one line per row:\n{text}");
+    let server = db.query_text(
+        "set IntervalStyle = iso_8601;\n\
+         select json_agg(row_to_json(t) order by id) from all_types t;",
+    );
+    // One array: a `json` value may hold raw line breaks, so lines cannot separate rows.
+    let theirs: Vec<serde_json::Value> = serde_json::from_str(&server).unwrap();
+    let ours = json_lines(&ours.bytes);
+    assert_eq!(ours.len(), theirs.len());
+    for (our_row, their_row) in ours.iter().zip(&theirs) {
+        let (ours, theirs) = (our_row.as_object().unwrap(), their_row.as_object().unwrap());
+        assert_eq!(
+            ours.keys().collect::<Vec<_>>(),
+            theirs.keys().collect::<Vec<_>>(),
+            "keys in column order"
+        );
+        for (key, their_value) in theirs {
+            assert_eq!(
+                &ours[key], their_value,
+                "row {} column {key}: sluice {} vs row_to_json {}",
+                theirs["id"], ours[key], their_value
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn csv_is_byte_identical_to_copy() {
+    let db = TestDb::new();
+    db.execute(ALL_TYPES);
+    for query in [
+        "select * from all_types order by id",
+        "select id as \"weird, \"\"name\"\"\", c_text from all_types order by id",
+        "select '\\.'::text as only_column union all select null union all select ''",
+        "select 1 as a where false",
+    ] {
+        let ours = export(&db, query, Format::Csv).await;
+        let theirs = db.psql_bytes(&format!(
+            "COPY ({query}) TO STDOUT WITH (FORMAT csv, HEADER)"
+        ));
+        assert_eq!(
+            String::from_utf8_lossy(&ours.bytes),
+            String::from_utf8_lossy(&theirs),
+            "query: {query}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn json_array_is_valid_and_bytea_defaults_to_base64() {
+    let db = TestDb::new();
+    let empty = export(&db, "select 1 as a where false", Format::Json).await;
+    assert_eq!(empty.bytes, b"[]\n");
+    let options = QueryOptions::default();
+    let exported = export_with(
+        &db,
+        "select '\\x00ff10'::bytea as b, array['\\x01'::bytea] as bs, 1 as a, 2 as a",
+        Format::Json,
+        options,
+        JsonOptions::default(),
+    )
+    .await
+    .unwrap();
+    let parsed: serde_json::Value = serde_json::from_slice(&exported.bytes).unwrap();
+    assert_eq!(
+        parsed,
+        serde_json::json!([{"b": "AP8Q", "bs": ["AQ=="], "a": 1, "a_2": 2}])
+    );
+}
+
+#[tokio::test]
+async fn streaming_costs_the_same_round_trips_whatever_the_row_count() {
+    let db = TestDb::new();
+    let mut trips = Vec::new();
+    for rows in [1u64, 1_000, 200_000] {
+        let exported = export(
+            &db,
+            &format!("select g, 'row ' || g as label from generate_series(1, {rows}) g"),
+            Format::Ndjson,
+        )
+        .await;
+        assert_eq!(exported.rows, rows);
+        trips.push(exported.query.round_trips);
+    }
+    assert!(trips.iter().all(|&t| t == trips[0]), "trips: {trips:?}");
+    assert_eq!(trips[0], 2, "prepare, then execute");
+}
+
+#[tokio::test]
+async fn fetch_size_costs_one_round_trip_per_batch() {
+    let db = TestDb::new();
+    for (rows, fetch_size) in [(10_000u64, 1_000u32), (10_001, 1_000), (999, 10), (5, 100)] {
+        let exported = export_with(
+            &db,
+            &format!("select g from generate_series(1, {rows}) g"),
+            Format::Ndjson,
+            QueryOptions {
+                params: Vec::new(),
+                fetch_size: Some(fetch_size),
+            },
+            JsonOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(exported.rows, rows);
+        let bound = rows.div_ceil(u64::from(fetch_size)) + 3;
+        let floor = rows / u64::from(fetch_size) + 1;
+        let trips = exported.query.round_trips;
+        assert!(
+            trips <= bound && trips >= floor,
+            "{rows} rows, fetch size {fetch_size}: {trips} trips, expected {floor}..={bound}"
+        );
+        let lines = json_lines(&exported.bytes);
+        assert_eq!(lines.first().unwrap()["g"], serde_json::json!(1));
+        assert_eq!(lines.last().unwrap()["g"], serde_json::json!(rows));
+    }
+}
+
+#[tokio::test]
+async fn types_outside_the_builtin_table_cost_one_lookup() {
+    let db = TestDb::new();
+    db.execute(ALL_TYPES);
+    let plain = export(&db, "select c_text from all_types", Format::Ndjson).await;
+    let custom = export(
+        &db,
+        "select c_mood, c_pair_array from all_types",
+        Format::Ndjson,
+    )
+    .await;
+    assert_eq!(plain.query.round_trips, 2);
+    // pair[] → pair → (its fields are built-in): two catalog levels.
+    assert!(custom.query.round_trips <= 4, "{:?}", custom.query);
+}
+
+#[tokio::test]
+async fn parameters_are_bound_as_text_and_converted_by_the_server() {
+    let db = TestDb::new();
+    db.execute(ALL_TYPES);
+    let exported = export_with(
+        &db,
+        "select id, c_mood from all_types where c_mood = $1 and id > $2 and $3::text is null",
+        Format::Ndjson,
+        QueryOptions {
+            params: vec![Some("happy".into()), Some("0".into()), None],
+            fetch_size: None,
+        },
+        JsonOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        json_lines(&exported.bytes),
+        [serde_json::json!({"id": 1, "c_mood": "happy"})]
+    );
+}
+
+#[tokio::test]
+async fn errors_carry_sqlstate_and_position() {
+    let db = TestDb::new();
+    let error = export_with(
+        &db,
+        "select 1 from nowhere_at_all",
+        Format::Ndjson,
+        QueryOptions::default(),
+        JsonOptions::default(),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(error.kind(), ErrorKind::Database);
+    let db_error = error.as_db_error().unwrap();
+    assert_eq!(db_error.code, "42P01");
+    assert_eq!(db_error.position, Some(15));
+
+    let error = export_with(
+        &db,
+        "select $1::int, $2::int",
+        Format::Ndjson,
+        QueryOptions {
+            params: vec![Some("1".into())],
+            fetch_size: None,
+        },
+        JsonOptions::default(),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(error.kind(), ErrorKind::Config);
+    assert!(error.to_string().contains("2 parameters"), "{error}");
+
+    let error = export_with(
+        &db,
+        "select $1::int",
+        Format::Ndjson,
+        QueryOptions {
+            params: vec![Some("not a number".into())],
+            fetch_size: None,
+        },
+        JsonOptions::default(),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(error.code(), Some("22P02"), "{error}");
+}
+
+#[tokio::test]
+async fn an_error_after_rows_have_flowed_is_never_a_clean_end() {
+    let db = TestDb::new();
+    for fetch_size in [None, Some(100)] {
+        let config: Config = db.url().parse().unwrap();
+        let connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+        let mut stream = QueryStream::start(
+            connection,
+            "select 1 / (g - 5000) from generate_series(1, 10000) g",
+            QueryOptions {
+                params: Vec::new(),
+                fetch_size,
+            },
+        )
+        .await
+        .unwrap();
+        let mut rows = 0;
+        let error = loop {
+            match stream.next_batch().await {
+                Ok(Some(batch)) => rows += batch.num_rows(),
+                Ok(None) => panic!("a failed query must not end cleanly"),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(error.code(), Some("22012"), "{error}");
+        assert!(rows < 5000);
+        // The session is usable again after the error.
+        let mut connection = stream.into_connection().expect("idle after the error");
+        let rows = connection.simple_query("select 42").await.unwrap();
+        assert_eq!(rows, [[Some("42".to_string())]]);
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_goes_away_mid_stream_is_an_error() {
+    let db = TestDb::new();
+    let config: Config = db.url().parse().unwrap();
+    let connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    let pid = connection.process_id();
+    let mut stream = QueryStream::start(
+        connection,
+        "select g, repeat('x', 200) from generate_series(1, 100000000) g",
+        QueryOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(stream.next_batch().await.unwrap().is_some());
+    db.execute(&format!("select pg_terminate_backend({pid})"));
+    let error = loop {
+        match stream.next_batch().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("a terminated query must not end cleanly"),
+            Err(error) => break error,
+        }
+    };
+    assert!(
+        matches!(error.kind(), ErrorKind::Closed | ErrorKind::Database),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn statements_without_rows_and_empty_queries_export_nothing() {
+    let db = TestDb::new();
+    db.execute("create table t (a int)");
+    let inserted = export(&db, "insert into t values (1), (2)", Format::Ndjson).await;
+    assert_eq!(inserted.rows, 0);
+    assert!(inserted.bytes.is_empty());
+    assert_eq!(db.query_text("select count(*) from t"), "2");
+    let empty = export(&db, "", Format::Ndjson).await;
+    assert!(empty.bytes.is_empty());
+}
