@@ -80,11 +80,7 @@ pub async fn run(arguments: ExportArgs) -> u8 {
 
 async fn export(arguments: &ExportArgs) -> Result<(), Error> {
     let started = Instant::now();
-    let mut config: Config = arguments.db.parse()?;
-    if arguments.format.is_json() {
-        // JSON output promises ISO-8601 durations; the server writes them exactly.
-        config = config.setting("IntervalStyle", "iso_8601");
-    }
+    let config: Config = arguments.db.parse()?;
     let mut writer = match &arguments.output {
         Some(path) => BlockingWriter::create(path).map_err(|error| {
             Error::new(

@@ -69,12 +69,9 @@ impl Encoder for JsonEncoder {
                 key.push(b':');
                 let render = match column.kind {
                     Kind::Integer => Render::Verbatim,
-                    Kind::Text
-                    | Kind::Date
-                    | Kind::Time
-                    | Kind::TimeTz
-                    | Kind::Interval
-                    | Kind::Other => Render::String,
+                    Kind::Text | Kind::Date | Kind::Time | Kind::TimeTz | Kind::Other => {
+                        Render::String
+                    }
                     ref other => Render::General(other.clone()),
                 };
                 ColumnPlan { key, render }

@@ -170,6 +170,87 @@ pub fn write_iso_timestamp(text: &[u8], output: &mut Vec<u8>) {
     output.push(b'"');
 }
 
+/// Writes an interval in PostgreSQL's default `postgres` style (`1 year 2 mons
+/// -3 days +04:05:06.5`) as the ISO-8601 duration PostgreSQL itself prints with
+/// `IntervalStyle = iso_8601` (`P1Y2M-3DT4H5M6.5S`, `PT0S` for zero). Converting
+/// here rather than asking the server for ISO keeps sessions format-independent
+/// and CSV identical to `COPY`. Text in any other style is written unchanged.
+pub fn write_iso_interval(text: &[u8], output: &mut Vec<u8>) {
+    match iso_interval(text) {
+        Some(iso) => write_string(iso.as_bytes(), output),
+        None => write_string(text, output),
+    }
+}
+
+fn iso_interval(text: &[u8]) -> Option<String> {
+    use std::fmt::Write as _;
+    let text = std::str::from_utf8(text).ok()?;
+    let (mut years, mut months, mut days) = (0i64, 0i64, 0i64);
+    let mut time: Option<(bool, i64, i64, &str)> = None;
+    let mut words = text.split(' ');
+    while let Some(word) = words.next() {
+        if word.contains(':') {
+            let (negative, clock) = match word.as_bytes().first()? {
+                b'-' => (true, &word[1..]),
+                b'+' => (false, &word[1..]),
+                _ => (false, word),
+            };
+            let mut parts = clock.split(':');
+            let hours = parts.next()?.parse().ok()?;
+            let minutes = parts.next()?.parse().ok()?;
+            let seconds = parts.next()?;
+            if parts.next().is_some() || seconds.is_empty() {
+                return None;
+            }
+            seconds.parse::<f64>().ok()?;
+            time = Some((negative, hours, minutes, seconds));
+            continue;
+        }
+        let amount: i64 = word.parse().ok()?;
+        match words.next()? {
+            "year" | "years" => years = amount,
+            "mon" | "mons" => months = amount,
+            "day" | "days" => days = amount,
+            _ => return None,
+        }
+    }
+    let (negative, hours, minutes, seconds) = time.unwrap_or((false, 0, 0, "00"));
+    let seconds = if seconds.contains('.') {
+        seconds.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        seconds
+    };
+    let seconds_zero = seconds.is_empty() || seconds.bytes().all(|b| b == b'0' || b == b'.');
+    if years == 0 && months == 0 && days == 0 && hours == 0 && minutes == 0 && seconds_zero {
+        return Some("PT0S".into());
+    }
+    let sign = if negative { "-" } else { "" };
+    let mut iso = String::from("P");
+    for (value, unit) in [(years, 'Y'), (months, 'M'), (days, 'D')] {
+        if value != 0 {
+            let _ = write!(iso, "{value}{unit}");
+        }
+    }
+    if hours != 0 || minutes != 0 || !seconds_zero {
+        iso.push('T');
+        for (value, unit) in [(hours, 'H'), (minutes, 'M')] {
+            if value != 0 {
+                let _ = write!(iso, "{sign}{value}{unit}");
+            }
+        }
+        if !seconds_zero {
+            let seconds = seconds.trim_start_matches('0');
+            let seconds = if seconds.starts_with('.') || seconds.is_empty() {
+                format!("0{seconds}")
+            } else {
+                seconds.to_owned()
+            };
+            let _ = write!(iso, "{sign}{seconds}S");
+        }
+    }
+    Some(iso)
+}
+
 /// Writes one top-level value of `kind` (the canonical form of [`sluice_core::value`]).
 pub fn write_value(kind: &Kind, value: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
     match kind {
@@ -200,9 +281,10 @@ pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output:
             None => write_string(text, output),
         },
         Kind::Timestamp | Kind::TimestampTz => write_iso_timestamp(text, output),
+        Kind::Interval => write_iso_interval(text, output),
         Kind::Array(element) => pg_literal::write_array(element, text, options, output),
         Kind::Composite(fields) => pg_literal::write_composite(fields, text, options, output),
-        Kind::Text | Kind::Date | Kind::Time | Kind::TimeTz | Kind::Interval | Kind::Other => {
+        Kind::Text | Kind::Date | Kind::Time | Kind::TimeTz | Kind::Other => {
             write_string(text, output)
         }
     }
@@ -282,6 +364,26 @@ mod tests {
         assert_eq!(render(&Kind::TimestampTz, b"-infinity"), "\"-infinity\"");
         // Times of day keep the server's offset spelling, as row_to_json does.
         assert_eq!(render(&Kind::TimeTz, b"10:00:00+02"), "\"10:00:00+02\"");
+    }
+
+    #[test]
+    fn intervals_become_iso_8601_durations() {
+        for (postgres, iso) in [
+            ("1 year 2 mons 3 days 04:05:06.789", "P1Y2M3DT4H5M6.789S"),
+            ("-1 years -2 mons +3 days -04:05:06", "P-1Y-2M3DT-4H-5M-6S"),
+            ("00:00:00", "PT0S"),
+            ("1 day", "P1D"),
+            ("-00:00:01.5", "PT-1.5S"),
+            ("100:00:00", "PT100H"),
+            ("00:00:00.000001", "PT0.000001S"),
+            ("3 days 00:00:10", "P3DT10S"),
+        ] {
+            assert_eq!(
+                render(&Kind::Interval, postgres.as_bytes()),
+                format!("\"{iso}\"")
+            );
+        }
+        assert_eq!(render(&Kind::Interval, b"P1D"), "\"P1D\"");
     }
 
     #[test]

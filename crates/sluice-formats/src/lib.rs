@@ -46,11 +46,6 @@ impl Format {
         }
     }
 
-    /// True for the JSON family, whose sources should spell intervals in ISO-8601.
-    pub fn is_json(self) -> bool {
-        matches!(self, Format::Ndjson | Format::Json)
-    }
-
     /// The HTTP media type of this format.
     pub fn media_type(self) -> &'static str {
         match self {

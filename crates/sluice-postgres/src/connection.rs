@@ -157,9 +157,11 @@ impl Connection {
             ("user", &config.user),
             ("database", &config.database),
             ("application_name", &config.application_name),
-            // Every text form sluice parses assumes UTF-8 and ISO dates.
+            // Every text form sluice parses assumes UTF-8, ISO dates and the default
+            // interval style.
             ("client_encoding", "UTF8"),
             ("DateStyle", "ISO"),
+            ("IntervalStyle", "postgres"),
             // bytea inside arrays and composites arrives as text: make it hex.
             ("bytea_output", "hex"),
         ];

@@ -20,10 +20,7 @@ async fn export_with(
     options: QueryOptions,
     json: JsonOptions,
 ) -> Result<Exported, sluice_core::Error> {
-    let mut config: Config = db.url().parse()?;
-    if format.is_json() {
-        config = config.setting("IntervalStyle", "iso_8601");
-    }
+    let config: Config = db.url().parse()?;
     let meter = Meter::new();
     let connection = Connection::connect(&config, &meter).await?;
     let connected = meter.snapshot();
