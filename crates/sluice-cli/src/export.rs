@@ -107,7 +107,7 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
         bytes: arguments.bytea,
     });
     let progress = Arc::new(Progress::new());
-    let progress_line = ProgressLine::start(progress.clone());
+    let progress_line = ProgressLine::start(progress.clone(), None);
     let result = pump(&mut stream, &mut encoder, &mut writer, &progress).await;
     progress_line.finish();
     let summary = match result {
@@ -135,8 +135,8 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
     }
     if arguments.stats {
         Stats {
+            figures: vec![("rows", summary.rows), ("output bytes", summary.bytes)],
             rows: summary.rows,
-            output_bytes: summary.bytes,
             connect: connected,
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),

@@ -4,6 +4,7 @@
 //! into one clear line and an exit code.
 
 mod export;
+mod import;
 mod interrupt;
 mod output;
 mod report;
@@ -22,6 +23,8 @@ pub mod exit {
     pub const CONNECTION: u8 = 3;
     /// Reading input or writing output failed.
     pub const IO: u8 = 4;
+    /// The input holds a bad record (import, aborting on the first error).
+    pub const BAD_INPUT: u8 = 5;
     /// Interrupted by Ctrl-C (128 + SIGINT).
     pub const INTERRUPTED: u8 = 130;
 }
@@ -37,6 +40,8 @@ struct Cli {
 enum Command {
     /// Run a query and stream its rows as NDJSON, JSON or CSV.
     Export(export::ExportArgs),
+    /// Load NDJSON or CSV into a table through COPY, atomically.
+    Import(import::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Export(arguments) => export::run(arguments).await,
+            Command::Import(arguments) => import::run(arguments).await,
         }
     });
     // Do not wait for a cancel request or progress task still in flight.

@@ -16,6 +16,7 @@ pub fn exit_code(error: &Error) -> u8 {
         ErrorKind::Config => exit::USAGE,
         ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed => exit::CONNECTION,
         ErrorKind::Cancelled => exit::INTERRUPTED,
+        ErrorKind::Data => exit::BAD_INPUT,
         _ => exit::IO,
     }
 }
@@ -49,12 +50,13 @@ fn mebibytes(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// Everything `--stats` prints, as `key: value` lines.
+/// Everything `--stats` prints: the operation's own figures, then round trips,
+/// wire bytes, time and peak memory, as `key: value` lines.
 pub struct Stats {
-    /// Rows written.
+    /// The operation's own figures (rows, bytes, …), in order.
+    pub figures: Vec<(&'static str, u64)>,
+    /// Rows for the rate.
     pub rows: u64,
-    /// Output bytes written.
-    pub output_bytes: u64,
     /// Traffic of connecting.
     pub connect: MeterSnapshot,
     /// Traffic of the operation itself.
@@ -73,8 +75,9 @@ impl Stats {
         } else {
             0.0
         };
-        eprintln!("rows: {}", self.rows);
-        eprintln!("output bytes: {}", self.output_bytes);
+        for (key, value) in &self.figures {
+            eprintln!("{key}: {value}");
+        }
         eprintln!("round trips: {}", total.round_trips);
         eprintln!("round trips connecting: {}", self.connect.round_trips);
         eprintln!("round trips for the query: {}", self.operation.round_trips);
@@ -96,8 +99,9 @@ pub struct ProgressLine {
 }
 
 impl ProgressLine {
-    /// Starts the line if standard error is a terminal.
-    pub fn start(progress: Arc<Progress>) -> ProgressLine {
+    /// Starts the line if standard error is a terminal. With `total_bytes` (an
+    /// input file's size) it shows a bar of the bytes read.
+    pub fn start(progress: Arc<Progress>, total_bytes: Option<u64>) -> ProgressLine {
         use std::io::IsTerminal;
         if !std::io::stderr().is_terminal() {
             return ProgressLine {
@@ -105,10 +109,24 @@ impl ProgressLine {
                 task: None,
             };
         }
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg}").expect("static progress template"),
-        );
+        let bar = match total_bytes {
+            Some(total) => {
+                let bar = ProgressBar::new(total);
+                bar.set_style(
+                    ProgressStyle::with_template("{bar:30} {percent:>3}% {msg}")
+                        .expect("static progress template"),
+                );
+                bar
+            }
+            None => {
+                let bar = ProgressBar::new_spinner();
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} {msg}")
+                        .expect("static progress template"),
+                );
+                bar
+            }
+        };
         let shown = bar.clone();
         let started = Instant::now();
         let task = tokio::spawn(async move {
@@ -120,7 +138,11 @@ impl ProgressLine {
                     rows as f64 / seconds,
                     indicatif::HumanBytes(progress.bytes())
                 ));
-                shown.tick();
+                if total_bytes.is_some() {
+                    shown.set_position(progress.bytes());
+                } else {
+                    shown.tick();
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });

@@ -7,6 +7,13 @@
 /// Marks a NULL in the field table (no value can be this long: batches hold < 4 GiB).
 const NULL_LENGTH: u32 = u32::MAX;
 
+/// A position in a [`Batch`], from [`Batch::mark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMark {
+    fields: usize,
+    data: usize,
+}
+
 /// A block of rows with a fixed number of columns; see the module docs.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
@@ -23,6 +30,32 @@ impl Batch {
             data: Vec::new(),
             fields: Vec::new(),
         }
+    }
+
+    /// Removes all rows and sets a new column count, keeping the allocated capacity.
+    pub fn reset(&mut self, columns: usize) {
+        self.clear();
+        self.columns = columns;
+    }
+
+    /// Where the batch ends now; [`Batch::rollback`] returns to it, which lets a
+    /// decoder abandon a row it has half written when the record turns out bad.
+    pub fn mark(&self) -> BatchMark {
+        BatchMark {
+            fields: self.fields.len(),
+            data: self.data.len(),
+        }
+    }
+
+    /// Drops everything pushed since `mark`.
+    pub fn rollback(&mut self, mark: BatchMark) {
+        self.fields.truncate(mark.fields);
+        self.data.truncate(mark.data);
+    }
+
+    /// Number of values pushed so far (complete rows times columns, plus any partial row).
+    pub fn num_values(&self) -> usize {
+        self.fields.len()
     }
 
     /// Removes all rows, keeping the allocated capacity.
@@ -83,6 +116,16 @@ impl Batch {
     pub fn end_value(&mut self, start: usize) {
         self.fields
             .push((start as u32, (self.data.len() - start) as u32));
+    }
+
+    /// Appends a copy of `row` (from this or another batch of the same width).
+    pub fn push_row(&mut self, row: &Row<'_>) {
+        for index in 0..row.len() {
+            match row.get(index) {
+                Some(value) => self.push_value(value),
+                None => self.push_null(),
+            }
+        }
     }
 
     /// Row `index`; panics when out of range.

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::RowError;
+
 /// What went wrong, at the level a caller can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -47,6 +49,12 @@ pub struct DbError {
     pub hint: Option<String>,
     /// 1-based character position in the query text, when the error points into it.
     pub position: Option<u32>,
+    /// Where the error happened (e.g. `COPY t, line 3, column a: "x"`).
+    pub where_: Option<String>,
+    /// The constraint violated, if any.
+    pub constraint: Option<String>,
+    /// The column concerned, if any.
+    pub column: Option<String>,
 }
 
 impl fmt::Display for DbError {
@@ -70,6 +78,7 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     db: Option<Box<DbError>>,
+    row: Option<Box<RowError>>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -80,6 +89,7 @@ impl Error {
             kind,
             message: message.into(),
             db: None,
+            row: None,
             source: None,
         }
     }
@@ -123,6 +133,7 @@ impl Error {
             kind: ErrorKind::Database,
             message: error.to_string(),
             db: Some(Box::new(error)),
+            row: None,
             source: None,
         }
     }
@@ -143,6 +154,25 @@ impl Error {
     pub fn with_kind(mut self, kind: ErrorKind) -> Error {
         self.kind = kind;
         self
+    }
+
+    /// Ties the error to one input record: the message becomes the record's
+    /// position and reason (`line 7, column amount: …`); the kind stays, so a
+    /// constraint violation is still a database error with its SQLSTATE.
+    pub fn at_row(mut self, row: RowError) -> Error {
+        self.message = row.to_string();
+        self.row = Some(Box::new(row));
+        self
+    }
+
+    /// A bad input record.
+    pub fn bad_row(row: RowError) -> Error {
+        Error::new(ErrorKind::Data, String::new()).at_row(row)
+    }
+
+    /// The input record at fault, for import errors that have one.
+    pub fn as_row_error(&self) -> Option<&RowError> {
+        self.row.as_deref()
     }
 
     /// What kind of failure this is.
@@ -173,6 +203,7 @@ impl fmt::Debug for Error {
             .field("kind", &self.kind)
             .field("message", &self.message)
             .field("db", &self.db)
+            .field("row", &self.row)
             .field("source", &self.source)
             .finish()
     }

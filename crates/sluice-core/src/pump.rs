@@ -33,9 +33,19 @@ impl Progress {
         self.rows.load(Ordering::Relaxed)
     }
 
-    /// Output bytes written so far.
+    /// Output bytes written so far (for imports: input bytes read).
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts `rows` more rows.
+    pub fn add_rows(&self, rows: u64) {
+        self.rows.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    /// Counts `bytes` more bytes.
+    pub fn add_bytes(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 

@@ -6,7 +6,9 @@
 //!
 //! - [`JsonEncoder`]: NDJSON (one object per line) or one JSON array;
 //! - [`CsvEncoder`]: CSV byte-identical to PostgreSQL's
-//!   `COPY … TO STDOUT WITH (FORMAT csv, HEADER)`.
+//!   `COPY … TO STDOUT WITH (FORMAT csv, HEADER)`;
+//! - [`NdjsonDecoder`] and [`CsvDecoder`]: the way in, with each bad record's
+//!   line, column and reason.
 //!
 //! Following arrow-json's writers, each column's rendering is chosen once per
 //! schema, the row loop is tight, and output goes to a caller-owned buffer that the
@@ -14,15 +16,20 @@
 #![warn(missing_docs)]
 
 mod csv;
+mod csv_decode;
 mod json;
 pub mod json_value;
+mod ndjson_decode;
+mod pg_input;
 mod pg_literal;
 
 use std::str::FromStr;
 
 pub use crate::csv::CsvEncoder;
+pub use crate::csv_decode::{CsvDecoder, CsvOptions};
 pub use crate::json::JsonEncoder;
 pub use crate::json_value::{BytesEncoding, JsonOptions};
+pub use crate::ndjson_decode::{NdjsonDecoder, NdjsonOptions};
 use sluice_core::Encoder;
 
 /// An output format sluice can write.

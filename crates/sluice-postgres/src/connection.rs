@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use postgres_protocol::authentication::{md5_hash, sasl};
-use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::backend::{DataRowBody, Message};
 use postgres_protocol::message::frontend;
 use sluice_core::{Error, ErrorKind, Meter, MeteredStream};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -101,6 +101,26 @@ impl AsyncWrite for Socket {
             Socket::Unix(stream) => Pin::new(stream).poll_shutdown(context),
         }
     }
+}
+
+/// A `DataRow` of text values as strings (`None` for NULL).
+fn text_row(body: &DataRowBody) -> Result<Vec<Option<String>>, Error> {
+    let buffer = body.buffer();
+    let mut ranges = body.ranges();
+    let mut row = Vec::new();
+    while let Some(range) =
+        fallible_iterator::FallibleIterator::next(&mut ranges).map_err(Error::io)?
+    {
+        row.push(match range {
+            Some(range) => Some(
+                std::str::from_utf8(&buffer[range])
+                    .map_err(|_| Error::protocol("invalid UTF-8 from the server"))?
+                    .to_owned(),
+            ),
+            None => None,
+        });
+    }
+    Ok(row)
 }
 
 /// Files an error the server sent while logging in under the kind a caller acts on:
@@ -361,23 +381,110 @@ impl Connection {
         loop {
             match self.read_message().await? {
                 Message::RowDescription(_) => rows.clear(),
-                Message::DataRow(body) => {
-                    let buffer = body.buffer();
-                    let mut ranges = body.ranges();
-                    let mut row = Vec::new();
-                    while let Some(range) =
-                        fallible_iterator::FallibleIterator::next(&mut ranges).map_err(Error::io)?
-                    {
-                        row.push(
-                            range.map(|range| String::from_utf8_lossy(&buffer[range]).into_owned()),
-                        );
-                    }
-                    rows.push(row);
-                }
+                Message::DataRow(body) => rows.push(text_row(&body)?),
                 Message::ErrorResponse(body) => {
                     error.get_or_insert_with(|| db_error(&body));
                 }
                 Message::ReadyForQuery(_) => break,
+                _ => {}
+            }
+        }
+        error.map_or(Ok(rows), Err)
+    }
+
+    /// Checks, without waiting and without a round trip, that an idle session is
+    /// still usable: its socket is open and the server has sent nothing unasked
+    /// (an idle session only hears from the server when it is being shut down, e.g.
+    /// `FATAL 57P01` on a restart). Connection pools call this before reusing a
+    /// session; any error means: discard it.
+    pub fn check_idle(&mut self) -> Result<(), Error> {
+        if !self.read_buffer.is_empty() {
+            return Err(Error::protocol("unread data on an idle session"));
+        }
+        let mut probe = [0u8; 256];
+        let read = match self.stream.get_ref() {
+            Socket::Tcp(stream) => stream.try_read(&mut probe),
+            Socket::Unix(stream) => stream.try_read(&mut probe),
+        };
+        match read {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Ok(0) => Err(Error::new(
+                ErrorKind::Closed,
+                "the database server closed the idle connection",
+            )),
+            Ok(_) => Err(Error::new(
+                ErrorKind::Closed,
+                "the database server sent a message to an idle session (it is shutting down)",
+            )),
+            Err(error) => Err(Error::io(error)),
+        }
+    }
+
+    /// Runs a small query with text parameters (`None` is NULL) and returns its
+    /// rows as text, leaving the session idle. For catalog look-ups and the like,
+    /// not for results of unbounded size.
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+        params: &[Option<&str>],
+    ) -> Result<Vec<Vec<Option<String>>>, Error> {
+        self.extended_rows("", sql, params, true).await
+    }
+
+    /// The extended-protocol exchange behind [`Connection::query_rows`]. With
+    /// `sync` false it runs inside an exchange the caller has open (a named
+    /// `statement` keeps the caller's unnamed one alive) and leaves ending it,
+    /// also after an error, to the caller.
+    pub(crate) async fn extended_rows(
+        &mut self,
+        statement: &str,
+        sql: &str,
+        params: &[Option<&str>],
+        sync: bool,
+    ) -> Result<Vec<Vec<Option<String>>>, Error> {
+        let buffer = &mut self.write_buffer;
+        frontend::parse(statement, sql, std::iter::empty(), buffer).map_err(Error::io)?;
+        frontend::bind(
+            "",
+            statement,
+            std::iter::once(0i16),
+            params.iter(),
+            |value, buffer| match value {
+                Some(text) => {
+                    buffer.extend_from_slice(text.as_bytes());
+                    Ok(postgres_protocol::IsNull::No)
+                }
+                None => Ok(postgres_protocol::IsNull::Yes),
+            },
+            std::iter::once(0i16),
+            buffer,
+        )
+        .map_err(|_| Error::config("too many parameters"))?;
+        frontend::execute("", 0, buffer).map_err(Error::io)?;
+        if !statement.is_empty() {
+            frontend::close(b'S', statement, buffer).map_err(Error::io)?;
+        }
+        if sync {
+            frontend::sync(buffer);
+        } else {
+            frontend::flush(buffer);
+        }
+        self.send().await?;
+        let mut rows = Vec::new();
+        let mut error = None;
+        loop {
+            match self.read_message().await? {
+                Message::DataRow(body) => rows.push(text_row(&body)?),
+                Message::ErrorResponse(body) => {
+                    let failure = db_error(&body);
+                    if !sync {
+                        return Err(failure);
+                    }
+                    error.get_or_insert(failure);
+                }
+                Message::CloseComplete if !sync => break,
+                Message::CommandComplete(_) if !sync && statement.is_empty() => break,
+                Message::ReadyForQuery(_) if sync => break,
                 _ => {}
             }
         }

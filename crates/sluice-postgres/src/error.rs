@@ -20,6 +20,9 @@ pub fn db_error(body: &ErrorResponseBody) -> Error {
                     b'D' => error.detail = Some(value),
                     b'H' => error.hint = Some(value),
                     b'P' => error.position = value.parse().ok(),
+                    b'W' => error.where_ = Some(value),
+                    b'n' => error.constraint = Some(value),
+                    b'c' => error.column = Some(value),
                     _ => {}
                 }
             }

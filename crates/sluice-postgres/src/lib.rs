@@ -13,18 +13,26 @@
 //! - every byte through a [`sluice_core::MeteredStream`], so round trips are counted.
 //!
 //! One file per operation, as in rust-postgres: [`connection`] (startup and
-//! authentication), [`query`] (streaming a query's rows), [`cancel`], [`types`]
+//! authentication), [`query`] (streaming a query's rows), [`copy_in`] and
+//! [`import`] (bulk loading), [`cancel`], [`types`]
 //! (type OIDs to [`sluice_core::Kind`]), [`config`] and [`error`].
 #![warn(missing_docs)]
 
 pub mod cancel;
 pub mod config;
 pub mod connection;
+pub mod copy_in;
 pub mod error;
+pub mod import;
 pub mod query;
 pub mod types;
 
 pub use cancel::CancelToken;
 pub use config::Config;
 pub use connection::Connection;
+pub use copy_in::CopyIn;
+pub use import::{
+    describe_table, import, locate_refused_row, ImportOptions, ImportSummary, Method, OnConflict,
+    OnError, TableInfo,
+};
 pub use query::{QueryOptions, QueryStream};

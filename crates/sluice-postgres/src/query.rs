@@ -16,17 +16,15 @@
 //! Rows are parsed straight out of the connection's read buffer into a reused
 //! [`Batch`]; memory is one read buffer plus one batch, whatever the row count.
 
-use std::collections::{HashMap, HashSet};
-
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use sluice_core::{Batch, BatchSource, Column, Error, ErrorKind, Schema};
+use sluice_core::{Batch, BatchSource, Column, Error, Schema};
 
 use crate::connection::Connection;
 use crate::error::db_error;
-use crate::types::{self, CatalogType, Oid};
+use crate::types::{self, Oid};
 
 /// A batch is handed on once it holds this many bytes of values.
 const BATCH_BYTES: usize = 64 * 1024;
@@ -63,10 +61,6 @@ pub struct QueryStream {
     state: State,
     fetch_size: Option<u32>,
     command_tag: Option<String>,
-}
-
-fn utf8(error: std::str::Utf8Error) -> Error {
-    Error::protocol(format!("invalid UTF-8 from the server: {error}"))
 }
 
 impl QueryStream {
@@ -123,7 +117,8 @@ impl QueryStream {
             return Err(abort(connection, Error::config(message)).await);
         }
 
-        let catalog = match resolve_types(&mut connection, &columns).await {
+        let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
+        let catalog = match types::resolve(&mut connection, &oids).await {
             Ok(catalog) => catalog,
             Err(error) => return Err(abort(connection, error).await),
         };
@@ -323,102 +318,4 @@ async fn abort(mut connection: Connection, error: Error) -> Error {
         let _ = connection.drain_until_ready().await;
     }
     error
-}
-
-/// Looks up every column type outside the built-in table, and the types those refer
-/// to, with one catalog query per level of nesting.
-async fn resolve_types(
-    connection: &mut Connection,
-    columns: &[(String, Oid)],
-) -> Result<HashMap<Oid, CatalogType>, Error> {
-    let mut catalog: HashMap<Oid, CatalogType> = HashMap::new();
-    let mut wanted: HashSet<Oid> = columns
-        .iter()
-        .map(|(_, oid)| *oid)
-        .filter(|oid| types::builtin(*oid).is_none())
-        .collect();
-    while !wanted.is_empty() {
-        let list = wanted
-            .iter()
-            .map(|oid| oid.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let rows = catalog_query(connection, &format!("{{{list}}}")).await?;
-        let found = types::parse_catalog_rows(rows)?;
-        let mut next = HashSet::new();
-        for (oid, entry) in found {
-            for reference in types::references(&entry) {
-                if types::builtin(reference).is_none()
-                    && !catalog.contains_key(&reference)
-                    && !wanted.contains(&reference)
-                {
-                    next.insert(reference);
-                }
-            }
-            catalog.insert(oid, entry);
-        }
-        next.retain(|oid| !catalog.contains_key(oid));
-        wanted = next;
-    }
-    Ok(catalog)
-}
-
-/// Runs the `pg_type` query inside the current exchange. It uses a named statement
-/// so the user's unnamed statement, already parsed, survives.
-async fn catalog_query(
-    connection: &mut Connection,
-    oids: &str,
-) -> Result<Vec<Vec<Option<String>>>, Error> {
-    const STATEMENT: &str = "sluice_type_catalog";
-    let buffer = &mut connection.write_buffer;
-    frontend::parse(STATEMENT, types::CATALOG_QUERY, std::iter::empty(), buffer)
-        .map_err(Error::io)?;
-    frontend::bind(
-        "",
-        STATEMENT,
-        std::iter::once(0i16),
-        std::iter::once(oids),
-        |value, buffer| {
-            buffer.extend_from_slice(value.as_bytes());
-            Ok(IsNull::No)
-        },
-        std::iter::once(0i16),
-        buffer,
-    )
-    .map_err(|_| Error::protocol("could not encode the catalog query"))?;
-    frontend::execute("", 0, buffer).map_err(Error::io)?;
-    frontend::close(b'S', STATEMENT, buffer).map_err(Error::io)?;
-    frontend::flush(buffer);
-    connection.send().await?;
-    let mut rows = Vec::new();
-    loop {
-        match connection.read_message().await? {
-            Message::ParseComplete | Message::BindComplete | Message::CommandComplete(_) => {}
-            Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-            Message::DataRow(body) => {
-                let buffer = body.buffer();
-                let mut ranges = body.ranges();
-                let mut row = Vec::new();
-                while let Some(range) = ranges.next().map_err(Error::io)? {
-                    row.push(match range {
-                        Some(range) => Some(
-                            std::str::from_utf8(&buffer[range])
-                                .map_err(utf8)?
-                                .to_owned(),
-                        ),
-                        None => None,
-                    });
-                }
-                rows.push(row);
-            }
-            Message::CloseComplete => return Ok(rows),
-            Message::ErrorResponse(body) => return Err(db_error(&body)),
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::Protocol,
-                    "unexpected message from the type catalog query",
-                ))
-            }
-        }
-    }
 }

@@ -1,0 +1,341 @@
+//! `sluice import`: NDJSON or CSV from a file or standard input into a table.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use sluice_core::{Decoder, Error, ErrorKind, Meter, Progress, Rejected};
+use sluice_formats::{CsvDecoder, CsvOptions, NdjsonDecoder, NdjsonOptions};
+use sluice_postgres::import::RejectSink;
+use sluice_postgres::{
+    describe_table, import, locate_refused_row, Config, Connection, ImportOptions, ImportSummary,
+    Method, OnConflict, OnError, TableInfo,
+};
+use tokio::io::AsyncRead;
+
+use crate::report::{exit_code, ProgressLine, Stats};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum InputFormat {
+    Ndjson,
+    Csv,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ErrorMode {
+    Abort,
+    Skip,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ConflictMode {
+    Error,
+    Ignore,
+    Update,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MethodName {
+    Copy,
+    Insert,
+}
+
+/// Arguments of `sluice import`.
+#[derive(Args)]
+pub struct ImportArgs {
+    /// Database URL, e.g. postgres://user:password@host:5432/database.
+    #[arg(long, env = "SLUICE_DB")]
+    db: String,
+
+    /// The table to load (optionally schema-qualified).
+    #[arg(long)]
+    table: String,
+
+    /// Input file; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE")]
+    input: Option<PathBuf>,
+
+    /// Input format. Default: csv for a file ending in .csv, ndjson otherwise.
+    #[arg(long, value_enum)]
+    format: Option<InputFormat>,
+
+    /// The columns to fill, comma-separated. NDJSON default: the keys of the first
+    /// record; CSV default: the header line.
+    #[arg(long, value_delimiter = ',')]
+    columns: Option<Vec<String>>,
+
+    /// abort: any bad record rolls everything back (default). skip: commit the good
+    /// rows and report each bad one.
+    #[arg(long, value_enum, default_value = "abort")]
+    on_error: ErrorMode,
+
+    /// With --on-error skip, write rejected records here as NDJSON
+    /// ({"line", "column", "error", "record"}) instead of to standard error.
+    #[arg(long, value_name = "FILE")]
+    reject_file: Option<PathBuf>,
+
+    /// error: a duplicate key fails the import (default). ignore: keep existing rows.
+    /// update: overwrite them (needs --key).
+    #[arg(long, value_enum, default_value = "error")]
+    on_conflict: ConflictMode,
+
+    /// Key columns for --on-conflict, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    key: Vec<String>,
+
+    /// copy (default): COPY FROM STDIN. insert: multi-row INSERT statements of
+    /// --batch-size rows, one round trip each (to measure what COPY saves).
+    #[arg(long, value_enum, default_value = "copy")]
+    method: MethodName,
+
+    /// Rows per INSERT with --method insert.
+    #[arg(long, default_value_t = 1000)]
+    batch_size: usize,
+
+    /// NDJSON: skip keys that name no column instead of rejecting the record.
+    #[arg(long)]
+    ignore_unknown: bool,
+
+    /// Longest line (NDJSON) or record (CSV) accepted, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_line_bytes: usize,
+
+    /// Check everything against the table and roll back: nothing is kept.
+    #[arg(long)]
+    dry_run: bool,
+
+    /// Print records, rows, round trips, time and peak memory to standard error.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Imports with a fresh decoder from `make`. When the database refuses the load
+/// without naming a row (foreign keys are checked after the last row) and the
+/// input is a file, reads it again to find the line, so the error can name it.
+#[allow(clippy::too_many_arguments)]
+async fn load<D: Decoder>(
+    connection: &mut Connection,
+    table: &TableInfo,
+    make: impl Fn() -> Result<D, Error>,
+    reader: &mut (dyn AsyncRead + Unpin + Send),
+    path: Option<&Path>,
+    options: &ImportOptions,
+    rejects: &mut RejectSink<'_>,
+    progress: &Progress,
+) -> Result<ImportSummary, Error> {
+    let mut decoder = make()?;
+    let mut reader = reader;
+    let error = match import(
+        connection,
+        table,
+        &mut decoder,
+        &mut reader,
+        options,
+        rejects,
+        progress,
+    )
+    .await
+    {
+        Ok(summary) => return Ok(summary),
+        Err(error) => error,
+    };
+    let locatable = error.kind() == ErrorKind::Database
+        && error.as_row_error().is_none()
+        && options.on_error == OnError::Abort
+        && options.method == Method::Copy;
+    let Some(path) = path.filter(|_| locatable) else {
+        return Err(error);
+    };
+    let Ok(mut again) = tokio::fs::File::open(path).await else {
+        return Err(error);
+    };
+    let mut decoder = make()?;
+    match locate_refused_row(connection, table, &mut decoder, &mut again, options).await {
+        Ok(Some(row)) => Err(error.at_row(row)),
+        _ => Err(error),
+    }
+}
+
+/// Runs the import and returns the process exit code.
+pub async fn run(arguments: ImportArgs) -> u8 {
+    match run_import(&arguments).await {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("sluice: {error}");
+            exit_code(&error)
+        }
+    }
+}
+
+async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
+    let started = Instant::now();
+    let config: Config = arguments.db.parse()?;
+    let path = arguments
+        .input
+        .as_ref()
+        .filter(|path| path.as_os_str() != "-");
+    let format = arguments.format.unwrap_or_else(|| match path {
+        Some(path)
+            if path
+                .extension()
+                .is_some_and(|ext| ext.eq_ignore_ascii_case("csv")) =>
+        {
+            InputFormat::Csv
+        }
+        _ => InputFormat::Ndjson,
+    });
+    let (mut reader, total_bytes): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = match path {
+        Some(path) => {
+            let file = tokio::fs::File::open(path).await.map_err(|error| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot read {}: {error}", path.display()),
+                )
+            })?;
+            let size = file.metadata().await.ok().map(|metadata| metadata.len());
+            (Box::new(file), size)
+        }
+        None => (Box::new(tokio::io::stdin()), None),
+    };
+    if arguments.reject_file.is_some() && arguments.on_error != ErrorMode::Skip {
+        return Err(Error::config("--reject-file goes with --on-error skip"));
+    }
+    let options = ImportOptions {
+        on_error: match arguments.on_error {
+            ErrorMode::Abort => OnError::Abort,
+            ErrorMode::Skip => OnError::Skip,
+        },
+        on_conflict: match arguments.on_conflict {
+            ConflictMode::Error => OnConflict::Error,
+            ConflictMode::Ignore => OnConflict::Ignore,
+            ConflictMode::Update => OnConflict::Update,
+        },
+        key: arguments.key.clone(),
+        method: match arguments.method {
+            MethodName::Copy => Method::Copy,
+            MethodName::Insert => Method::Insert {
+                batch_size: arguments.batch_size,
+            },
+        },
+        dry_run: arguments.dry_run,
+        ..ImportOptions::default()
+    };
+    let keep_records = options.on_error == OnError::Skip;
+
+    let mut reject_file = match &arguments.reject_file {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|error| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot write {}: {error}", path.display()),
+                )
+            })?,
+        )),
+        None => None,
+    };
+    let mut write_reject = |rejected: &Rejected| -> Result<(), Error> {
+        match reject_file.as_mut() {
+            Some(file) => {
+                let line = serde_json::json!({
+                    "line": rejected.error.line,
+                    "column": rejected.error.column,
+                    "error": rejected.error.reason,
+                    "record": String::from_utf8_lossy(&rejected.record),
+                });
+                writeln!(file, "{line}").map_err(Error::output)
+            }
+            None => {
+                eprintln!("sluice: rejected {}", rejected.error);
+                Ok(())
+            }
+        }
+    };
+
+    let meter = Meter::new();
+    let mut connection = Connection::connect(&config, &meter).await?;
+    let connected = meter.snapshot();
+    let table = describe_table(&mut connection, &arguments.table).await?;
+    let progress = Arc::new(Progress::new());
+    let progress_line = ProgressLine::start(progress.clone(), total_bytes);
+    let path = path.map(PathBuf::as_path);
+    let result: Result<ImportSummary, Error> = match format {
+        InputFormat::Ndjson => {
+            let make = || {
+                NdjsonDecoder::new(
+                    table.columns.clone(),
+                    NdjsonOptions {
+                        columns: arguments.columns.clone(),
+                        ignore_unknown: arguments.ignore_unknown,
+                        max_line_bytes: arguments.max_line_bytes,
+                        keep_records,
+                    },
+                )
+            };
+            load(
+                &mut connection,
+                &table,
+                make,
+                &mut *reader,
+                path,
+                &options,
+                &mut write_reject,
+                &progress,
+            )
+            .await
+        }
+        InputFormat::Csv => {
+            let make = || {
+                Ok(CsvDecoder::new(
+                    table.columns.clone(),
+                    CsvOptions {
+                        columns: arguments.columns.clone(),
+                        max_record_bytes: arguments.max_line_bytes,
+                        keep_records,
+                    },
+                ))
+            };
+            load(
+                &mut connection,
+                &table,
+                make,
+                &mut *reader,
+                path,
+                &options,
+                &mut write_reject,
+                &progress,
+            )
+            .await
+        }
+    };
+    progress_line.finish();
+    if let Some(mut file) = reject_file {
+        file.flush().map_err(Error::output)?;
+    }
+    let summary = result?;
+    connection.close().await;
+    if summary.rejected > 0 {
+        eprintln!(
+            "sluice: {} of {} records imported, {} rejected",
+            summary.accepted, summary.records, summary.rejected
+        );
+    }
+    if arguments.stats {
+        Stats {
+            figures: vec![
+                ("records", summary.records),
+                ("accepted", summary.accepted),
+                ("rejected", summary.rejected),
+                ("rows written", summary.written),
+                ("input bytes", progress.bytes()),
+            ],
+            rows: summary.accepted,
+            connect: connected,
+            operation: meter.snapshot() - connected,
+            elapsed: started.elapsed(),
+        }
+        .print();
+    }
+    Ok(())
+}

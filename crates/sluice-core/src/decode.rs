@@ -1,0 +1,83 @@
+//! The input side of the model: a [`Decoder`] turns bytes of an input format into
+//! rows of a [`Batch`], each tagged with the input line it came from, and reports
+//! each bad record as a [`RowError`] with its line, column and reason.
+
+use std::fmt;
+
+use crate::{Batch, Column, Error};
+
+/// Why one input record could not become a row, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowError {
+    /// 1-based line of the input where the record starts.
+    pub line: u64,
+    /// The column at fault, when one is.
+    pub column: Option<String>,
+    /// What is wrong, in words.
+    pub reason: String,
+}
+
+impl fmt::Display for RowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.column {
+            Some(column) => write!(f, "line {}, column {}: {}", self.line, column, self.reason),
+            None => write!(f, "line {}: {}", self.line, self.reason),
+        }
+    }
+}
+
+/// A bad record: the error and, when it fit in memory, the record's own bytes
+/// (for reject files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// Where and why.
+    pub error: RowError,
+    /// The record as it appeared in the input, without its line terminator
+    /// (empty when the record was too long to keep).
+    pub record: Vec<u8>,
+}
+
+/// What one call of [`Decoder::decode`] produced.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    /// Good rows, over the decoder's [`Decoder::target_columns`].
+    pub batch: Batch,
+    /// For each row of `batch`, the 1-based input line where its record starts.
+    pub lines: Vec<u64>,
+    /// For each row of `batch`, its record's bytes, when the decoder was asked to keep them.
+    pub records: Vec<Vec<u8>>,
+    /// Bad records, in input order.
+    pub rejected: Vec<Rejected>,
+}
+
+impl Decoded {
+    /// Empties everything, keeping allocations.
+    pub fn clear(&mut self) {
+        self.batch.clear();
+        self.lines.clear();
+        self.records.clear();
+        self.rejected.clear();
+    }
+}
+
+/// Turns input bytes into rows for a table.
+pub trait Decoder: Send {
+    /// Decodes the complete records at the start of `input`, appending to `output`,
+    /// and returns how many bytes were consumed; the caller keeps the rest and
+    /// calls again with more. With `end_of_input`, a final record without a line
+    /// terminator is decoded too. An `Err` is a failure of the whole input (a
+    /// record over the size limit); bad records go to `output.rejected`.
+    fn decode(
+        &mut self,
+        input: &[u8],
+        end_of_input: bool,
+        output: &mut Decoded,
+    ) -> Result<usize, Error>;
+
+    /// The table columns the rows fill, in row order, once known (from a header,
+    /// the first record, or the caller's list).
+    fn target_columns(&self) -> Option<&[Column]>;
+
+    /// Records seen so far (good and bad), for the summary's accounting.
+    fn records_seen(&self) -> u64;
+}

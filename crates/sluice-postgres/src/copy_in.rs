@@ -1,0 +1,215 @@
+//! `COPY … FROM STDIN`: rows of [`Batch`]es streamed into a table in COPY's text
+//! format, with the server's errors noticed as soon as they arrive.
+//!
+//! Text rather than binary COPY: every canonical value is already the server's
+//! text input form, so encoding is escaping (`\\`, `\t`, `\n`, `\r`) plus hex for
+//! `bytea`, and the server's parsers do the typing, reporting bad values with the
+//! row and column (which sluice maps back to the input line).
+
+use std::time::Duration;
+
+use bytes::BufMut;
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use sluice_core::{Batch, Error, Kind};
+
+use crate::connection::Connection;
+use crate::error::db_error;
+
+/// Data is sent once this much is queued: large writes, bounded memory.
+const SEND_BYTES: usize = 256 * 1024;
+
+/// An open `COPY … FROM STDIN` on a connection.
+pub struct CopyIn<'c> {
+    connection: &'c mut Connection,
+    bytes_columns: Vec<bool>,
+    rows_sent: u64,
+}
+
+/// Double-quotes an SQL identifier.
+pub fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+impl Connection {
+    /// Starts `statement` (a `COPY … FROM STDIN` in text format) and waits for the
+    /// server to accept data. `kinds` are the kinds of the copied columns, in order.
+    pub async fn copy_in(&mut self, statement: &str, kinds: &[Kind]) -> Result<CopyIn<'_>, Error> {
+        frontend::query(statement, &mut self.write_buffer).map_err(Error::io)?;
+        self.send().await?;
+        loop {
+            match self.read_message().await? {
+                Message::CopyInResponse(_) => break,
+                Message::ErrorResponse(body) => {
+                    let error = db_error(&body);
+                    self.drain_until_ready().await.ok();
+                    return Err(error);
+                }
+                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                _ => return Err(Error::protocol("expected CopyInResponse")),
+            }
+        }
+        Ok(CopyIn {
+            connection: self,
+            bytes_columns: kinds.iter().map(|kind| *kind == Kind::Bytes).collect(),
+            rows_sent: 0,
+        })
+    }
+}
+
+/// Appends `text` escaped for COPY's text format.
+fn escape(text: &[u8], output: &mut bytes::BytesMut) {
+    let mut run_start = 0;
+    for (index, &byte) in text.iter().enumerate() {
+        let escaped: &[u8] = match byte {
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            _ => continue,
+        };
+        output.put_slice(&text[run_start..index]);
+        output.put_slice(escaped);
+        run_start = index + 1;
+    }
+    output.put_slice(&text[run_start..]);
+}
+
+impl CopyIn<'_> {
+    /// Rows sent so far.
+    pub fn rows_sent(&self) -> u64 {
+        self.rows_sent
+    }
+
+    /// Sends the rows of `batch` whose indexes `rows` yields. Returns the server's
+    /// error early when it has already refused a row.
+    pub async fn write_rows(
+        &mut self,
+        batch: &Batch,
+        rows: impl IntoIterator<Item = usize>,
+    ) -> Result<(), Error> {
+        for index in rows {
+            let row = batch.row(index);
+            let buffer = &mut self.connection.write_buffer;
+            // CopyData: 'd', length (patched below), row text.
+            let start = buffer.len();
+            buffer.put_u8(b'd');
+            buffer.put_u32(0);
+            for (column, &is_bytes) in self.bytes_columns.iter().enumerate() {
+                if column > 0 {
+                    buffer.put_u8(b'\t');
+                }
+                match row.get(column) {
+                    None => buffer.put_slice(b"\\N"),
+                    Some(bytes) if is_bytes => {
+                        // `\x` hex, its backslash escaped for COPY.
+                        buffer.put_slice(b"\\\\x");
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
+                        buffer.reserve(bytes.len() * 2);
+                        for &byte in bytes {
+                            buffer.put_u8(HEX[(byte >> 4) as usize]);
+                            buffer.put_u8(HEX[(byte & 0xf) as usize]);
+                        }
+                    }
+                    Some(text) => escape(text, buffer),
+                }
+            }
+            buffer.put_u8(b'\n');
+            let length = (buffer.len() - start - 1) as u32;
+            buffer[start + 1..start + 5].copy_from_slice(&length.to_be_bytes());
+            self.rows_sent += 1;
+            if self.connection.write_buffer.len() >= SEND_BYTES {
+                self.connection.send().await?;
+                self.check_for_error().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads whatever the server has already sent, without waiting: during COPY it
+    /// only speaks to refuse a row, and stopping then saves sending the rest.
+    async fn check_for_error(&mut self) -> Result<(), Error> {
+        let connection = &mut *self.connection;
+        if connection.complete_message().is_none()
+            && tokio::time::timeout(Duration::ZERO, connection.fill())
+                .await
+                .is_err()
+        {
+            return Ok(());
+        }
+        while connection.complete_message().is_some() {
+            match connection.read_message().await? {
+                Message::ErrorResponse(body) => {
+                    let error = db_error(&body);
+                    // A COPY begun by a simple query ends at the error; the
+                    // server drops any data still in flight.
+                    connection.drain_until_ready().await.ok();
+                    return Err(error);
+                }
+                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                _ => return Err(Error::protocol("unexpected message during COPY")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the data and returns how many rows the server stored.
+    pub async fn finish(self) -> Result<u64, Error> {
+        frontend::copy_done(&mut self.connection.write_buffer);
+        self.connection.send().await?;
+        let mut stored = None;
+        let mut error = None;
+        loop {
+            match self.connection.read_message().await? {
+                Message::CommandComplete(body) => {
+                    let tag = body.tag().map_err(Error::io)?;
+                    stored = tag.rsplit(' ').next().and_then(|count| count.parse().ok());
+                }
+                Message::ErrorResponse(body) => {
+                    error.get_or_insert_with(|| db_error(&body));
+                }
+                Message::ReadyForQuery(_) => break,
+                _ => {}
+            }
+        }
+        match error {
+            Some(error) => Err(error),
+            None => Ok(stored.unwrap_or(self.rows_sent)),
+        }
+    }
+
+    /// Abandons the COPY: the server discards everything sent.
+    pub async fn fail(self, reason: &str) -> Result<(), Error> {
+        frontend::copy_fail(reason, &mut self.connection.write_buffer).map_err(Error::io)?;
+        self.connection.send().await?;
+        // The server answers with the error it made of our CopyFail.
+        let _ = self.connection.drain_until_ready().await;
+        Ok(())
+    }
+}
+
+/// The 1-based row of a COPY and the column an error points at, from its
+/// context (`COPY t, line 3, column amount: "12,5"`).
+pub fn error_position(error: &Error) -> Option<(u64, Option<String>)> {
+    let context = error.as_db_error()?.where_.as_deref()?;
+    let after = context.split(", line ").nth(1)?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let row = digits.parse().ok()?;
+    let column = after[digits.len()..]
+        .strip_prefix(", column ")
+        .map(|rest| rest.split(": ").next().unwrap_or(rest).to_owned());
+    Some((row, column))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_follows_copy_text_rules() {
+        let mut output = bytes::BytesMut::new();
+        escape(b"a\\b\tc\nd\re", &mut output);
+        assert_eq!(&output[..], b"a\\\\b\\tc\\nd\\re");
+        assert_eq!(quote_identifier("we\"ird"), "\"we\"\"ird\"");
+    }
+}

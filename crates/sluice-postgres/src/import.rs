@@ -1,0 +1,941 @@
+//! Bulk import: decoded rows into a table, atomically, with errors tied to input lines.
+//!
+//! Strategies, chosen by [`ImportOptions`]:
+//!
+//! - **COPY, abort on error** (default): one `COPY … FROM STDIN` for the whole
+//!   input, so the whole load is one statement: any bad record or refused row
+//!   fails it and nothing is committed. A constant handful of round trips.
+//! - **COPY, skip bad rows**: one transaction; rows go in chunks, each under a
+//!   savepoint. A chunk the server refuses is rolled back to its savepoint, the
+//!   refused row (named by the server, or found by halving the chunk when the
+//!   server cannot say, as for foreign keys checked at the end) is rejected, and
+//!   the rest is sent again. Good rows commit together at the end.
+//! - **Upsert** (`on_conflict` ignore/update): rows are copied into a temporary
+//!   staging table, then moved with `INSERT … SELECT … ON CONFLICT`; when a key
+//!   repeats within the input, its last record wins.
+//! - **INSERT batches** (`Method::Insert`): multi-row `INSERT` statements of N rows,
+//!   one round trip each, inside one transaction: the seed's experiment, kept to
+//!   measure what COPY saves.
+
+use std::fmt::Write as _;
+
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use postgres_protocol::IsNull;
+use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::copy_in::{error_position, quote_identifier};
+use crate::error::db_error;
+use crate::types;
+use crate::Connection;
+
+/// Input is read in pieces of this size.
+const READ_BYTES: usize = 256 * 1024;
+
+/// A table to import into, as the catalog describes it.
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    /// The table's name as PostgreSQL prints it (schema-qualified and quoted when needed).
+    pub name: String,
+    /// Its columns in order, without generated columns (which cannot be written).
+    pub columns: Vec<Column>,
+}
+
+/// What to do with a bad record or a row the database refuses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// Roll everything back and report the first error (default).
+    #[default]
+    Abort,
+    /// Commit the good rows and report each bad one.
+    Skip,
+}
+
+/// What to do with a row whose key already exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnConflict {
+    /// A unique violation is an error (default).
+    #[default]
+    Error,
+    /// Keep the existing row.
+    Ignore,
+    /// Overwrite the existing row's other columns.
+    Update,
+}
+
+/// How rows travel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Method {
+    /// `COPY … FROM STDIN` (default).
+    #[default]
+    Copy,
+    /// Multi-row `INSERT` statements of this many rows, one round trip each.
+    Insert {
+        /// Rows per statement (1 is row-by-row).
+        batch_size: usize,
+    },
+}
+
+/// Settings of [`import`]; each states its default.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Default: [`OnError::Abort`].
+    pub on_error: OnError,
+    /// Default: [`OnConflict::Error`].
+    pub on_conflict: OnConflict,
+    /// Conflict target columns for [`OnConflict::Update`] (required there) and
+    /// [`OnConflict::Ignore`] (optional: without it any unique violation is ignored).
+    /// Default: empty.
+    pub key: Vec<String>,
+    /// Default: [`Method::Copy`].
+    pub method: Method,
+    /// Rows per savepoint with [`OnError::Skip`]. Default: 10,000.
+    pub chunk_rows: usize,
+    /// Check everything, keep nothing: the work is rolled back at the end.
+    /// Default: false.
+    pub dry_run: bool,
+}
+
+impl Default for ImportOptions {
+    fn default() -> ImportOptions {
+        ImportOptions {
+            on_error: OnError::Abort,
+            on_conflict: OnConflict::Error,
+            key: Vec::new(),
+            method: Method::Copy,
+            chunk_rows: 10_000,
+            dry_run: false,
+        }
+    }
+}
+
+/// What an import did. `accepted + rejected == records` always.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// Records read from the input (blank NDJSON lines are not records).
+    pub records: u64,
+    /// Records that became rows sent to the table.
+    pub accepted: u64,
+    /// Records rejected (in skip mode; in abort mode an error ends the import).
+    pub rejected: u64,
+    /// Rows the table gained or changed (fewer than `accepted` when conflicts were ignored).
+    pub written: u64,
+}
+
+/// Receives each rejected record in skip mode (to write a reject file or response).
+pub type RejectSink<'a> = dyn FnMut(&Rejected) -> Result<(), Error> + Send + 'a;
+
+/// Reads the table's columns and their kinds from the catalog.
+pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
+    let rows = connection
+        .query_rows(
+            "select c.oid::regclass::text, a.attname::text, a.atttypid::int8 \
+             from pg_catalog.pg_class c join pg_catalog.pg_attribute a on a.attrelid = c.oid \
+             where c.oid = to_regclass($1) and a.attnum > 0 and not a.attisdropped \
+               and a.attgenerated = '' order by a.attnum",
+            &[Some(table)],
+        )
+        .await?;
+    if rows.is_empty() {
+        return Err(Error::config(format!("table {table:?} does not exist")));
+    }
+    let bad = || Error::protocol("unexpected row from the table catalog query");
+    let mut name = String::new();
+    let mut raw = Vec::new();
+    for row in rows {
+        name = row.first().cloned().flatten().ok_or_else(bad)?;
+        let column = row.get(1).cloned().flatten().ok_or_else(bad)?;
+        let oid: u32 = row
+            .get(2)
+            .cloned()
+            .flatten()
+            .and_then(|oid| oid.parse::<i64>().ok())
+            .ok_or_else(bad)? as u32;
+        raw.push((column, oid));
+    }
+    let oids: Vec<u32> = raw.iter().map(|(_, oid)| *oid).collect();
+    let catalog = types::resolve(connection, &oids).await;
+    // resolve() runs inside an exchange; end it whatever happened.
+    frontend::sync(&mut connection.write_buffer);
+    connection.send().await?;
+    connection.drain_until_ready().await?;
+    let catalog = catalog?;
+    Ok(TableInfo {
+        name,
+        columns: raw
+            .into_iter()
+            .map(|(column, oid)| Column {
+                name: column,
+                kind: types::kind_of(oid, &catalog, 0),
+                type_name: types::name_of(oid, &catalog),
+            })
+            .collect(),
+    })
+}
+
+/// Input bytes and the decoder that turns them into rows.
+struct Input<'a, D, R> {
+    decoder: &'a mut D,
+    reader: &'a mut R,
+    buffer: Vec<u8>,
+    start: usize,
+    finished: bool,
+    progress: &'a Progress,
+}
+
+impl<D: Decoder, R: AsyncRead + Unpin + Send> Input<'_, D, R> {
+    /// Reads and decodes one piece of input into `decoded`; false once the input is done.
+    async fn next(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
+        if self.finished {
+            return Ok(false);
+        }
+        if self.start > 0 && self.start * 2 >= self.buffer.len() {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        self.buffer.reserve(READ_BYTES);
+        let read = self
+            .reader
+            .read_buf(&mut self.buffer)
+            .await
+            .map_err(|error| {
+                Error::new(ErrorKind::Io, format!("reading the input failed: {error}"))
+                    .with_source(error)
+            })?;
+        self.progress.add_bytes(read as u64);
+        let end = read == 0;
+        let consumed = self
+            .decoder
+            .decode(&self.buffer[self.start..], end, decoded)?;
+        self.start += consumed;
+        if end {
+            self.finished = true;
+            if self.start < self.buffer.len() {
+                return Err(Error::protocol("the decoder left input undecoded"));
+            }
+        }
+        Ok(!end)
+    }
+}
+
+/// For each row sent in one COPY, the input line it came from, stored as runs of
+/// consecutive lines so memory does not grow with a regular input.
+#[derive(Default)]
+struct LineMap {
+    runs: Vec<(u64, u64)>,
+    rows: u64,
+    last_line: u64,
+}
+
+impl LineMap {
+    fn extend(&mut self, lines: &[u64]) {
+        for &line in lines {
+            if self.runs.is_empty() || line != self.last_line + 1 {
+                self.runs.push((self.rows, line));
+            }
+            self.last_line = line;
+            self.rows += 1;
+        }
+    }
+
+    /// The input line of the `row`th (1-based) row.
+    fn line(&self, row: u64) -> Option<u64> {
+        let index = row.checked_sub(1)?;
+        let run = self
+            .runs
+            .partition_point(|(start, _)| *start <= index)
+            .checked_sub(1)?;
+        let (start, line) = self.runs[run];
+        Some(line + (index - start))
+    }
+}
+
+/// Ties a database error to the input line of the row it names.
+fn at_line(error: Error, line_of: impl Fn(u64) -> Option<u64>) -> Error {
+    let Some((row, column)) = error_position(&error) else {
+        return error;
+    };
+    let Some(line) = line_of(row) else {
+        return error;
+    };
+    let row_error = reason_of(&error, line, column);
+    error.at_row(row_error)
+}
+
+fn reason_of(error: &Error, line: u64, column: Option<String>) -> RowError {
+    let (reason, column) = match error.as_db_error() {
+        Some(db) => {
+            let mut reason = db.message.clone();
+            if let Some(detail) = &db.detail {
+                let _ = write!(reason, " ({detail})");
+            }
+            (reason, column.or_else(|| db.column.clone()))
+        }
+        None => (error.to_string(), column),
+    };
+    RowError {
+        line,
+        column,
+        reason,
+    }
+}
+
+fn column_list(columns: &[Column]) -> String {
+    columns
+        .iter()
+        .map(|column| quote_identifier(&column.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Imports everything `reader` holds into `table`. See the module docs for the
+/// strategies; `rejects` receives bad records in skip mode.
+pub async fn import<D, R>(
+    connection: &mut Connection,
+    table: &TableInfo,
+    decoder: &mut D,
+    reader: &mut R,
+    options: &ImportOptions,
+    rejects: &mut RejectSink<'_>,
+    progress: &Progress,
+) -> Result<ImportSummary, Error>
+where
+    D: Decoder,
+    R: AsyncRead + Unpin + Send,
+{
+    if options.on_conflict == OnConflict::Update && options.key.is_empty() {
+        return Err(Error::config("--on-conflict update needs --key"));
+    }
+    for key in &options.key {
+        if !table.columns.iter().any(|column| &column.name == key) {
+            return Err(Error::config(format!(
+                "--key names {key:?}, which the table does not have"
+            )));
+        }
+    }
+    let mut input = Input {
+        decoder,
+        reader,
+        buffer: Vec::with_capacity(READ_BYTES * 2),
+        start: 0,
+        finished: false,
+        progress,
+    };
+    let mut decoded = Decoded::default();
+    // Read until the columns are known and there is a row (or the input ends).
+    let mut more = true;
+    while more && decoded.batch.is_empty() {
+        more = input.next(&mut decoded).await?;
+        if options.on_error == OnError::Abort {
+            if let Some(first) = decoded.rejected.first() {
+                return Err(Error::bad_row(first.error.clone()));
+            }
+        }
+    }
+    let Some(columns) = input.decoder.target_columns().map(<[Column]>::to_vec) else {
+        let rejected = decoded.rejected.len() as u64;
+        for rejected in &decoded.rejected {
+            rejects(rejected)?;
+        }
+        return Ok(ImportSummary {
+            records: input.decoder.records_seen(),
+            rejected,
+            ..ImportSummary::default()
+        });
+    };
+    let plan = Plan::new(table, &columns, options);
+    let mut summary = match options.method {
+        Method::Insert { batch_size } => {
+            if options.on_error == OnError::Skip {
+                return Err(Error::config(
+                    "--on-error skip works with --method copy (INSERT batches abort on the first error)",
+                ));
+            }
+            insert_batches(
+                connection,
+                &plan,
+                &mut input,
+                &mut decoded,
+                more,
+                batch_size.max(1),
+            )
+            .await?
+        }
+        Method::Copy => match options.on_error {
+            OnError::Abort => copy_abort(connection, &plan, &mut input, &mut decoded, more).await?,
+            OnError::Skip => {
+                copy_skip(
+                    connection,
+                    &plan,
+                    &mut input,
+                    &mut decoded,
+                    more,
+                    options,
+                    rejects,
+                )
+                .await?
+            }
+        },
+    };
+    summary.records = input.decoder.records_seen();
+    summary.rejected = summary.records - summary.accepted;
+    Ok(summary)
+}
+
+/// Finds the first input row the table refuses, for errors the server reports
+/// without a row (foreign keys are checked after the last row of a COPY): the
+/// input, read again from the start, goes in savepoint-guarded chunks, halved
+/// until the refused row stands alone, inside a transaction that is rolled back.
+pub async fn locate_refused_row<D, R>(
+    connection: &mut Connection,
+    table: &TableInfo,
+    decoder: &mut D,
+    reader: &mut R,
+    options: &ImportOptions,
+) -> Result<Option<RowError>, Error>
+where
+    D: Decoder,
+    R: AsyncRead + Unpin + Send,
+{
+    let options = ImportOptions {
+        on_error: OnError::Skip,
+        method: Method::Copy,
+        dry_run: true,
+        ..options.clone()
+    };
+    let mut found: Option<RowError> = None;
+    let mut stop_at_first = |rejected: &Rejected| -> Result<(), Error> {
+        found = Some(rejected.error.clone());
+        Err(Error::new(ErrorKind::Cancelled, "found the refused row"))
+    };
+    let result = import(
+        connection,
+        table,
+        decoder,
+        reader,
+        &options,
+        &mut stop_at_first,
+        &Progress::new(),
+    )
+    .await;
+    match (found, result) {
+        (Some(row), _) => Ok(Some(row)),
+        (None, Ok(_)) => Ok(None),
+        (None, Err(error)) => Err(error),
+    }
+}
+
+/// The statements of one import.
+struct Plan {
+    table: String,
+    columns: Vec<Column>,
+    kinds: Vec<Kind>,
+    /// Set for upserts: the `INSERT … SELECT … ON CONFLICT` from the staging table.
+    upsert: Option<String>,
+    /// Roll back instead of committing.
+    dry_run: bool,
+}
+
+const STAGE: &str = "sluice_import_stage";
+
+impl Plan {
+    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions) -> Plan {
+        let list = column_list(columns);
+        let conflict = |select: &str| -> String {
+            let keys = options
+                .key
+                .iter()
+                .map(|key| quote_identifier(key))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let target = if keys.is_empty() {
+                String::new()
+            } else {
+                format!(" ({keys})")
+            };
+            let action = match options.on_conflict {
+                OnConflict::Update => {
+                    let updates: Vec<String> = columns
+                        .iter()
+                        .filter(|column| !options.key.contains(&column.name))
+                        .map(|column| {
+                            let name = quote_identifier(&column.name);
+                            format!("{name} = excluded.{name}")
+                        })
+                        .collect();
+                    if updates.is_empty() {
+                        "do nothing".to_owned()
+                    } else {
+                        format!("do update set {}", updates.join(", "))
+                    }
+                }
+                _ => "do nothing".to_owned(),
+            };
+            format!(
+                "insert into {} ({list}) {select} on conflict{target} {action}",
+                table.name
+            )
+        };
+        let upsert = match options.on_conflict {
+            OnConflict::Error => None,
+            OnConflict::Ignore => Some(conflict(&format!("select {list} from {STAGE}"))),
+            OnConflict::Update => {
+                let keys = options
+                    .key
+                    .iter()
+                    .map(|key| quote_identifier(key))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                // The last record of a repeated key wins: a fresh staging table
+                // holds rows in the order they were copied.
+                Some(conflict(&format!(
+                    "select distinct on ({keys}) {list} from {STAGE} order by {keys}, ctid desc"
+                )))
+            }
+        };
+        Plan {
+            table: table.name.clone(),
+            kinds: columns.iter().map(|column| column.kind.clone()).collect(),
+            columns: columns.to_vec(),
+            upsert,
+            dry_run: options.dry_run,
+        }
+    }
+
+    /// Whether the import runs in an explicit transaction (rather than being one COPY).
+    fn in_transaction(&self) -> bool {
+        self.upsert.is_some() || self.dry_run
+    }
+
+    /// How the transaction ends when all went well.
+    fn end(&self) -> &'static str {
+        if self.dry_run {
+            "rollback"
+        } else {
+            "commit"
+        }
+    }
+
+    fn copy_statement(&self) -> String {
+        let target = if self.upsert.is_some() {
+            STAGE
+        } else {
+            &self.table
+        };
+        format!("copy {target} ({}) from stdin", column_list(&self.columns))
+    }
+
+    fn stage_statement(&self) -> String {
+        format!(
+            "create temporary table {STAGE} (like {} including defaults) on commit drop",
+            self.table
+        )
+    }
+}
+
+/// Runs SQL that returns no rows and reports the server's error.
+async fn execute(connection: &mut Connection, sql: &str) -> Result<u64, Error> {
+    frontend::query(sql, &mut connection.write_buffer).map_err(Error::io)?;
+    connection.send().await?;
+    let mut count = 0;
+    let mut error = None;
+    loop {
+        match connection.read_message().await? {
+            Message::CommandComplete(body) => {
+                let tag = body.tag().map_err(Error::io)?;
+                count = tag
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+            }
+            Message::ErrorResponse(body) => {
+                error.get_or_insert_with(|| db_error(&body));
+            }
+            Message::ReadyForQuery(_) => break,
+            _ => {}
+        }
+    }
+    error.map_or(Ok(count), Err)
+}
+
+/// Rolls back, keeping the error that caused it.
+async fn rollback(connection: &mut Connection, error: Error) -> Error {
+    let _ = execute(connection, "rollback").await;
+    error
+}
+
+async fn copy_abort<D: Decoder, R: AsyncRead + Unpin + Send>(
+    connection: &mut Connection,
+    plan: &Plan,
+    input: &mut Input<'_, D, R>,
+    decoded: &mut Decoded,
+    mut more: bool,
+) -> Result<ImportSummary, Error> {
+    let mut summary = ImportSummary::default();
+    match plan.upsert {
+        Some(_) => execute(connection, &format!("begin; {}", plan.stage_statement())).await?,
+        None if plan.dry_run => execute(connection, "begin").await?,
+        None => 0,
+    };
+    let mut lines = LineMap::default();
+    let mut copy = match connection
+        .copy_in(&plan.copy_statement(), &plan.kinds)
+        .await
+    {
+        Ok(copy) => copy,
+        Err(error) => {
+            if plan.in_transaction() {
+                return Err(rollback(connection, error).await);
+            }
+            return Err(error);
+        }
+    };
+    let outcome: Result<(), Error> = async {
+        loop {
+            if let Some(first) = decoded.rejected.first() {
+                return Err(Error::bad_row(first.error.clone()));
+            }
+            lines.extend(&decoded.lines);
+            let rows = decoded.batch.num_rows();
+            copy.write_rows(&decoded.batch, 0..rows)
+                .await
+                .map_err(|error| at_line(error, |row| lines.line(row)))?;
+            input.progress.add_rows(rows as u64);
+            summary.accepted += rows as u64;
+            decoded.clear();
+            if !more {
+                return Ok(());
+            }
+            more = input.next(decoded).await?;
+        }
+    }
+    .await;
+    match outcome {
+        Ok(()) => {}
+        Err(error) => {
+            // A database error has already ended the COPY; anything else has not.
+            if error.kind() != ErrorKind::Database {
+                copy.fail(&error.to_string()).await.ok();
+            }
+            if plan.in_transaction() {
+                return Err(rollback(connection, error).await);
+            }
+            return Err(error);
+        }
+    }
+    let copied = copy
+        .finish()
+        .await
+        .map_err(|error| at_line(error, |row| lines.line(row)));
+    let copied = match copied {
+        Ok(copied) => copied,
+        Err(error) if plan.in_transaction() => return Err(rollback(connection, error).await),
+        Err(error) => return Err(error),
+    };
+    summary.written = copied;
+    if let Some(upsert) = &plan.upsert {
+        match execute(connection, upsert).await {
+            Ok(written) => summary.written = written,
+            Err(error) => return Err(rollback(connection, error).await),
+        }
+    }
+    if plan.in_transaction() {
+        execute(connection, plan.end()).await?;
+    }
+    Ok(summary)
+}
+
+async fn copy_skip<D: Decoder, R: AsyncRead + Unpin + Send>(
+    connection: &mut Connection,
+    plan: &Plan,
+    input: &mut Input<'_, D, R>,
+    decoded: &mut Decoded,
+    mut more: bool,
+    options: &ImportOptions,
+    rejects: &mut RejectSink<'_>,
+) -> Result<ImportSummary, Error> {
+    let mut summary = ImportSummary::default();
+    let begin = match plan.upsert {
+        Some(_) => format!("begin; {}", plan.stage_statement()),
+        None => "begin".to_owned(),
+    };
+    execute(connection, &begin).await?;
+    let result: Result<(), Error> = async {
+        loop {
+            for rejected in decoded.rejected.drain(..) {
+                rejects(&rejected)?;
+            }
+            if decoded.batch.num_rows() >= options.chunk_rows.max(1) || !more {
+                let accepted = copy_chunk(connection, plan, decoded, rejects).await?;
+                input.progress.add_rows(accepted);
+                summary.accepted += accepted;
+                decoded.clear();
+            }
+            if !more {
+                return Ok(());
+            }
+            more = input.next(decoded).await?;
+        }
+    }
+    .await;
+    if let Err(error) = result {
+        return Err(rollback(connection, error).await);
+    }
+    summary.written = summary.accepted;
+    if let Some(upsert) = &plan.upsert {
+        match execute(connection, upsert).await {
+            Ok(written) => summary.written = written,
+            Err(error) => return Err(rollback(connection, error).await),
+        }
+    }
+    execute(connection, plan.end()).await?;
+    Ok(summary)
+}
+
+/// Copies the rows of `decoded` under savepoints, rejecting each row the server
+/// refuses, and returns how many went in.
+async fn copy_chunk(
+    connection: &mut Connection,
+    plan: &Plan,
+    decoded: &Decoded,
+    rejects: &mut RejectSink<'_>,
+) -> Result<u64, Error> {
+    let mut accepted = 0;
+    let mut pending: Vec<Vec<usize>> = vec![(0..decoded.batch.num_rows()).collect()];
+    while let Some(segment) = pending.pop() {
+        if segment.is_empty() {
+            continue;
+        }
+        execute(connection, "savepoint sluice_chunk").await?;
+        let attempt = async {
+            let mut copy = connection
+                .copy_in(&plan.copy_statement(), &plan.kinds)
+                .await?;
+            copy.write_rows(&decoded.batch, segment.iter().copied())
+                .await?;
+            copy.finish().await
+        }
+        .await;
+        match attempt {
+            Ok(_) => {
+                execute(connection, "release savepoint sluice_chunk").await?;
+                accepted += segment.len() as u64;
+            }
+            Err(error) if error.kind() == ErrorKind::Database => {
+                execute(connection, "rollback to savepoint sluice_chunk").await?;
+                let position = error_position(&error);
+                let refused = match &position {
+                    Some((row, _)) if *row >= 1 && (*row as usize) <= segment.len() => {
+                        Some(*row as usize - 1)
+                    }
+                    _ if segment.len() == 1 => Some(0),
+                    _ => None,
+                };
+                match refused {
+                    Some(index) => {
+                        let row = segment[index];
+                        let column = position.and_then(|(_, column)| column);
+                        rejects(&Rejected {
+                            error: reason_of(&error, decoded.lines[row], column),
+                            record: decoded.records.get(row).cloned().unwrap_or_default(),
+                        })?;
+                        let mut rest = segment;
+                        rest.remove(index);
+                        pending.push(rest);
+                    }
+                    None => {
+                        // The server cannot say which row (e.g. a foreign key checked
+                        // at the end of the statement): halve until it is one row.
+                        let half = segment.len() / 2;
+                        pending.push(segment[half..].to_vec());
+                        pending.push(segment[..half].to_vec());
+                    }
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(accepted)
+}
+
+async fn insert_batches<D: Decoder, R: AsyncRead + Unpin + Send>(
+    connection: &mut Connection,
+    plan: &Plan,
+    input: &mut Input<'_, D, R>,
+    decoded: &mut Decoded,
+    mut more: bool,
+    batch_size: usize,
+) -> Result<ImportSummary, Error> {
+    const STATEMENT: &str = "sluice_insert";
+    let mut summary = ImportSummary::default();
+    execute(connection, "begin").await?;
+    let mut prepared = false;
+    let mut pending = Decoded::default();
+    pending.batch.reset(plan.columns.len());
+    let result: Result<(), Error> = async {
+        loop {
+            if let Some(first) = decoded.rejected.first() {
+                return Err(Error::bad_row(first.error.clone()));
+            }
+            for index in 0..decoded.batch.num_rows() {
+                pending.batch.push_row(&decoded.batch.row(index));
+                pending.lines.push(decoded.lines[index]);
+            }
+            decoded.clear();
+            while pending.batch.num_rows() >= batch_size || (!more && !pending.batch.is_empty()) {
+                let rows = pending.batch.num_rows().min(batch_size);
+                let name = if rows == batch_size { STATEMENT } else { "" };
+                if name.is_empty() || !prepared {
+                    let sql = insert_statement(plan, rows);
+                    frontend::parse(name, &sql, std::iter::empty(), &mut connection.write_buffer)
+                        .map_err(Error::io)?;
+                    prepared |= !name.is_empty();
+                }
+                let written = insert_rows(connection, plan, name, &pending.batch, 0..rows)
+                    .await
+                    .map_err(|error| {
+                        let first = pending.lines[0];
+                        let last = pending.lines[rows - 1];
+                        let mut row_error = reason_of(&error, first, None);
+                        if last != first {
+                            row_error.reason = format!(
+                                "in the INSERT of lines {first}–{last}: {}",
+                                row_error.reason
+                            );
+                        }
+                        error.at_row(row_error)
+                    })?;
+                summary.accepted += rows as u64;
+                summary.written += written;
+                input.progress.add_rows(rows as u64);
+                // Keep the rows after this statement's.
+                let mut rest = Decoded::default();
+                rest.batch.reset(plan.columns.len());
+                for index in rows..pending.batch.num_rows() {
+                    rest.batch.push_row(&pending.batch.row(index));
+                    rest.lines.push(pending.lines[index]);
+                }
+                pending = rest;
+            }
+            if !more {
+                return Ok(());
+            }
+            more = input.next(decoded).await?;
+        }
+    }
+    .await;
+    if let Err(error) = result {
+        return Err(rollback(connection, error).await);
+    }
+    execute(connection, plan.end()).await?;
+    Ok(summary)
+}
+
+fn insert_statement(plan: &Plan, rows: usize) -> String {
+    let columns = plan.columns.len();
+    let mut sql = format!(
+        "insert into {} ({}) values ",
+        plan.table,
+        column_list(&plan.columns)
+    );
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..columns {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            let _ = write!(sql, "${}", row * columns + column + 1);
+        }
+        sql.push(')');
+    }
+    if let Some(upsert) = &plan.upsert {
+        // Reuse the upsert's conflict clause.
+        if let Some(clause) = upsert.split(" on conflict").nth(1) {
+            sql.push_str(" on conflict");
+            sql.push_str(clause);
+        }
+    }
+    sql
+}
+
+/// One INSERT: Bind (text values; `bytea` in binary, its canonical form), Execute,
+/// Sync; one round trip.
+async fn insert_rows(
+    connection: &mut Connection,
+    plan: &Plan,
+    statement: &str,
+    batch: &sluice_core::Batch,
+    rows: std::ops::Range<usize>,
+) -> Result<u64, Error> {
+    let columns = plan.columns.len();
+    let formats: Vec<i16> = rows
+        .clone()
+        .flat_map(|_| {
+            plan.kinds
+                .iter()
+                .map(|kind| i16::from(*kind == Kind::Bytes))
+        })
+        .collect();
+    let values = rows.flat_map(|row| (0..columns).map(move |column| batch.row(row).get(column)));
+    frontend::bind(
+        "",
+        statement,
+        formats,
+        values,
+        |value, buffer| match value {
+            Some(bytes) => {
+                buffer.extend_from_slice(bytes);
+                Ok(IsNull::No)
+            }
+            None => Ok(IsNull::Yes),
+        },
+        std::iter::once(0i16),
+        &mut connection.write_buffer,
+    )
+    .map_err(|_| Error::config("too many parameters in one INSERT: lower --batch-size"))?;
+    frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
+    frontend::sync(&mut connection.write_buffer);
+    connection.send().await?;
+    let mut written = 0;
+    let mut error = None;
+    loop {
+        match connection.read_message().await? {
+            Message::CommandComplete(body) => {
+                let tag = body.tag().map_err(Error::io)?;
+                written = tag
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+            }
+            Message::ErrorResponse(body) => {
+                error.get_or_insert_with(|| db_error(&body));
+            }
+            Message::ReadyForQuery(_) => break,
+            _ => {}
+        }
+    }
+    error.map_or(Ok(written), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_map_follows_gaps() {
+        let mut map = LineMap::default();
+        map.extend(&[2, 3, 4, 7, 8]);
+        map.extend(&[9, 20]);
+        assert_eq!(
+            (1..=7)
+                .map(|row| map.line(row).unwrap())
+                .collect::<Vec<_>>(),
+            [2, 3, 4, 7, 8, 9, 20]
+        );
+        assert_eq!(map.runs.len(), 3);
+        assert_eq!(map.line(0), None);
+    }
+}
