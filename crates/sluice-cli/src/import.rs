@@ -267,6 +267,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                     table.columns.clone(),
                     NdjsonOptions {
                         columns: arguments.columns.clone(),
+                        defaulted: table.defaulted.clone(),
                         ignore_unknown: arguments.ignore_unknown,
                         max_line_bytes: arguments.max_line_bytes,
                         keep_records,

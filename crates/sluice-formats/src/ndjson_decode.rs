@@ -21,10 +21,14 @@ use crate::pg_input::{decode_bytes_text, write_array_literal, write_record_liter
 /// Settings of [`NdjsonDecoder`]; each states its default.
 #[derive(Debug, Clone)]
 pub struct NdjsonOptions {
-    /// The columns to fill, by name. Default (`None`): the keys of the first
-    /// record, in table order; columns it leaves out get their defaults, and a
-    /// key missing from a later record is NULL.
+    /// The columns to fill, by name. Default (`None`): every column of the
+    /// table, in table order, except those named in `defaulted` that the first
+    /// record leaves out (they keep their defaults). A key missing from a record
+    /// is NULL.
     pub columns: Option<Vec<String>>,
+    /// Columns that have a default (serial keys, `default now()`): filled only
+    /// when the first record has them. Default: empty.
+    pub defaulted: Vec<String>,
     /// Skip keys that name no target column instead of rejecting the record. Default: false.
     pub ignore_unknown: bool,
     /// Longest line accepted, in bytes; a longer one is rejected without being
@@ -39,6 +43,7 @@ impl Default for NdjsonOptions {
     fn default() -> NdjsonOptions {
         NdjsonOptions {
             columns: None,
+            defaulted: Vec::new(),
             ignore_unknown: false,
             max_line_bytes: 64 * 1024 * 1024,
             keep_records: false,
@@ -157,8 +162,12 @@ impl NdjsonDecoder {
             }
         }
         if self.target.is_none() {
-            let mut indexes: Vec<usize> = found.iter().map(|(index, _)| *index).collect();
-            indexes.sort_unstable();
+            let indexes: Vec<usize> = (0..self.table.len())
+                .filter(|&index| {
+                    !self.options.defaulted.contains(&self.table[index].name)
+                        || found.iter().any(|(seen, _)| *seen == index)
+                })
+                .collect();
             self.set_target(indexes);
             output.batch.reset(self.target_columns.len());
         }
@@ -171,8 +180,8 @@ impl NdjsonDecoder {
                     return reject(
                         output,
                         Some(self.table[index].name.clone()),
-                        "the key is not among the imported columns, which were taken from the \
-                         first record (name them all with --columns)"
+                        "the column has a default and the first record did not set it, so \
+                         it is not imported (name it with --columns)"
                             .into(),
                     )
                 }
@@ -448,6 +457,7 @@ mod tests {
         );
         assert!(output.rejected.is_empty(), "{:?}", output.rejected);
         assert_eq!(decoder.target_columns().unwrap().len(), 6);
+        assert_eq!(output.batch.row(1).get(5), None, "absent keys are NULL");
         let first = output.batch.row(0);
         assert_eq!(first.get(1), Some(&b"123456789012345678901234567890.5"[..]));
         assert_eq!(first.get(2), Some(&b"\x00\x01"[..]));
@@ -460,6 +470,25 @@ mod tests {
         assert_eq!(second.get(2), None);
         assert_eq!(output.lines, [1, 3]);
         assert_eq!(decoder.records_seen(), 2);
+    }
+
+    #[test]
+    fn columns_with_defaults_follow_the_first_record() {
+        let options = NdjsonOptions {
+            defaulted: vec!["id".into(), "ok".into()],
+            ..NdjsonOptions::default()
+        };
+        let (output, decoder) = decode("{\"amount\": 1, \"ok\": false}\n{\"id\": 2}\n", options);
+        let names: Vec<&str> = decoder
+            .target_columns()
+            .unwrap()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["amount", "blob", "doc", "ok", "tags"]);
+        assert_eq!(output.batch.num_rows(), 1);
+        assert_eq!(output.rejected[0].error.line, 2);
+        assert_eq!(output.rejected[0].error.column.as_deref(), Some("id"));
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct TableInfo {
     pub name: String,
     /// Its columns in order, without generated columns (which cannot be written).
     pub columns: Vec<Column>,
+    /// Names of the columns that have a default or are identity columns.
+    pub defaulted: Vec<String>,
 }
 
 /// What to do with a bad record or a row the database refuses.
@@ -130,7 +132,8 @@ pub type RejectSink<'a> = dyn FnMut(&Rejected) -> Result<(), Error> + Send + 'a;
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
     let rows = connection
         .query_rows(
-            "select c.oid::regclass::text, a.attname::text, a.atttypid::int8 \
+            "select c.oid::regclass::text, a.attname::text, a.atttypid::int8, \
+                    (a.atthasdef or a.attidentity <> '')::text \
              from pg_catalog.pg_class c join pg_catalog.pg_attribute a on a.attrelid = c.oid \
              where c.oid = to_regclass($1) and a.attnum > 0 and not a.attisdropped \
                and a.attgenerated = '' order by a.attnum",
@@ -143,6 +146,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     let bad = || Error::protocol("unexpected row from the table catalog query");
     let mut name = String::new();
     let mut raw = Vec::new();
+    let mut defaulted = Vec::new();
     for row in rows {
         name = row.first().cloned().flatten().ok_or_else(bad)?;
         let column = row.get(1).cloned().flatten().ok_or_else(bad)?;
@@ -152,6 +156,9 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
             .flatten()
             .and_then(|oid| oid.parse::<i64>().ok())
             .ok_or_else(bad)? as u32;
+        if row.get(3).cloned().flatten().as_deref() == Some("true") {
+            defaulted.push(column.clone());
+        }
         raw.push((column, oid));
     }
     let oids: Vec<u32> = raw.iter().map(|(_, oid)| *oid).collect();
@@ -163,6 +170,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     let catalog = catalog?;
     Ok(TableInfo {
         name,
+        defaulted,
         columns: raw
             .into_iter()
             .map(|(column, oid)| Column {

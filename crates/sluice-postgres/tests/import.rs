@@ -53,6 +53,7 @@ async fn load_from<R: AsyncRead + Unpin + Send>(
             let mut decoder = NdjsonDecoder::new(
                 info.columns.clone(),
                 NdjsonOptions {
+                    defaulted: info.defaulted.clone(),
                     max_line_bytes,
                     keep_records,
                     ..NdjsonOptions::default()

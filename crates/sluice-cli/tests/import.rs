@@ -1,0 +1,183 @@
+//! End-to-end tests of `sluice import`: exit codes, messages, reject files, stats.
+
+use std::process::{Command, Output, Stdio};
+
+use sluice_testkit::TestDb;
+
+fn sluice(arguments: &[&str], stdin: Option<&[u8]>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(arguments)
+        .env_remove("SLUICE_DB")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    if let Some(data) = stdin {
+        child.stdin.take().unwrap().write_all(data).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+const TABLE: &str = "create table items (id int primary key, qty int not null check (qty > 0), label text);
+                     create table parents (id int primary key); insert into parents values (1);
+                     create table children (id int primary key, parent int references parents (id));";
+
+#[test]
+fn a_bad_record_aborts_with_exit_5_or_1_and_commits_nothing() {
+    let db = TestDb::new();
+    db.execute(TABLE);
+    let output = sluice(
+        &["import", "--db", db.url(), "--table", "items"],
+        Some(b"{\"id\": 1, \"qty\": 1}\n{\"id\": 2, \"qty\": \n"),
+    );
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with("sluice: line 2: invalid JSON"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = sluice(
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            "items",
+            "--format",
+            "csv",
+        ],
+        Some(b"id,qty\n1,1\n2,0\n"),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("line 3"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("items_qty_check"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(db.query_text("select count(*) from items"), "0");
+}
+
+#[test]
+fn a_foreign_key_error_from_a_file_names_the_line() {
+    let db = TestDb::new();
+    db.execute(TABLE);
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("children.csv");
+    std::fs::write(&path, "id,parent\n1,1\n2,1\n3,5\n").unwrap();
+    let output = sluice(
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            "children",
+            path.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.starts_with("sluice: line 4: "), "{message}");
+    assert!(message.contains("(parent)=(5)"), "{message}");
+    assert_eq!(db.query_text("select count(*) from children"), "0");
+}
+
+#[test]
+fn skip_mode_writes_a_reject_file_and_reports_the_counts() {
+    let db = TestDb::new();
+    db.execute(TABLE);
+    let directory = tempfile::tempdir().unwrap();
+    let rejects = directory.path().join("rejects.ndjson");
+    let output = sluice(
+        &[
+            "import", "--db", db.url(), "--table", "items", "--on-error", "skip",
+            "--reject-file", rejects.to_str().unwrap(), "--stats",
+        ],
+        Some(b"{\"id\": 1, \"qty\": 1}\n{\"id\": 2, \"qty\": 0}\nnope\n{\"id\": 3, \"qty\": 3, \"label\": \"x\"}\n"),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("2 of 4 records imported, 2 rejected"),
+        "{message}"
+    );
+    assert!(message.contains("\naccepted: 2\n"), "{message}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&rejects)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let mut by_line: Vec<(u64, String)> = lines
+        .iter()
+        .map(|value| {
+            (
+                value["line"].as_u64().unwrap(),
+                value["record"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    by_line.sort();
+    assert_eq!(by_line[0], (2, "{\"id\": 2, \"qty\": 0}".to_owned()));
+    assert_eq!(by_line[1], (3, "nope".to_owned()));
+    assert_eq!(
+        db.query_text("select string_agg(id::text, ',' order by id) from items"),
+        "1,3"
+    );
+}
+
+#[test]
+fn export_then_import_moves_a_table() {
+    let db = TestDb::new();
+    db.execute(TABLE);
+    db.execute(
+        "insert into items select g, g, 'label ' || g from generate_series(1, 5000) g;
+                create table items_copy (like items including all);",
+    );
+    let exported = sluice(
+        &[
+            "export",
+            "--db",
+            db.url(),
+            "--query",
+            "select * from items order by id",
+        ],
+        None,
+    );
+    assert!(exported.status.success());
+    let output = sluice(
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            "items_copy",
+            "--stats",
+        ],
+        Some(&exported.stdout),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("\nrows written: 5000\n"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        db.query_text(
+            "select count(*) from (select * from items except select * from items_copy) d"
+        ),
+        "0"
+    );
+}
