@@ -3,6 +3,7 @@
 //! parses arguments, wires a source to an encoder and an output, and turns errors
 //! into one clear line and an exit code.
 
+mod call;
 mod export;
 mod import;
 mod interrupt;
@@ -42,6 +43,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Load NDJSON or CSV into a table through COPY, atomically.
     Import(import::ImportArgs),
+    /// Run one statement for many parameter sets, pipelined: many calls, one trip.
+    Call(call::CallArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Export(arguments) => export::run(arguments).await,
             Command::Import(arguments) => import::run(arguments).await,
+            Command::Call(arguments) => call::run(arguments).await,
         }
     });
     // Do not wait for a cancel request or progress task still in flight.

@@ -77,6 +77,7 @@ impl Encoder for JsonEncoder {
                 ColumnPlan { key, render }
             })
             .collect();
+        self.rows_written = 0;
         if self.array {
             output.push(b'[');
         }

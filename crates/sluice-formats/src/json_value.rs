@@ -292,22 +292,7 @@ pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output:
 
 /// Decodes PostgreSQL's hex `bytea` text (`\x0a0b…`).
 fn decode_hex_bytea(text: &[u8]) -> Option<Vec<u8>> {
-    let digits = text.strip_prefix(b"\\x")?;
-    if digits.len() % 2 != 0 {
-        return None;
-    }
-    fn nibble(byte: u8) -> Option<u8> {
-        match byte {
-            b'0'..=b'9' => Some(byte - b'0'),
-            b'a'..=b'f' => Some(byte - b'a' + 10),
-            b'A'..=b'F' => Some(byte - b'A' + 10),
-            _ => None,
-        }
-    }
-    digits
-        .chunks_exact(2)
-        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
-        .collect()
+    crate::pg_input::decode_hex(text.strip_prefix(b"\\x")?)
 }
 
 #[cfg(test)]

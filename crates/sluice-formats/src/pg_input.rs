@@ -123,7 +123,7 @@ pub fn decode_bytes_text(text: &str) -> Result<Vec<u8>, String> {
 
 /// Decodes pairs of hex digits.
 pub fn decode_hex(digits: &[u8]) -> Option<Vec<u8>> {
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     fn nibble(byte: u8) -> Option<u8> {

@@ -137,7 +137,7 @@ fn login_error(error: Error) -> Error {
 /// An authenticated session, idle and ready for a query.
 #[derive(Debug)]
 pub struct Connection {
-    stream: MeteredStream<Socket>,
+    pub(crate) stream: MeteredStream<Socket>,
     pub(crate) read_buffer: BytesMut,
     pub(crate) write_buffer: BytesMut,
     target: Target,

@@ -24,6 +24,7 @@ pub mod connection;
 pub mod copy_in;
 pub mod error;
 pub mod import;
+pub mod pipeline;
 pub mod query;
 pub mod types;
 
@@ -35,4 +36,5 @@ pub use import::{
     describe_table, import, locate_refused_row, ImportOptions, ImportSummary, Method, OnConflict,
     OnError, TableInfo,
 };
+pub use pipeline::{CallOutcome, ParamSet, ParamSource, Pipeline, PipelineSummary, Transaction};
 pub use query::{QueryOptions, QueryStream};

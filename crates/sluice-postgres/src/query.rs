@@ -197,33 +197,7 @@ impl QueryStream {
 
     /// Copies the `DataRow` at the front of the read buffer into the batch.
     fn push_row(&mut self, total: usize) -> Result<(), Error> {
-        let message = &self.connection.read_buffer[5..total];
-        let malformed = || Error::protocol("malformed DataRow message");
-        if message.len() < 2 {
-            return Err(malformed());
-        }
-        let count = u16::from_be_bytes([message[0], message[1]]) as usize;
-        if count != self.schema.len() {
-            return Err(Error::protocol(format!(
-                "DataRow has {count} values for {} columns",
-                self.schema.len()
-            )));
-        }
-        let mut position = 2;
-        for _ in 0..count {
-            let header = message.get(position..position + 4).ok_or_else(malformed)?;
-            let length = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
-            position += 4;
-            if length < 0 {
-                self.batch.push_null();
-            } else {
-                let end = position + length as usize;
-                self.batch
-                    .push_value(message.get(position..end).ok_or_else(malformed)?);
-                position = end;
-            }
-        }
-        Ok(())
+        parse_data_row(&self.connection.read_buffer[5..total], &mut self.batch)
     }
 
     /// Handles one non-row message.
@@ -308,6 +282,36 @@ impl BatchSource for QueryStream {
             self.connection.fill().await?;
         }
     }
+}
+
+/// Copies the values of a `DataRow` body (after its tag and length) into `batch`,
+/// which must have as many columns as the row has values.
+pub(crate) fn parse_data_row(message: &[u8], batch: &mut Batch) -> Result<(), Error> {
+    let malformed = || Error::protocol("malformed DataRow message");
+    if message.len() < 2 {
+        return Err(malformed());
+    }
+    let count = u16::from_be_bytes([message[0], message[1]]) as usize;
+    if count != batch.num_columns() {
+        return Err(Error::protocol(format!(
+            "DataRow has {count} values for {} columns",
+            batch.num_columns()
+        )));
+    }
+    let mut position = 2;
+    for _ in 0..count {
+        let header = message.get(position..position + 4).ok_or_else(malformed)?;
+        let length = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        position += 4;
+        if length < 0 {
+            batch.push_null();
+        } else {
+            let end = position + length as usize;
+            batch.push_value(message.get(position..end).ok_or_else(malformed)?);
+            position = end;
+        }
+    }
+    Ok(())
 }
 
 /// Ends a failed extended-protocol exchange (`Sync`, then reads to `ReadyForQuery`)

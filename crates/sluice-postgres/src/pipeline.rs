@@ -1,0 +1,465 @@
+//! Many calls, one trip: one statement run for a stream of parameter sets,
+//! pipelined.
+//!
+//! The statement is prepared once (1 round trip). Then `Bind` + `Execute` for each
+//! parameter set are written back to back while the answers are read as they
+//! come, so the client never stops to wait: a window bounds the bytes of sets sent
+//! but not yet answered (and with it memory), not the number of round trips.
+//!
+//! - [`Transaction::Single`]: one `Sync` after the last set, so the whole pipeline
+//!   is one implicit transaction: any failure rolls everything back, and the
+//!   server skips the remaining sets.
+//! - [`Transaction::Each`]: a `Sync` after every set, so each commits or fails on
+//!   its own, still without waiting between sets.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::BufMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use postgres_protocol::IsNull;
+use sluice_core::{Batch, Column, DbError, Error, Schema};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::connection::Connection;
+use crate::error::db_error;
+use crate::types::{self, Oid};
+
+const STATEMENT: &str = "sluice_call";
+
+/// How the calls are grouped into transactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transaction {
+    /// All or nothing (default).
+    #[default]
+    Single,
+    /// Each parameter set on its own.
+    Each,
+}
+
+/// One parameter set, with the input line it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamSet {
+    /// 1-based input line.
+    pub line: u64,
+    /// Text values for `$1`, `$2`, …; `None` is NULL. `Err` holds why the line
+    /// could not be read as a parameter set: it fails that call (and, in single
+    /// mode, the transaction) in its place in the order.
+    pub values: Result<Vec<Option<String>>, String>,
+}
+
+/// Where parameter sets come from.
+pub trait ParamSource: Send {
+    /// The next set, or `None` at the end of the input.
+    fn next(&mut self) -> impl Future<Output = Result<Option<ParamSet>, Error>> + Send;
+}
+
+/// What one call did.
+#[derive(Debug)]
+pub enum CallOutcome<'a> {
+    /// It ran; `rows` holds what it returned (over [`Pipeline::schema`]) and
+    /// `affected` the count from its command tag (rows inserted, updated, …).
+    Done {
+        /// Returned rows.
+        rows: &'a Batch,
+        /// Rows affected, when the command reports it.
+        affected: Option<u64>,
+    },
+    /// The database refused it.
+    Failed(&'a DbError),
+    /// Its input line was not a valid parameter set.
+    Invalid(&'a str),
+    /// It was not run, or was rolled back, because another call of the same
+    /// transaction failed.
+    RolledBack,
+}
+
+/// Counts of a finished pipeline. `succeeded + failed == calls`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipelineSummary {
+    /// Parameter sets read.
+    pub calls: u64,
+    /// Calls that ran and were committed.
+    pub succeeded: u64,
+    /// Calls that failed or were rolled back.
+    pub failed: u64,
+}
+
+/// A prepared statement ready to be run for many parameter sets.
+pub struct Pipeline<'c> {
+    connection: &'c mut Connection,
+    schema: Schema,
+    parameters: usize,
+    bytes_columns: Vec<bool>,
+}
+
+/// What the server's answers will be for, in order.
+#[derive(Debug)]
+enum Expected {
+    /// A call of this input line, whose request took `bytes`.
+    Call { line: u64, bytes: usize },
+    /// An input line that could not be sent; reported when its turn comes.
+    Invalid { line: u64, reason: String },
+    /// `BEGIN`, `COMMIT` or `ROLLBACK` of single mode.
+    Control,
+}
+
+impl<'c> Pipeline<'c> {
+    /// Prepares `sql` and learns its parameter count and result columns.
+    pub async fn prepare(connection: &'c mut Connection, sql: &str) -> Result<Pipeline<'c>, Error> {
+        frontend::parse(
+            STATEMENT,
+            sql,
+            std::iter::empty(),
+            &mut connection.write_buffer,
+        )
+        .map_err(Error::io)?;
+        frontend::describe(b'S', STATEMENT, &mut connection.write_buffer).map_err(Error::io)?;
+        frontend::flush(&mut connection.write_buffer);
+        connection.send().await?;
+        let mut parameters = 0;
+        let mut columns: Vec<(String, Oid)> = Vec::new();
+        let failure = loop {
+            match connection.read_message().await? {
+                Message::ParseComplete => {}
+                Message::ParameterDescription(body) => {
+                    parameters = body.parameters().count().map_err(Error::io)?;
+                }
+                Message::RowDescription(body) => {
+                    let mut fields = body.fields();
+                    while let Some(field) = fields.next().map_err(Error::io)? {
+                        columns.push((field.name().to_owned(), field.type_oid()));
+                    }
+                    break None;
+                }
+                Message::NoData => break None,
+                Message::ErrorResponse(body) => break Some(db_error(&body)),
+                _ => {}
+            }
+        };
+        let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
+        let catalog = match failure {
+            Some(error) => Err(error),
+            None => types::resolve(connection, &oids).await,
+        };
+        // End the preparing exchange; the named statement outlives it.
+        frontend::sync(&mut connection.write_buffer);
+        connection.send().await?;
+        let drained = connection.drain_until_ready().await;
+        let catalog = catalog?;
+        drained?;
+        let schema = Schema {
+            columns: columns
+                .iter()
+                .map(|(name, oid)| Column {
+                    name: name.clone(),
+                    kind: types::kind_of(*oid, &catalog, 0),
+                    type_name: types::name_of(*oid, &catalog),
+                })
+                .collect(),
+        };
+        Ok(Pipeline {
+            connection,
+            bytes_columns: schema
+                .columns
+                .iter()
+                .map(|column| column.kind == sluice_core::Kind::Bytes)
+                .collect(),
+            schema,
+            parameters,
+        })
+    }
+
+    /// The columns each call returns (empty for statements without rows).
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Number of parameters each set must have.
+    pub fn parameters(&self) -> usize {
+        self.parameters
+    }
+
+    /// Runs the statement for every set `source` yields, keeping at most
+    /// `window_bytes` of unanswered requests in flight, and reports each call's
+    /// outcome to `report` in input order, as soon as it is known.
+    ///
+    /// In [`Transaction::Single`] mode outcomes are reported as calls complete,
+    /// before the transaction's end: when a later call fails, the summary (and
+    /// the failing call's outcome) say that everything was rolled back; memory
+    /// stays bounded however many sets there are.
+    pub async fn run<S: ParamSource>(
+        self,
+        source: &mut S,
+        mode: Transaction,
+        window_bytes: usize,
+        report: &mut (dyn FnMut(u64, CallOutcome<'_>) -> Result<(), Error> + Send),
+    ) -> Result<PipelineSummary, Error> {
+        let mut summary = PipelineSummary::default();
+        let mut expected: VecDeque<Expected> = VecDeque::new();
+        let mut in_flight_bytes = 0usize;
+        let mut input_done = false;
+        // ReadyForQuery answers still owed (one per Sync or simple query).
+        let mut ready_pending = 0usize;
+        let mut ended = false;
+        // Single mode: a call failed (or a line was invalid): roll everything back.
+        let mut failed = false;
+        let mut commit_error: Option<Error> = None;
+        let mut ran = 0u64;
+        let mut rows = Batch::new(self.schema.len());
+        let mut written = 0usize;
+        let connection = self.connection;
+        if mode == Transaction::Single {
+            frontend::query("begin", &mut connection.write_buffer).map_err(Error::io)?;
+            expected.push_back(Expected::Control);
+            ready_pending += 1;
+        }
+        loop {
+            // Queue more requests while the window allows.
+            while !input_done && !failed && in_flight_bytes < window_bytes {
+                let Some(set) = source.next().await? else {
+                    input_done = true;
+                    break;
+                };
+                summary.calls += 1;
+                let values = match set.values {
+                    Ok(values) if values.len() == self.parameters => values,
+                    Ok(values) => {
+                        let reason = format!(
+                            "the statement has {} parameters but the line has {} values",
+                            self.parameters,
+                            values.len()
+                        );
+                        expected.push_back(Expected::Invalid {
+                            line: set.line,
+                            reason,
+                        });
+                        failed |= mode == Transaction::Single;
+                        continue;
+                    }
+                    Err(reason) => {
+                        expected.push_back(Expected::Invalid {
+                            line: set.line,
+                            reason,
+                        });
+                        failed |= mode == Transaction::Single;
+                        continue;
+                    }
+                };
+                let before = connection.write_buffer.len();
+                frontend::bind(
+                    "",
+                    STATEMENT,
+                    std::iter::once(0i16),
+                    values.iter(),
+                    |value, buffer| match value {
+                        Some(text) => {
+                            buffer.put_slice(text.as_bytes());
+                            Ok(IsNull::No)
+                        }
+                        None => Ok(IsNull::Yes),
+                    },
+                    self.bytes_columns.iter().map(|&bytes| i16::from(bytes)),
+                    &mut connection.write_buffer,
+                )
+                .map_err(|_| Error::config("too many parameters"))?;
+                frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
+                if mode == Transaction::Each {
+                    frontend::sync(&mut connection.write_buffer);
+                    ready_pending += 1;
+                }
+                let bytes = connection.write_buffer.len() - before;
+                in_flight_bytes += bytes;
+                expected.push_back(Expected::Call {
+                    line: set.line,
+                    bytes,
+                });
+            }
+            if (input_done || failed) && mode == Transaction::Single && !ended {
+                // Sync ends the pipeline; COMMIT on a transaction a failed call
+                // aborted rolls it back, so only an invalid line needs ROLLBACK.
+                frontend::sync(&mut connection.write_buffer);
+                let end = if failed { "rollback" } else { "commit" };
+                frontend::query(end, &mut connection.write_buffer).map_err(Error::io)?;
+                expected.push_back(Expected::Control);
+                ready_pending += 2;
+                ended = true;
+            }
+            // Lines that could not be sent are reported when their turn comes.
+            while let Some(Expected::Invalid { .. }) = expected.front() {
+                if let Some(Expected::Invalid { line, reason }) = expected.pop_front() {
+                    report(line, CallOutcome::Invalid(&reason))?;
+                    summary.failed += u64::from(mode == Transaction::Each);
+                }
+            }
+            if (input_done || failed)
+                && expected.is_empty()
+                && ready_pending == 0
+                && written >= connection.write_buffer.len()
+            {
+                break;
+            }
+            // Write what is queued and read what has arrived, whichever can go.
+            exchange(connection, &mut written).await?;
+            if written > 0 && written >= connection.write_buffer.len() {
+                connection.write_buffer.clear();
+                written = 0;
+            }
+            while let Some((tag, total)) = connection.complete_message() {
+                if tag == b'D' {
+                    crate::query::parse_data_row(&connection.read_buffer[5..total], &mut rows)?;
+                    connection.consume(total);
+                    continue;
+                }
+                let message = Message::parse(&mut connection.read_buffer)
+                    .map_err(Error::io)?
+                    .ok_or_else(|| Error::protocol("incomplete message"))?;
+                match message {
+                    Message::BindComplete
+                    | Message::NoticeResponse(_)
+                    | Message::ParameterStatus(_)
+                    | Message::EmptyQueryResponse => {}
+                    Message::CommandComplete(body) => {
+                        let affected = affected_rows(body.tag().map_err(Error::io)?);
+                        match expected.pop_front() {
+                            Some(Expected::Call { line, bytes }) => {
+                                in_flight_bytes -= bytes;
+                                report(
+                                    line,
+                                    CallOutcome::Done {
+                                        rows: &rows,
+                                        affected,
+                                    },
+                                )?;
+                                ran += 1;
+                                summary.succeeded += u64::from(mode == Transaction::Each);
+                            }
+                            Some(Expected::Control) => {}
+                            _ => return Err(Error::protocol("an answer for no call")),
+                        }
+                        rows.clear();
+                    }
+                    Message::ErrorResponse(body) => {
+                        let error = db_error(&body);
+                        let db = error.as_db_error().cloned().unwrap_or_default();
+                        rows.clear();
+                        match expected.pop_front() {
+                            Some(Expected::Call { line, bytes }) => {
+                                in_flight_bytes -= bytes;
+                                report(line, CallOutcome::Failed(&db))?;
+                                if mode == Transaction::Each {
+                                    summary.failed += 1;
+                                } else {
+                                    // The server skips every call up to the Sync.
+                                    while let Some(
+                                        Expected::Call { .. } | Expected::Invalid { .. },
+                                    ) = expected.front()
+                                    {
+                                        if let Some(
+                                            Expected::Call { line, .. }
+                                            | Expected::Invalid { line, .. },
+                                        ) = expected.pop_front()
+                                        {
+                                            report(line, CallOutcome::RolledBack)?;
+                                        }
+                                    }
+                                    in_flight_bytes = 0;
+                                    failed = true;
+                                }
+                            }
+                            // BEGIN or COMMIT refused (e.g. a deferred constraint).
+                            Some(Expected::Control) => {
+                                failed = true;
+                                commit_error.get_or_insert(error);
+                            }
+                            _ => return Err(Error::protocol("an error for no call")),
+                        }
+                    }
+                    Message::ReadyForQuery(_) => ready_pending = ready_pending.saturating_sub(1),
+                    _ => return Err(Error::protocol("unexpected message in a pipeline")),
+                }
+            }
+        }
+        if mode == Transaction::Single {
+            if failed {
+                summary.failed = summary.calls;
+            } else {
+                summary.succeeded = ran;
+            }
+        }
+        // Drop the prepared statement so the session is as it was.
+        frontend::close(b'S', STATEMENT, &mut connection.write_buffer).map_err(Error::io)?;
+        frontend::sync(&mut connection.write_buffer);
+        connection.send().await?;
+        connection.drain_until_ready().await?;
+        match commit_error {
+            Some(error) => Err(error),
+            None => Ok(summary),
+        }
+    }
+}
+
+/// The count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `SELECT 1`).
+fn affected_rows(tag: &str) -> Option<u64> {
+    tag.rsplit(' ').next().and_then(|count| count.parse().ok())
+}
+
+/// Writes from the write buffer and reads into the read buffer, returning as soon
+/// as either made progress: the two directions never wait on each other, which is
+/// what lets the server keep answering while more requests go out.
+async fn exchange(connection: &mut Connection, written: &mut usize) -> Result<(), Error> {
+    std::future::poll_fn(|context: &mut Context<'_>| {
+        let mut progressed = false;
+        let Connection {
+            stream,
+            write_buffer,
+            read_buffer,
+            ..
+        } = &mut *connection;
+        while *written < write_buffer.len() {
+            match Pin::new(&mut *stream).poll_write(context, &write_buffer[*written..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(Error::new(
+                        sluice_core::ErrorKind::Closed,
+                        "the database server closed the connection",
+                    )))
+                }
+                Poll::Ready(Ok(count)) => {
+                    *written += count;
+                    progressed = true;
+                }
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
+                Poll::Pending => break,
+            }
+        }
+        read_buffer.reserve(64 * 1024);
+        let spare = read_buffer.spare_capacity_mut();
+        let mut buffer = ReadBuf::uninit(spare);
+        match Pin::new(&mut *stream).poll_read(context, &mut buffer) {
+            Poll::Ready(Ok(())) => {
+                let count = buffer.filled().len();
+                if count == 0 {
+                    return Poll::Ready(Err(Error::new(
+                        sluice_core::ErrorKind::Closed,
+                        "the database server closed the connection unexpectedly",
+                    )));
+                }
+                // SAFETY: `count` bytes of the spare capacity were just initialised by the read.
+                unsafe { read_buffer.set_len(read_buffer.len() + count) };
+                progressed = true;
+            }
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
+            Poll::Pending => {}
+        }
+        if progressed {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}

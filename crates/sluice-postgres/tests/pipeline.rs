@@ -1,0 +1,227 @@
+//! Pipelined calls against a real PostgreSQL: round trips, order, transactions.
+
+use sluice_core::{Error, Meter, MeterSnapshot};
+use sluice_postgres::{
+    CallOutcome, Config, Connection, ParamSet, ParamSource, Pipeline, Transaction,
+};
+use sluice_testkit::TestDb;
+
+struct Sets(std::vec::IntoIter<ParamSet>);
+
+impl ParamSource for Sets {
+    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
+        Ok(self.0.next())
+    }
+}
+
+fn sets(values: Vec<Result<Vec<Option<String>>, String>>) -> Sets {
+    Sets(
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(index, values)| ParamSet {
+                line: index as u64 + 1,
+                values,
+            })
+            .collect::<Vec<_>>()
+            .into_iter(),
+    )
+}
+
+/// What was reported for each line, in report order.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Done(Vec<String>, Option<u64>),
+    Failed(String),
+    Invalid,
+    RolledBack,
+}
+
+async fn run(
+    db: &TestDb,
+    sql: &str,
+    mut source: Sets,
+    mode: Transaction,
+    window: usize,
+) -> (
+    Vec<(u64, Seen)>,
+    sluice_postgres::PipelineSummary,
+    MeterSnapshot,
+) {
+    let config: Config = db.url().parse().unwrap();
+    let meter = Meter::new();
+    let mut connection = Connection::connect(&config, &meter).await.unwrap();
+    let before = meter.snapshot();
+    let pipeline = Pipeline::prepare(&mut connection, sql).await.unwrap();
+    let mut seen = Vec::new();
+    let mut report = |line: u64, outcome: CallOutcome<'_>| -> Result<(), Error> {
+        seen.push((
+            line,
+            match outcome {
+                CallOutcome::Done { rows, affected } => Seen::Done(
+                    rows.rows()
+                        .map(|row| {
+                            String::from_utf8_lossy(row.get(0).unwrap_or(b"NULL")).into_owned()
+                        })
+                        .collect(),
+                    affected,
+                ),
+                CallOutcome::Failed(db) => Seen::Failed(db.code.clone()),
+                CallOutcome::Invalid(_) => Seen::Invalid,
+                CallOutcome::RolledBack => Seen::RolledBack,
+            },
+        ));
+        Ok(())
+    };
+    let summary = pipeline
+        .run(&mut source, mode, window, &mut report)
+        .await
+        .unwrap();
+    let trips = meter.snapshot() - before;
+    // The session is idle and usable afterwards.
+    assert_eq!(
+        connection.simple_query("select 1").await.unwrap(),
+        [[Some("1".to_string())]]
+    );
+    assert_eq!(summary.succeeded + summary.failed, summary.calls);
+    (seen, summary, trips)
+}
+
+fn numbers(count: usize) -> Sets {
+    sets((1..=count).map(|n| Ok(vec![Some(n.to_string())])).collect())
+}
+
+#[tokio::test]
+async fn ten_thousand_calls_cost_a_handful_of_round_trips_and_a_loop_costs_one_each() {
+    let db = TestDb::new();
+    let (seen, summary, trips) = run(
+        &db,
+        "select $1::int * 2",
+        numbers(10_000),
+        Transaction::Single,
+        1 << 20,
+    )
+    .await;
+    assert_eq!(summary.succeeded, 10_000);
+    assert!(trips.round_trips <= 20, "{trips:?}");
+    assert_eq!(seen.len(), 10_000);
+    for (index, (line, outcome)) in seen.iter().enumerate() {
+        assert_eq!(*line, index as u64 + 1, "results in input order");
+        assert_eq!(
+            *outcome,
+            Seen::Done(vec![(2 * (index + 1)).to_string()], Some(1))
+        );
+    }
+    // A window of one byte leaves one call in flight at a time: a plain loop.
+    let (_, _, trips) = run(
+        &db,
+        "select $1::int * 2",
+        numbers(2_000),
+        Transaction::Each,
+        1,
+    )
+    .await;
+    assert!(trips.round_trips >= 2_000, "{trips:?}");
+}
+
+#[tokio::test]
+async fn single_mode_commits_nothing_when_one_call_fails() {
+    let db = TestDb::new();
+    db.execute(
+        "create table accounts (id int primary key, balance int check (balance >= 0));
+                insert into accounts select g, 100 from generate_series(1, 100) g;",
+    );
+    let mut values: Vec<Result<Vec<Option<String>>, String>> = (1..=100)
+        .map(|id| Ok(vec![Some(id.to_string()), Some("10".into())]))
+        .collect();
+    values[41] = Ok(vec![Some("42".into()), Some("1000".into())]);
+    let (seen, summary, _) = run(
+        &db,
+        "update accounts set balance = balance - $2 where id = $1",
+        sets(values),
+        Transaction::Single,
+        1 << 20,
+    )
+    .await;
+    assert_eq!(summary.succeeded, 0);
+    assert_eq!(summary.failed, summary.calls);
+    let failed: Vec<u64> = seen
+        .iter()
+        .filter(|(_, outcome)| matches!(outcome, Seen::Failed(_)))
+        .map(|(line, _)| *line)
+        .collect();
+    assert_eq!(failed, [42]);
+    assert_eq!(
+        seen.iter().find(|(line, _)| *line == 42).unwrap().1,
+        Seen::Failed("23514".into())
+    );
+    assert_eq!(db.query_text("select sum(balance) from accounts"), "10000");
+}
+
+#[tokio::test]
+async fn each_mode_commits_the_others_and_reports_every_line_in_order() {
+    let db = TestDb::new();
+    db.execute(
+        "create table accounts (id int primary key, balance int check (balance >= 0));
+                insert into accounts select g, 100 from generate_series(1, 10) g;",
+    );
+    let values = vec![
+        Ok(vec![Some("1".into()), Some("10".into())]),
+        Ok(vec![Some("2".into()), Some("1000".into())]),
+        Err("invalid JSON".into()),
+        Ok(vec![Some("3".into())]),
+        Ok(vec![Some("4".into()), Some("not a number".into())]),
+        Ok(vec![Some("5".into()), Some("50".into())]),
+    ];
+    let (seen, summary, _) = run(
+        &db,
+        "update accounts set balance = balance - $2 where id = $1",
+        sets(values),
+        Transaction::Each,
+        1 << 20,
+    )
+    .await;
+    assert_eq!(
+        seen,
+        [
+            (1, Seen::Done(vec![], Some(1))),
+            (2, Seen::Failed("23514".into())),
+            (3, Seen::Invalid),
+            (4, Seen::Invalid),
+            (5, Seen::Failed("22P02".into())),
+            (6, Seen::Done(vec![], Some(1))),
+        ]
+    );
+    assert_eq!(
+        (summary.calls, summary.succeeded, summary.failed),
+        (6, 2, 4)
+    );
+    assert_eq!(
+        db.query_text(
+            "select string_agg(balance::text, ',' order by id) from accounts where id <= 5"
+        ),
+        "90,100,100,100,50"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_line_in_single_mode_rolls_everything_back() {
+    let db = TestDb::new();
+    db.execute("create table log (n int)");
+    let values = vec![
+        Ok(vec![Some("1".into())]),
+        Ok(vec![Some("2".into())]),
+        Err("bad".into()),
+    ];
+    let (seen, summary, _) = run(
+        &db,
+        "insert into log values ($1)",
+        sets(values),
+        Transaction::Single,
+        1 << 20,
+    )
+    .await;
+    assert_eq!(summary.succeeded, 0);
+    assert_eq!(seen.last().unwrap(), &(3, Seen::Invalid));
+    assert_eq!(db.query_text("select count(*) from log"), "0");
+}
