@@ -8,6 +8,7 @@ mod export;
 mod import;
 mod interrupt;
 mod output;
+mod proxy;
 mod report;
 
 use std::process::ExitCode;
@@ -45,6 +46,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Run one statement for many parameter sets, pipelined: many calls, one trip.
     Call(call::CallArgs),
+    /// Forward PostgreSQL traffic with added latency, counting round trips per statement.
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
             Command::Export(arguments) => export::run(arguments).await,
             Command::Import(arguments) => import::run(arguments).await,
             Command::Call(arguments) => call::run(arguments).await,
+            Command::Proxy(arguments) => proxy::run(arguments).await,
         }
     });
     // Do not wait for a cancel request or progress task still in flight.

@@ -1,0 +1,173 @@
+//! [`Shaping`]: what the proxy does to the bytes' timing, and parsing of the
+//! command-line spellings (`2ms`, `0.2ms`, `100mbit`).
+
+use std::time::{Duration, Instant};
+
+/// Delay, jitter and bandwidth applied to traffic; each field states its default.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Shaping {
+    /// Round-trip time added: half on the way to the server, half on the way
+    /// back. Default: none.
+    pub rtt: Duration,
+    /// Each chunk's one-way delay varies uniformly by up to ± half of this.
+    /// Default: none.
+    pub jitter: Duration,
+    /// Bytes per second in each direction; `None` (default) is unlimited.
+    pub bandwidth: Option<u64>,
+}
+
+/// Parses a duration such as `2ms`, `0.5ms`, `300us`, `1s`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 2ms, 0.5ms, 300us)"))?;
+    let seconds = match unit.trim() {
+        "s" => value,
+        "ms" | "" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "ns" => value / 1e9,
+        other => return Err(format!("unknown duration unit {other:?} (use s, ms, us)")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses a bandwidth such as `100mbit`, `1gbit`, `10MB` (bytes), into bytes per second.
+pub fn parse_bandwidth(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a bandwidth (e.g. 100mbit)"))?;
+    let bytes_per_second = match unit.trim() {
+        "bit" => value / 8.0,
+        "kbit" => value * 1e3 / 8.0,
+        "mbit" => value * 1e6 / 8.0,
+        "gbit" => value * 1e9 / 8.0,
+        "B" => value,
+        "KB" => value * 1e3,
+        "MB" => value * 1e6,
+        "GB" => value * 1e9,
+        other => {
+            return Err(format!(
+                "unknown bandwidth unit {other:?} (use bit, kbit, mbit, gbit, B, KB, MB, GB)"
+            ))
+        }
+    };
+    if bytes_per_second < 1.0 {
+        return Err(format!("bandwidth {text:?} is too small"));
+    }
+    Ok(bytes_per_second as u64)
+}
+
+/// Decides when each chunk of one direction may be delivered.
+#[derive(Debug)]
+pub(crate) struct Schedule {
+    shaping: Shaping,
+    /// When the link is free again (bandwidth).
+    free_at: Instant,
+    /// The last delivery time: chunks never overtake each other.
+    last: Instant,
+    random: u64,
+}
+
+impl Schedule {
+    pub(crate) fn new(shaping: Shaping, seed: u64) -> Schedule {
+        let now = Instant::now();
+        Schedule {
+            shaping,
+            free_at: now,
+            last: now,
+            random: seed | 1,
+        }
+    }
+
+    /// A number in [0, 1) from a xorshift generator: jitter needs spread, not secrecy.
+    fn next_unit(&mut self) -> f64 {
+        self.random ^= self.random << 13;
+        self.random ^= self.random >> 7;
+        self.random ^= self.random << 17;
+        (self.random >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// When a chunk of `bytes` that arrived at `arrived` is to be delivered.
+    pub(crate) fn deliver_at(&mut self, arrived: Instant, bytes: usize) -> Instant {
+        let mut one_way = self.shaping.rtt / 2;
+        if !self.shaping.jitter.is_zero() {
+            let offset = (self.next_unit() - 0.5) * self.shaping.jitter.as_secs_f64();
+            one_way = Duration::from_secs_f64((one_way.as_secs_f64() + offset).max(0.0));
+        }
+        let mut at = arrived + one_way;
+        if let Some(rate) = self.shaping.bandwidth {
+            let start = at.max(self.free_at);
+            let transmit = Duration::from_secs_f64(bytes as f64 / rate as f64);
+            self.free_at = start + transmit;
+            at = self.free_at;
+        }
+        at = at.max(self.last);
+        self.last = at;
+        at
+    }
+}
+
+/// Sleeps until `deadline` with better than millisecond precision: the thread
+/// sleeps until shortly before, then yields until the moment comes.
+pub(crate) fn sleep_until(deadline: Instant) {
+    const SPIN: Duration = Duration::from_micros(200);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_parse() {
+        assert_eq!(parse_duration("2ms").unwrap(), Duration::from_millis(2));
+        assert_eq!(parse_duration("0.2ms").unwrap(), Duration::from_micros(200));
+        assert_eq!(parse_duration("300us").unwrap(), Duration::from_micros(300));
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_bandwidth("100mbit").unwrap(), 12_500_000);
+        assert_eq!(parse_bandwidth("10MB").unwrap(), 10_000_000);
+        assert!(parse_bandwidth("10 furlongs").is_err());
+    }
+
+    #[test]
+    fn chunks_keep_their_order_and_pay_for_their_size() {
+        let mut schedule = Schedule::new(
+            Shaping {
+                rtt: Duration::from_millis(10),
+                jitter: Duration::from_millis(8),
+                bandwidth: Some(1_000_000),
+            },
+            7,
+        );
+        let start = Instant::now();
+        let mut last = start;
+        for _ in 0..100 {
+            let at = schedule.deliver_at(start, 1_000);
+            assert!(at >= last);
+            last = at;
+        }
+        // 100 kB at 1 MB/s: at least 100 ms after the first byte could leave.
+        assert!(last - start >= Duration::from_millis(100));
+    }
+}
