@@ -48,6 +48,12 @@ pub struct ExportArgs {
     #[arg(long, default_value = "base64", value_parser = parse_bytes_encoding)]
     bytea: BytesEncoding,
 
+    /// Large objects: `oid` keeps the number; `inline` reads every `oid` column as a
+    /// large object and writes its bytes in its place (base64 in JSON, hex in CSV),
+    /// fetched by the same query.
+    #[arg(long, default_value = "oid", value_parser = ["oid", "inline"])]
+    lob: String,
+
     /// Print rows, bytes, round trips, time and peak memory to standard error.
     #[arg(long)]
     stats: bool,
@@ -101,6 +107,7 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
     let options = QueryOptions {
         params: arguments.params.iter().cloned().map(Some).collect(),
         fetch_size: arguments.fetch_size,
+        lob_inline: arguments.lob == "inline",
     };
     let mut stream = QueryStream::start(connection, &arguments.query, options).await?;
     let mut encoder = arguments.format.encoder(JsonOptions {

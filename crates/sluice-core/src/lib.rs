@@ -28,5 +28,5 @@ pub use decode::{Decoded, Decoder, Rejected, RowError};
 pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};
-pub use source::{BatchSource, Encoder};
+pub use source::{BatchSource, Chunk, Encoder};
 pub use value::{Column, Field, Kind, Schema};

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::source::Chunk;
 use crate::{BatchSource, Encoder, Error};
 
 /// Output is written once this much is encoded: large enough that per-write costs
@@ -78,12 +79,26 @@ where
     let mut summary = PumpSummary::default();
     encoder.begin(source.schema(), &mut output)?;
     let mut last_flush = Instant::now();
-    while let Some(batch) = source.next_batch().await? {
-        encoder.encode(batch, &mut output)?;
-        summary.rows += batch.num_rows() as u64;
-        progress
-            .rows
-            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+    while let Some(chunk) = source.next_chunk().await? {
+        match chunk {
+            Chunk::Rows(batch) => {
+                encoder.encode(batch, &mut output)?;
+                summary.rows += batch.num_rows() as u64;
+                progress
+                    .rows
+                    .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+            }
+            Chunk::RowStart => encoder.begin_row(&mut output)?,
+            Chunk::Value { column, value } => encoder.row_value(column, value, &mut output)?,
+            Chunk::ValueStart { column } => encoder.begin_value(column, &mut output)?,
+            Chunk::Piece { column, bytes } => encoder.value_piece(column, bytes, &mut output)?,
+            Chunk::ValueEnd { column } => encoder.end_value(column, &mut output)?,
+            Chunk::RowEnd => {
+                encoder.end_row(&mut output)?;
+                summary.rows += 1;
+                progress.rows.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if output.len() >= FLUSH_BYTES || last_flush.elapsed() >= FLUSH_INTERVAL {
             summary.bytes += write_out(writer, &mut output, progress).await?;
             last_flush = Instant::now();

@@ -5,6 +5,43 @@ use std::future::Future;
 
 use crate::{Batch, Error, Schema};
 
+/// What a source hands over next: a batch of rows, or a part of one row too
+/// large to hold in memory, whose values arrive one at a time and the largest in
+/// pieces (a 900 MB `bytea` streams through in bounded memory).
+#[derive(Debug)]
+pub enum Chunk<'a> {
+    /// Complete rows.
+    Rows(&'a Batch),
+    /// A large row begins.
+    RowStart,
+    /// A whole value of the current large row (`None` is NULL).
+    Value {
+        /// Column index.
+        column: usize,
+        /// The canonical bytes.
+        value: Option<&'a [u8]>,
+    },
+    /// A value given in pieces begins.
+    ValueStart {
+        /// Column index.
+        column: usize,
+    },
+    /// The next piece of the value begun.
+    Piece {
+        /// Column index.
+        column: usize,
+        /// The bytes, in order.
+        bytes: &'a [u8],
+    },
+    /// The value given in pieces is complete.
+    ValueEnd {
+        /// Column index.
+        column: usize,
+    },
+    /// The large row is complete.
+    RowEnd,
+}
+
 /// A result being read from a database, one [`Batch`] at a time.
 ///
 /// The source owns the batch it lends out and reuses it for the next call, so
@@ -17,6 +54,13 @@ pub trait BatchSource: Send {
     /// arrived together (it is never empty); awaiting the next call is what applies
     /// back-pressure to the database.
     fn next_batch(&mut self) -> impl Future<Output = Result<Option<&Batch>, Error>> + Send;
+
+    /// The next [`Chunk`], or `None` at the end. Sources that can meet rows too
+    /// large to hold override this to hand them over in pieces; by default it
+    /// hands over whole batches.
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
+        async move { Ok(self.next_batch().await?.map(Chunk::Rows)) }
+    }
 }
 
 /// Turns batches into bytes of one output format.
@@ -32,6 +76,34 @@ pub trait Encoder: Send {
 
     /// Writes whatever follows the rows (a JSON `]`). Must be called exactly once, last.
     fn finish(&mut self, output: &mut Vec<u8>) -> Result<(), Error>;
+
+    /// Starts a row too large to hold, whose values follow one by one, in column order.
+    fn begin_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error>;
+
+    /// A whole value of the current large row.
+    fn row_value(
+        &mut self,
+        column: usize,
+        value: Option<&[u8]>,
+        output: &mut Vec<u8>,
+    ) -> Result<(), Error>;
+
+    /// Starts a value of the current large row that arrives in pieces.
+    fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error>;
+
+    /// The next piece of the value begun.
+    fn value_piece(
+        &mut self,
+        column: usize,
+        piece: &[u8],
+        output: &mut Vec<u8>,
+    ) -> Result<(), Error>;
+
+    /// Ends the value begun.
+    fn end_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error>;
+
+    /// Ends the large row.
+    fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error>;
 }
 
 impl<E: Encoder + ?Sized> Encoder for Box<E> {
@@ -45,5 +117,39 @@ impl<E: Encoder + ?Sized> Encoder for Box<E> {
 
     fn finish(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
         (**self).finish(output)
+    }
+
+    fn begin_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+        (**self).begin_row(output)
+    }
+
+    fn row_value(
+        &mut self,
+        column: usize,
+        value: Option<&[u8]>,
+        output: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        (**self).row_value(column, value, output)
+    }
+
+    fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+        (**self).begin_value(column, output)
+    }
+
+    fn value_piece(
+        &mut self,
+        column: usize,
+        piece: &[u8],
+        output: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        (**self).value_piece(column, piece, output)
+    }
+
+    fn end_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+        (**self).end_value(column, output)
+    }
+
+    fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+        (**self).end_row(output)
     }
 }

@@ -31,6 +31,9 @@ pub struct JsonEncoder {
     options: JsonOptions,
     plan: Vec<ColumnPlan>,
     rows_written: u64,
+    /// A value arriving in pieces: bytes not yet base64-encoded (at most two), or
+    /// the whole value for kinds that cannot be rendered piecewise.
+    carry: Vec<u8>,
 }
 
 impl JsonEncoder {
@@ -41,6 +44,7 @@ impl JsonEncoder {
             options,
             plan: Vec::new(),
             rows_written: 0,
+            carry: Vec::new(),
         }
     }
 
@@ -50,6 +54,58 @@ impl JsonEncoder {
             array: true,
             ..JsonEncoder::ndjson(options)
         }
+    }
+}
+
+impl JsonEncoder {
+    fn write_value(&self, column: usize, value: Option<&[u8]>, output: &mut Vec<u8>) {
+        let plan = &self.plan[column];
+        match value {
+            None => output.extend_from_slice(b"null"),
+            Some(value) => match &plan.render {
+                Render::Verbatim if !value.is_empty() => output.extend_from_slice(value),
+                Render::Verbatim | Render::String => write_string(value, output),
+                Render::General(kind) => write_value(kind, value, &self.options, output),
+            },
+        }
+    }
+
+    fn start_row(&mut self, output: &mut Vec<u8>) {
+        if self.array && self.rows_written > 0 {
+            output.extend_from_slice(b",\n");
+        }
+        output.push(b'{');
+    }
+
+    fn close_row(&mut self, output: &mut Vec<u8>) {
+        output.push(b'}');
+        if !self.array {
+            output.push(b'\n');
+        }
+        self.rows_written += 1;
+    }
+}
+
+/// How a value arriving in pieces is written.
+enum Piecewise {
+    /// Base64 (or hex) of binary data, a piece at a time.
+    Bytes,
+    /// An escaped JSON string, a piece at a time.
+    String,
+    /// Embedded JSON or a number, copied a piece at a time.
+    Raw,
+    /// Kinds whose rendering needs the whole text (arrays, composites,
+    /// timestamps): gathered, then written. Such values are never huge.
+    Whole,
+}
+
+fn piecewise(render: &Render) -> Piecewise {
+    match render {
+        Render::Verbatim => Piecewise::Raw,
+        Render::String => Piecewise::String,
+        Render::General(Kind::Bytes) => Piecewise::Bytes,
+        Render::General(Kind::Json) => Piecewise::Raw,
+        Render::General(_) => Piecewise::Whole,
     }
 }
 
@@ -86,27 +142,97 @@ impl Encoder for JsonEncoder {
 
     fn encode(&mut self, batch: &Batch, output: &mut Vec<u8>) -> Result<(), Error> {
         for row in batch.rows() {
-            if self.array && self.rows_written > 0 {
-                output.extend_from_slice(b",\n");
+            self.start_row(output);
+            for index in 0..self.plan.len() {
+                output.extend_from_slice(&self.plan[index].key);
+                self.write_value(index, row.get(index), output);
             }
-            output.push(b'{');
-            for (index, column) in self.plan.iter().enumerate() {
-                output.extend_from_slice(&column.key);
-                match row.get(index) {
-                    None => output.extend_from_slice(b"null"),
-                    Some(value) => match &column.render {
-                        Render::Verbatim if !value.is_empty() => output.extend_from_slice(value),
-                        Render::Verbatim | Render::String => write_string(value, output),
-                        Render::General(kind) => write_value(kind, value, &self.options, output),
-                    },
+            self.close_row(output);
+        }
+        Ok(())
+    }
+
+    fn begin_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+        self.start_row(output);
+        Ok(())
+    }
+
+    fn row_value(
+        &mut self,
+        column: usize,
+        value: Option<&[u8]>,
+        output: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        output.extend_from_slice(&self.plan[column].key);
+        self.write_value(column, value, output);
+        Ok(())
+    }
+
+    fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+        output.extend_from_slice(&self.plan[column].key);
+        self.carry.clear();
+        match piecewise(&self.plan[column].render) {
+            Piecewise::Bytes => {
+                output.push(b'"');
+                if self.options.bytes == crate::json_value::BytesEncoding::Hex {
+                    output.extend_from_slice(b"\\\\x");
                 }
             }
-            output.push(b'}');
-            if !self.array {
-                output.push(b'\n');
-            }
-            self.rows_written += 1;
+            Piecewise::String => output.push(b'"'),
+            Piecewise::Raw | Piecewise::Whole => {}
         }
+        Ok(())
+    }
+
+    fn value_piece(
+        &mut self,
+        column: usize,
+        piece: &[u8],
+        output: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        match piecewise(&self.plan[column].render) {
+            Piecewise::Bytes => match self.options.bytes {
+                crate::json_value::BytesEncoding::Hex => {
+                    crate::json_value::write_hex(piece, output)
+                }
+                crate::json_value::BytesEncoding::Base64 => {
+                    // Encode whole groups of three; keep the rest for the next piece.
+                    self.carry.extend_from_slice(piece);
+                    let whole = self.carry.len() / 3 * 3;
+                    crate::json_value::write_base64(&self.carry[..whole], output);
+                    self.carry.drain(..whole);
+                }
+            },
+            Piecewise::String => {
+                // Escapes concern ASCII bytes only, so a piece boundary inside a
+                // multi-byte character changes nothing.
+                crate::json_value::write_escaped(piece, output);
+            }
+            Piecewise::Raw => crate::json_value::write_embedded_json(piece, output),
+            Piecewise::Whole => self.carry.extend_from_slice(piece),
+        }
+        Ok(())
+    }
+
+    fn end_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+        match piecewise(&self.plan[column].render) {
+            Piecewise::Bytes => {
+                crate::json_value::write_base64(&self.carry, output);
+                output.push(b'"');
+            }
+            Piecewise::String => output.push(b'"'),
+            Piecewise::Raw => {}
+            Piecewise::Whole => {
+                let whole = std::mem::take(&mut self.carry);
+                self.write_value(column, Some(&whole), output);
+            }
+        }
+        self.carry.clear();
+        Ok(())
+    }
+
+    fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+        self.close_row(output);
         Ok(())
     }
 
@@ -150,6 +276,64 @@ mod tests {
         encoder.encode(&batch, &mut output).unwrap();
         encoder.finish(&mut output).unwrap();
         String::from_utf8(output).unwrap()
+    }
+
+    #[test]
+    fn a_row_in_pieces_reads_like_the_whole_row() {
+        let schema = Schema {
+            columns: vec![
+                Column {
+                    name: "blob".into(),
+                    kind: Kind::Bytes,
+                    type_name: String::new(),
+                },
+                Column {
+                    name: "text".into(),
+                    kind: Kind::Text,
+                    type_name: String::new(),
+                },
+                Column {
+                    name: "at".into(),
+                    kind: Kind::TimestampTz,
+                    type_name: String::new(),
+                },
+            ],
+        };
+        let whole = {
+            let mut batch = Batch::new(3);
+            batch.push_value(b"\x00\x01\x02\x03\x04\xff\xfe");
+            batch.push_value("caf\u{e9} \"x\"\n".as_bytes());
+            batch.push_value(b"2024-01-01 00:00:00+00");
+            let mut encoder = JsonEncoder::ndjson(JsonOptions::default());
+            let mut output = Vec::new();
+            encoder.begin(&schema, &mut output).unwrap();
+            encoder.encode(&batch, &mut output).unwrap();
+            output
+        };
+        let mut encoder = JsonEncoder::ndjson(JsonOptions::default());
+        let mut output = Vec::new();
+        encoder.begin(&schema, &mut output).unwrap();
+        encoder.begin_row(&mut output).unwrap();
+        encoder.begin_value(0, &mut output).unwrap();
+        for piece in [&b"\x00"[..], b"\x01\x02\x03\x04", b"\xff", b"\xfe"] {
+            encoder.value_piece(0, piece, &mut output).unwrap();
+        }
+        encoder.end_value(0, &mut output).unwrap();
+        encoder.begin_value(1, &mut output).unwrap();
+        let text = "caf\u{e9} \"x\"\n".as_bytes();
+        // Split inside the two-byte é.
+        encoder.value_piece(1, &text[..4], &mut output).unwrap();
+        encoder.value_piece(1, &text[4..], &mut output).unwrap();
+        encoder.end_value(1, &mut output).unwrap();
+        encoder.begin_value(2, &mut output).unwrap();
+        encoder.value_piece(2, b"2024-01-01 ", &mut output).unwrap();
+        encoder.value_piece(2, b"00:00:00+00", &mut output).unwrap();
+        encoder.end_value(2, &mut output).unwrap();
+        encoder.end_row(&mut output).unwrap();
+        assert_eq!(
+            String::from_utf8(output).unwrap(),
+            String::from_utf8(whole).unwrap()
+        );
     }
 
     #[test]

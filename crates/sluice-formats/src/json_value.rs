@@ -49,6 +49,13 @@ static NEEDS_ESCAPE: [bool; 256] = {
 pub fn write_string(text: &[u8], output: &mut Vec<u8>) {
     output.reserve(text.len() + 2);
     output.push(b'"');
+    write_escaped(text, output);
+    output.push(b'"');
+}
+
+/// Appends `text` escaped for the inside of a JSON string (no quotes around it).
+#[inline]
+pub fn write_escaped(text: &[u8], output: &mut Vec<u8>) {
     let mut run_start = 0;
     for (index, &byte) in text.iter().enumerate() {
         if !NEEDS_ESCAPE[byte as usize] {
@@ -73,7 +80,6 @@ pub fn write_string(text: &[u8], output: &mut Vec<u8>) {
         }
     }
     output.extend_from_slice(&text[run_start..]);
-    output.push(b'"');
 }
 
 /// True when a float or numeric's text is not a JSON number (`NaN`, `Infinity`, `-Infinity`).
@@ -112,21 +118,24 @@ pub fn write_embedded_json(text: &[u8], output: &mut Vec<u8>) {
 pub fn write_bytes(bytes: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
     output.push(b'"');
     match options.bytes {
-        BytesEncoding::Base64 => {
-            let start = output.len();
-            let encoded_len = bytes.len().div_ceil(3) * 4;
-            output.resize(start + encoded_len, 0);
-            let written = base64::engine::general_purpose::STANDARD
-                .encode_slice(bytes, &mut output[start..])
-                .expect("base64 output sized exactly");
-            output.truncate(start + written);
-        }
+        BytesEncoding::Base64 => write_base64(bytes, output),
         BytesEncoding::Hex => {
             output.extend_from_slice(b"\\\\x");
             write_hex(bytes, output);
         }
     }
     output.push(b'"');
+}
+
+/// Appends standard padded base64 of `bytes`.
+pub fn write_base64(bytes: &[u8], output: &mut Vec<u8>) {
+    let start = output.len();
+    let encoded_len = bytes.len().div_ceil(3) * 4;
+    output.resize(start + encoded_len, 0);
+    let written = base64::engine::general_purpose::STANDARD
+        .encode_slice(bytes, &mut output[start..])
+        .expect("base64 output sized exactly");
+    output.truncate(start + written);
 }
 
 /// Appends two lowercase hex digits per byte.

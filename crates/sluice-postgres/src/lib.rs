@@ -24,6 +24,7 @@ pub mod connection;
 pub mod copy_in;
 pub mod error;
 pub mod import;
+pub mod lob;
 pub mod pipeline;
 pub mod query;
 pub mod types;

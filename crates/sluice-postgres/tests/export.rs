@@ -166,6 +166,7 @@ async fn fetch_size_costs_one_round_trip_per_batch() {
             QueryOptions {
                 params: Vec::new(),
                 fetch_size: Some(fetch_size),
+                lob_inline: false,
             },
             JsonOptions::default(),
         )
@@ -212,6 +213,7 @@ async fn parameters_are_bound_as_text_and_converted_by_the_server() {
         QueryOptions {
             params: vec![Some("happy".into()), Some("0".into()), None],
             fetch_size: None,
+            lob_inline: false,
         },
         JsonOptions::default(),
     )
@@ -248,6 +250,7 @@ async fn errors_carry_sqlstate_and_position() {
         QueryOptions {
             params: vec![Some("1".into())],
             fetch_size: None,
+            lob_inline: false,
         },
         JsonOptions::default(),
     )
@@ -264,6 +267,7 @@ async fn errors_carry_sqlstate_and_position() {
         QueryOptions {
             params: vec![Some("not a number".into())],
             fetch_size: None,
+            lob_inline: false,
         },
         JsonOptions::default(),
     )
@@ -285,6 +289,7 @@ async fn an_error_after_rows_have_flowed_is_never_a_clean_end() {
             QueryOptions {
                 params: Vec::new(),
                 fetch_size,
+                lob_inline: false,
             },
         )
         .await

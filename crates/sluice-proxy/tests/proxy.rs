@@ -33,6 +33,7 @@ async fn export(config: &Config, sql: &str, fetch_size: Option<u32>) -> u64 {
         QueryOptions {
             params: Vec::new(),
             fetch_size,
+            lob_inline: false,
         },
     )
     .await
