@@ -1,0 +1,624 @@
+#!/usr/bin/env bash
+# bench/import.sh — import benchmark for sluice (the export one is run.sh).
+#
+# One command, run from anywhere:
+#
+#     bash bench/import.sh
+#
+# Environment (all optional; the same conventions as bench/run.sh):
+#   SLUICE_BENCH_PG_URL  database URL      (default postgres://postgres@127.0.0.1:5432/test)
+#   ROWS                 rows to load      (default 1000000)
+#   REPS                 timed repetitions (default 3); medians are reported
+#   SCALE_CHECK=1        also load a 5,000,000-row NDJSON file and compare sluice
+#                        NDJSON peak RSS at ROWS vs 5M rows (must be flat)
+#   SKIP_BUILD=1         do not run `cargo build --release -p sluice-cli`
+#   SLUICE_BIN           sluice binary to use (default <target dir>/release/sluice)
+#   PYTHON               interpreter used to create bench/.venv (default python3)
+#   EXECUTEMANY_ROWS     rows loaded by the psycopg executemany variant (default 100000)
+#   SINGLE_INSERT_ROWS   rows loaded by sluice --batch-size 1 (default 20000)
+#   CONTENT_CHECK=0      skip the row-by-row comparison after each variant's first run
+#
+# What it does, in order:
+#   1. makes sure table payment_events holds exactly ROWS rows of generated,
+#      deterministic data (the generator is a verbatim copy of run.sh's, with
+#      the same version marker, so both scripts share the table);
+#   2. builds sluice in release mode and makes bench/.venv with psycopg 3;
+#   3. exports the table once, ordered by id, to bench/data/payment_events.csv
+#      (psql \copy, with header) and bench/data/payment_events.ndjson (sluice
+#      export); both are reused while their line count and the table's marker
+#      still match;
+#   4. creates the target payment_events_load (like payment_events including
+#      all: same columns, primary key) and, before every timed run, untimed,
+#      TRUNCATEs it and runs CHECKPOINT, so no load pays for the previous one's
+#      dirty pages and every run starts from the same state;
+#   5. warms up (input files into the page cache, one untimed psql load), then
+#      times REPS repetitions of every variant, interleaved, under
+#      /usr/bin/time; after each run counts the rows in the target (untimed) and,
+#      after the first, compares them with the source row by row;
+#   6. prints a Markdown table and writes it to bench/results/import-<date>.md.
+#
+# Two variants are too slow to run on ROWS rows and load a prefix of the file
+# instead (EXECUTEMANY_ROWS, SINGLE_INSERT_ROWS); their time and round trips
+# are extrapolated linearly to ROWS and the table says so.
+#
+# Exit status: 0 if all went well; 1 if a variant failed its run or its row
+# check (the results file is still written, with the failure in it); 3 if
+# SCALE_CHECK=1 found sluice's memory growing with the row count.
+
+set -euo pipefail
+
+# ---------------------------------------------------------------- settings --
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$ROOT/bench"
+URL=${SLUICE_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+ROWS=${ROWS:-1000000}
+REPS=${REPS:-3}
+SCALE_CHECK=${SCALE_CHECK:-0}
+SKIP_BUILD=${SKIP_BUILD:-0}
+CONTENT_CHECK=${CONTENT_CHECK:-1}
+EXECUTEMANY_ROWS=${EXECUTEMANY_ROWS:-100000}
+SINGLE_INSERT_ROWS=${SINGLE_INSERT_ROWS:-20000}
+SCALE_ROWS=5000000
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+SLUICE=${SLUICE_BIN:-$TARGET_DIR/release/sluice}
+VENV="$BENCH/.venv"
+DATA="$BENCH/data"          # exported input files (git-ignored)
+RESULTS="$BENCH/results"
+LOAD_TABLE=payment_events_load
+# Bump when the generator SQL changes, so existing tables get regenerated.
+# Keep equal to run.sh's: the marker it writes is checked here and vice versa.
+GEN_VERSION=1
+
+for v in ROWS REPS EXECUTEMANY_ROWS SINGLE_INSERT_ROWS; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
+done
+[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required: apt-get install time" >&2; exit 2; }
+command -v psql >/dev/null || { echo "psql is required: apt-get install postgresql-client" >&2; exit 2; }
+# A prefix can't be longer than the file.
+(( EXECUTEMANY_ROWS <= ROWS )) || EXECUTEMANY_ROWS=$ROWS
+(( SINGLE_INSERT_ROWS <= ROWS )) || SINGLE_INSERT_ROWS=$ROWS
+
+# The same URL with any password masked, for everything we print or commit.
+URL_SHOWN=$(sed -E 's#^([a-z]+://[^:/@]+):[^@]*@#\1:***@#' <<<"$URL")
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$DATA" "$RESULTS"
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+# psql for the harness's own SQL: no ~/.psqlrc, stop on the first error,
+# unaligned tuples-only output so results can be read into variables.
+pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
+
+# Table name for a row count: the main one is payment_events; other sizes get
+# a suffix (payment_events_5m) so both can be kept between runs. (As run.sh.)
+table_for() {
+    local n=$1
+    if [[ $n == "$ROWS" ]]; then echo payment_events
+    elif (( n % 1000000 == 0 )); then echo "payment_events_$(( n / 1000000 ))m"
+    elif (( n % 1000 == 0 )); then echo "payment_events_$(( n / 1000 ))k"
+    else echo "payment_events_$n"
+    fi
+}
+
+LOAD_AVG_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+
+# ------------------------------------------------------------- test table --
+
+# ensure_table NAME N: make NAME hold exactly N rows from this generator.
+# VERBATIM COPY of run.sh's ensure_table (run.sh has no table-only mode): keep
+# the two identical so both benchmarks see the same data.
+# The table comment records generator version and row count; the count(*) is
+# checked too, so a half-loaded or hand-edited table is also rebuilt.
+ensure_table() {
+    local table=$1 n=$2 marker="sluice-bench v$GEN_VERSION rows=$2" have_marker have_rows
+    if [[ -n $(pg -c "select to_regclass('$table')") ]]; then
+        have_marker=$(pg -c "select coalesce(obj_description('$table'::regclass, 'pg_class'), '')")
+        have_rows=$(pg -c "select count(*) from $table")
+        if [[ $have_marker == "$marker" && $have_rows == "$n" ]]; then
+            log "table $table: $n rows, up to date"
+            return
+        fi
+        log "table $table: has $have_rows rows / '$have_marker', want $n / '$marker': recreating"
+    else
+        log "table $table: creating with $n rows"
+    fi
+
+    # Values come from hashint8extended(id, seed) rather than random(), so the
+    # data is the same on every machine and every run (comparable results).
+    # h1..h10 are independent non-negative 63-bit hashes per row. Amounts are
+    # log-uniform (many small, few large payments), ~2% of descriptions are
+    # NULL, descriptions carry commas, double and single quotes and non-ASCII
+    # text (CSV quoting, JSON escaping), created_at has microseconds.
+    # The primary key is added after the load, which is faster than
+    # maintaining the index row by row. One transaction: all or nothing.
+    pg -1 -v n="$n" -f - <<SQL
+SET client_min_messages = warning;  -- no NOTICE when the table is new
+DROP TABLE IF EXISTS $table;
+CREATE TABLE $table (
+    id          bigint,
+    account_id  bigint,
+    amount      numeric(12,2),
+    currency    char(3),
+    status      text,
+    created_at  timestamptz,
+    description text,
+    payload     jsonb
+);
+INSERT INTO $table
+SELECT g,
+  1 + h.h1 % 50000,
+  round((exp((h.h2 % 1000000) / 1000000.0 * 11.5) - 0.99)::numeric, 2),
+  (ARRAY['USD','USD','USD','EUR','EUR','GBP','JPY','CAD','AUD','CHF','SEK','BRL'])[1 + h.h3 % 12],
+  CASE WHEN h.h4 % 100 < 72 THEN 'settled'
+       WHEN h.h4 % 100 < 87 THEN 'pending'
+       WHEN h.h4 % 100 < 96 THEN 'failed'
+       ELSE 'refunded' END,
+  timestamptz '2024-01-01 00:00:00+00' + g * interval '30 seconds'
+    + (h.h5 % 30000000) * interval '1 microsecond',
+  CASE WHEN h.h6 % 50 = 0 THEN NULL ELSE
+    CASE h.h7 % 5
+      WHEN 0 THEN format('Order #%s – %s', 100000 + h.h8 % 900000,
+        (ARRAY['Acme, Inc.','Blue Bottle Café','O''Reilly Media','Smith & Sons',
+               'Nordström AB','"Best" Widgets Ltd'])[1 + h.h9 % 6])
+      WHEN 1 THEN format('Refund for "%s", ref %s',
+        (ARRAY['Pro plan','Gift card','Shoes, size 42','12" pizza','Annual licence'])[1 + h.h8 % 5],
+        upper(to_hex(h.h9 % 16777216)))
+      WHEN 2 THEN format('Subscription, %s plan (%s), seat %s',
+        (ARRAY['basic','team','enterprise'])[1 + h.h8 % 3],
+        (ARRAY['monthly','yearly'])[1 + h.h9 % 2], 1 + h.h10 % 250)
+      WHEN 3 THEN format('Transfer to acct %s, memo: "%s"', 1 + h.h8 % 50000,
+        (ARRAY['rent','thanks!','split, dinner','loan – part 2','it''s for the trip'])[1 + h.h9 % 5])
+      ELSE format('Card payment at %s, %s',
+        (ARRAY['Joe''s Diner','Café de Flore','SuperMart #12','"The Pub"'])[1 + h.h8 % 4],
+        (ARRAY['London','New York, NY','Zürich','São Paulo','Kraków'])[1 + h.h9 % 5])
+    END
+  END,
+  jsonb_build_object(
+    'source',     (ARRAY['api','web','mobile','batch'])[1 + h.h8 % 4],
+    'attempt',    1 + h.h9 % 3,
+    'risk_score', round((h.h10 % 1000) / 1000.0, 3),
+    'card',       jsonb_build_object(
+                    'brand', (ARRAY['visa','mastercard','amex'])[1 + h.h10 % 3],
+                    'last4', lpad((h.h2 % 10000)::text, 4, '0')),
+    'three_ds',   h.h3 % 3 = 0,
+    'error_code', CASE WHEN h.h4 % 100 BETWEEN 87 AND 95
+                       THEN (ARRAY['card_declined','insufficient_funds','expired_card'])[1 + h.h5 % 3]
+                  END)
+FROM generate_series(1, :n) AS g
+CROSS JOIN LATERAL (SELECT
+  hashint8extended(g, 1)  & 9223372036854775807 AS h1,
+  hashint8extended(g, 2)  & 9223372036854775807 AS h2,
+  hashint8extended(g, 3)  & 9223372036854775807 AS h3,
+  hashint8extended(g, 4)  & 9223372036854775807 AS h4,
+  hashint8extended(g, 5)  & 9223372036854775807 AS h5,
+  hashint8extended(g, 6)  & 9223372036854775807 AS h6,
+  hashint8extended(g, 7)  & 9223372036854775807 AS h7,
+  hashint8extended(g, 8)  & 9223372036854775807 AS h8,
+  hashint8extended(g, 9)  & 9223372036854775807 AS h9,
+  hashint8extended(g, 10) & 9223372036854775807 AS h10) AS h;
+ALTER TABLE $table ADD PRIMARY KEY (id);
+COMMENT ON TABLE $table IS '$marker';
+SQL
+    # VACUUM sets the visibility map and hint bits now, so the first timed
+    # scan doesn't pay for them; ANALYZE gives the planner real statistics.
+    pg -c "VACUUM ANALYZE $table"
+    log "table $table: $(pg -c "select pg_size_pretty(pg_total_relation_size('$table'))") on disk"
+}
+
+ensure_table payment_events "$ROWS"
+if [[ $SCALE_CHECK == 1 ]]; then
+    SCALE_TABLE=$(table_for "$SCALE_ROWS")
+    ensure_table "$SCALE_TABLE" "$SCALE_ROWS"
+fi
+
+# ------------------------------------------------------------------ sluice --
+
+if [[ $SKIP_BUILD != 1 ]]; then
+    log "cargo build --release -p sluice-cli"
+    (cd "$ROOT" && cargo build --release -p sluice-cli)
+fi
+# Unlike run.sh, sluice is required: it writes the NDJSON input every other
+# variant reads, and it is what this benchmark is about.
+if ! [[ -x $SLUICE ]] || ! "$SLUICE" import --help >/dev/null 2>&1; then
+    echo "$SLUICE is missing or has no import command: build it (cargo build --release -p sluice-cli) or set SLUICE_BIN" >&2
+    exit 2
+fi
+
+# ---------------------------------------------------------------- psycopg --
+
+PY="$VENV/bin/python"
+if ! [[ -x $PY ]] || ! "$PY" -c 'import psycopg' 2>/dev/null; then
+    log "creating $VENV with psycopg[binary]"
+    "${PYTHON:-python3}" -m venv "$VENV"
+    "$PY" -m pip install --quiet 'psycopg[binary]>=3.1,<4'
+fi
+PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
+PSYCOPG_PIPELINE=$("$PY" -c 'import psycopg; print("yes" if psycopg.Pipeline.is_supported() else "no")')
+
+# ------------------------------------------------------------- input files --
+
+# ensure_files TABLE N FORMATS...: $DATA/TABLE.csv (psql \copy, header) and/or
+# $DATA/TABLE.ndjson (sluice export), ordered by id. Reused while the line
+# count matches and $DATA/TABLE.marker equals the table's generator marker
+# (so a regenerated table with the same row count also gets fresh files).
+ensure_files() {
+    local table=$1 n=$2 marker fmt file want lines tmp
+    shift 2
+    marker=$(pg -c "select coalesce(obj_description('$table'::regclass, 'pg_class'), '')")
+    for fmt in "$@"; do
+        file="$DATA/$table.$fmt"
+        if [[ $fmt == csv ]]; then want=$((n + 1)); else want=$n; fi
+        if [[ -s $file && -f $DATA/$table.marker && $(cat "$DATA/$table.marker") == "$marker" ]]; then
+            lines=$(wc -l <"$file")
+            if [[ $lines == "$want" ]]; then
+                log "input ${file#"$ROOT"/}: $n rows, up to date"
+                continue
+            fi
+        fi
+        log "input ${file#"$ROOT"/}: exporting $table"
+        tmp="$file.tmp"
+        rm -f "$tmp"
+        if [[ $fmt == csv ]]; then
+            psql "$URL" -X -q -v ON_ERROR_STOP=1 \
+                -c "\\copy (select * from $table order by id) to '$tmp' csv header"
+        else
+            "$SLUICE" export --db "$URL" --query "select * from $table order by id" \
+                --format ndjson --output "$tmp"
+        fi
+        lines=$(wc -l <"$tmp")
+        [[ $lines == "$want" ]] || { echo "export of $table to $fmt wrote $lines lines, want $want" >&2; exit 1; }
+        mv -f "$tmp" "$file"
+    done
+    printf '%s\n' "$marker" >"$DATA/$table.marker"
+}
+
+ensure_files payment_events "$ROWS" csv ndjson
+CSV="$DATA/payment_events.csv"
+NDJSON="$DATA/payment_events.ndjson"
+# The first SINGLE_INSERT_ROWS records for sluice --batch-size 1 (cheap to
+# remake every time; the psycopg script takes --limit instead).
+NDJSON_HEAD="$DATA/payment_events.head$SINGLE_INSERT_ROWS.ndjson"
+head -n "$SINGLE_INSERT_ROWS" "$NDJSON" >"$NDJSON_HEAD"
+if [[ $SCALE_CHECK == 1 ]]; then
+    ensure_files "$SCALE_TABLE" "$SCALE_ROWS" ndjson
+fi
+
+# ----------------------------------------------------------- load targets --
+
+# make_target NAME: an empty NAME shaped like payment_events, with its primary
+# key (and its comment overwritten, so it isn't mistaken for a source table).
+make_target() {
+    pg -c "SET client_min_messages = warning" \
+       -c "DROP TABLE IF EXISTS $1" \
+       -c "CREATE TABLE $1 (LIKE payment_events INCLUDING ALL)" \
+       -c "COMMENT ON TABLE $1 IS 'sluice-bench import target (bench/import.sh)'"
+}
+make_target "$LOAD_TABLE"
+SCALE_LOAD_TABLE="${LOAD_TABLE}_5m"
+[[ $SCALE_CHECK == 1 ]] && make_target "$SCALE_LOAD_TABLE"
+
+# CHECKPOINT needs superuser or pg_checkpoint; without it runs just TRUNCATE.
+CHECKPOINT_OK=1
+if ! pg -c CHECKPOINT 2>/dev/null; then
+    CHECKPOINT_OK=0
+    log "WARNING: CHECKPOINT not permitted: runs will not start from a clean checkpoint"
+fi
+
+# reset TABLE: untimed, before every timed run.
+reset() {
+    pg -c "TRUNCATE $1"
+    if (( CHECKPOINT_OK )); then pg -c CHECKPOINT; fi
+}
+
+# --------------------------------------------------------------- variants --
+
+# Every variant is a key; cmd_for KEY TARGET INPUT_NDJSON sets CMD to the argv
+# that loads it into TARGET, and N_FOR[KEY] is how many rows that loads.
+VARIANTS=(psql sluice_csv sluice_ndjson psycopg_copy psycopg_executemany sluice_insert1000 sluice_insert1)
+# shellcheck disable=SC2016  # the backticks are Markdown code spans
+declare -A LABEL=(
+    [psql]='psql `\copy ... from csv` (reference)'
+    [sluice_csv]='sluice CSV'
+    [sluice_ndjson]='sluice NDJSON'
+    [psycopg_copy]="psycopg $PSYCOPG_VERSION \`copy.write_row\` from NDJSON"
+    [psycopg_executemany]="psycopg $PSYCOPG_VERSION \`executemany\` INSERT from NDJSON"
+    [sluice_insert1000]='sluice NDJSON `--method insert --batch-size 1000`'
+    [sluice_insert1]='sluice NDJSON `--method insert --batch-size 1`'
+)
+declare -A N_FOR=(
+    [psql]=$ROWS [sluice_csv]=$ROWS [sluice_ndjson]=$ROWS [psycopg_copy]=$ROWS
+    [psycopg_executemany]=$EXECUTEMANY_ROWS [sluice_insert1000]=$ROWS
+    [sluice_insert1]=$SINGLE_INSERT_ROWS
+)
+cmd_for() {
+    local key=$1 target=$2 ndjson=$3
+    case $key in
+        psql)                CMD=(psql "$URL" -X -c "\\copy $target from '$CSV' csv header") ;;
+        sluice_csv)          CMD=("$SLUICE" import --db "$URL" --table "$target" "$CSV" --stats) ;;
+        sluice_ndjson)       CMD=("$SLUICE" import --db "$URL" --table "$target" "$ndjson" --stats) ;;
+        psycopg_copy)        CMD=("$PY" "$BENCH/psycopg_import.py" "$URL" "$ndjson" --table "$target" --method copy) ;;
+        psycopg_executemany) CMD=("$PY" "$BENCH/psycopg_import.py" "$URL" "$ndjson" --table "$target"
+                                  --method executemany --limit "$EXECUTEMANY_ROWS") ;;
+        sluice_insert1000)   CMD=("$SLUICE" import --db "$URL" --table "$target" "$ndjson" --stats
+                                  --method insert --batch-size 1000) ;;
+        sluice_insert1)      CMD=("$SLUICE" import --db "$URL" --table "$target" "$NDJSON_HEAD" --stats
+                                  --method insert --batch-size 1) ;;
+    esac
+}
+is_sluice() { [[ $1 == sluice_* ]]; }
+# factor KEY: ROWS / rows the variant loads (1 unless it loads a prefix).
+factor() { awk -v a="$ROWS" -v b="${N_FOR[$1]}" 'BEGIN { print a / b }'; }
+
+declare -A STATUS=()   # key -> "" (ok) | "FAILED: why"
+declare -A STATS=()    # key.table -> --stats stderr of the last run
+for key in "${VARIANTS[@]}"; do STATUS[$key]=""; done
+
+# stat_of FILE NAME: the value of the `NAME: value` line of a --stats output.
+stat_of() { sed -n "s/^$2: //p" "$1" | head -n 1; }
+
+# timed KEY TARGET NDJSON WANT CHECK: reset TARGET, one run under GNU time
+# (appends "elapsed_s max_rss_kb" to $WORK/KEY.TARGET.samples), then count the
+# rows in TARGET, and with CHECK=1 compare them with the source rows 1..WANT.
+timed() {
+    local key=$1 target=$2 ndjson=$3 want=$4 check=$5 tf="$WORK/time.out"
+    local err="$WORK/$key.$target.err" have bad source
+    reset "$target"
+    cmd_for "$key" "$target" "$ndjson"
+    if ! /usr/bin/time -f '%e %M' -o "$tf" "${CMD[@]}" >/dev/null 2>"$err"; then
+        STATUS[$key]="FAILED: $(head -n 1 "$tf") ($(tail -n 1 "$err"))"
+        log "$key: ${STATUS[$key]}"
+        return
+    fi
+    if is_sluice "$key"; then STATS[$key.$target]=$(cat "$err"); fi
+    have=$(pg -c "select count(*) from $target")
+    if [[ $have != "$want" ]]; then
+        STATUS[$key]="FAILED: $have rows in $target after the run, want $want"
+        log "$key: ${STATUS[$key]}"
+        return
+    fi
+    if [[ $check == 1 ]]; then
+        # Every loaded row equal to its source row, none missing or extra.
+        source=$(table_for "$( [[ $target == "$LOAD_TABLE" ]] && echo "$ROWS" || echo "$SCALE_ROWS")")
+        bad=$(pg -c "select count(*) from $target l
+                     full join (select * from $source where id <= $want) p on p.id = l.id
+                     where l.id is null or p.id is null or row(l.*) is distinct from row(p.*)")
+        if [[ $bad != 0 ]]; then
+            STATUS[$key]="FAILED: $bad rows differ from the source"
+            log "$key: ${STATUS[$key]}"
+            return
+        fi
+    fi
+    tail -n 1 "$tf" >>"$WORK/$key.$target.samples"
+}
+
+# Warm-up: the input files into the page cache, and one untimed reference load
+# so the first timed variant doesn't pay for cold server state.
+log "warm-up: reading input files, one untimed psql load"
+cat "$CSV" "$NDJSON" >/dev/null
+reset "$LOAD_TABLE"
+cmd_for psql "$LOAD_TABLE" "$NDJSON"
+"${CMD[@]}" >/dev/null
+
+# Interleaved: rep 1 of every variant, then rep 2, ... so a burst of machine
+# noise (another process, a build) hits all variants alike instead of all
+# repetitions of one. A variant that failed is not run again.
+for (( rep = 1; rep <= REPS; rep++ )); do
+    for key in "${VARIANTS[@]}"; do
+        [[ -z ${STATUS[$key]} ]] || continue
+        check=0
+        [[ $rep == 1 && $CONTENT_CHECK == 1 ]] && check=1
+        log "rep $rep/$REPS: $key (${N_FOR[$key]} rows)"
+        timed "$key" "$LOAD_TABLE" "$NDJSON" "${N_FOR[$key]}" "$check"
+    done
+done
+
+# median COLUMN FILE: median of one column of a samples file (mean of the
+# middle two for an even count).
+median() {
+    awk -v c="$1" '{ print $c }' "$2" | sort -g | awk '
+        { v[NR] = $1 }
+        END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ------------------------------------------------------------- scale check --
+
+SCALE_VERDICT=""
+if [[ $SCALE_CHECK == 1 ]]; then
+    if [[ -n ${STATUS[sluice_ndjson]} ]]; then
+        SCALE_VERDICT="not run: sluice NDJSON ${STATUS[sluice_ndjson]}"
+    else
+        SCALE_NDJSON="$DATA/$SCALE_TABLE.ndjson"
+        cat "$SCALE_NDJSON" >/dev/null
+        for (( rep = 1; rep <= REPS; rep++ )); do
+            log "scale check rep $rep/$REPS: sluice_ndjson, $SCALE_ROWS rows into $SCALE_LOAD_TABLE"
+            timed sluice_ndjson "$SCALE_LOAD_TABLE" "$SCALE_NDJSON" "$SCALE_ROWS" 0
+            if [[ -n ${STATUS[sluice_ndjson]} ]]; then
+                # A failure here is the scale check's, not the ROWS row's.
+                SCALE_VERDICT="${STATUS[sluice_ndjson]} (at $SCALE_ROWS rows)"
+                STATUS[sluice_ndjson]=""
+                break
+            fi
+        done
+    fi
+fi
+
+# ---------------------------------------------------------------- report --
+
+# shell_words ARG...: the args as a readable, copy-pasteable command line.
+shell_words() {
+    local a
+    for a in "$@"; do
+        # shellcheck disable=SC2016  # the literal placeholder $URL
+        if [[ $a == '$URL' ]]; then printf ' "$URL"'
+        elif [[ $a =~ ^[][A-Za-z0-9_./=:@%+,-]+$ ]]; then printf ' %s' "$a"
+        elif [[ $a != *\'* ]]; then printf " '%s'" "$a"
+        elif [[ $a != *[\"\$\`]* ]]; then printf ' "%s"' "$a"
+        else printf ' %q' "$a"
+        fi
+    done
+}
+
+mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+# fmt_int 1234567 -> 1,234,567 (not locale-dependent).
+fmt_int() { sed -E ':a; s/([0-9])([0-9]{3})($|,)/\1,\2\3/; ta' <<<"$1"; }
+
+REF_S=""
+if [[ -s $WORK/psql.$LOAD_TABLE.samples ]]; then
+    REF_S=$(median 1 "$WORK/psql.$LOAD_TABLE.samples")
+fi
+
+PG_VERSION=$(pg -c 'show server_version')
+PG_SETTINGS=$(pg -c "select string_agg(name || '=' || setting || coalesce(unit, ''), ', ' order by name) from pg_settings
+                     where name in ('shared_buffers', 'max_wal_size', 'wal_level', 'synchronous_commit', 'fsync', 'full_page_writes', 'wal_compression')")
+CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+MEM_GB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true)
+LOAD_AVG_END=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
+GIT_DIRTY=""
+if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then GIT_DIRTY=" (with uncommitted changes)"; fi
+REPRO="SLUICE_BENCH_PG_URL='$URL_SHOWN' ROWS=$ROWS REPS=$REPS"
+[[ $SCALE_CHECK == 1 ]] && REPRO+=" SCALE_CHECK=1"
+[[ $EXECUTEMANY_ROWS != 100000 ]] && REPRO+=" EXECUTEMANY_ROWS=$EXECUTEMANY_ROWS"
+[[ $SINGLE_INSERT_ROWS != 20000 ]] && REPRO+=" SINGLE_INSERT_ROWS=$SINGLE_INSERT_ROWS"
+[[ -n ${SLUICE_BIN:-} ]] && REPRO+=" SLUICE_BIN='$SLUICE_BIN'"
+REPRO+=" bash bench/import.sh"
+DATE=$(date -u +%Y-%m-%d)
+REPORT="$RESULTS/import-$DATE.md"
+FAILED=0
+
+{
+    echo "# sluice import benchmark — $DATE"
+    echo
+    echo "Loading $(fmt_int "$ROWS") rows of \`payment_events\` ($(du -m "$CSV" | cut -f1) MB as CSV, $(du -m "$NDJSON" | cut -f1) MB as NDJSON, in id order) into an empty \`$LOAD_TABLE\` (\`LIKE payment_events INCLUDING ALL\`: primary key on id), TRUNCATEd$( (( CHECKPOINT_OK )) && echo " and CHECKPOINTed") before every run."
+    echo "Median of $REPS interleaved runs after a warm-up; wall time and peak RSS of the client process from \`/usr/bin/time -f '%e %M'\`. Every run's row count is checked, and after each variant's first run$( [[ $CONTENT_CHECK == 1 ]] || echo " (not this time: CONTENT_CHECK=0)") every row is compared with its source row."
+    echo
+    echo "| variant | median s | × psql reference | peak RSS MB | round trips | note |"
+    echo "| --- | ---: | ---: | ---: | ---: | --- |"
+    for key in "${VARIANTS[@]}"; do
+        samples="$WORK/$key.$LOAD_TABLE.samples"
+        n=${N_FOR[$key]}
+        f=$(factor "$key")
+        trips="—"
+        if is_sluice "$key" && [[ -n ${STATS[$key.$LOAD_TABLE]:-} ]]; then
+            printf '%s\n' "${STATS[$key.$LOAD_TABLE]}" >"$WORK/stats.tmp"
+            total=$(stat_of "$WORK/stats.tmp" 'round trips')
+            connect=$(stat_of "$WORK/stats.tmp" 'round trips connecting')
+            query=$(stat_of "$WORK/stats.tmp" 'round trips for the query')
+            if [[ $n == "$ROWS" ]]; then
+                trips=$(fmt_int "${total:-?}")
+            elif [[ -n $connect && -n $query ]]; then
+                trips="~$(fmt_int "$(awk -v c="$connect" -v q="$query" -v f="$f" 'BEGIN { printf "%.0f", c + q * f }')")"
+            else
+                trips="?"
+            fi
+        fi
+        note=""
+        case $key in
+            psql) note="reference" ;;
+            psycopg_executemany) note="pipeline mode: $PSYCOPG_PIPELINE" ;;
+        esac
+        if [[ $n != "$ROWS" ]]; then
+            note+="${note:+; }**extrapolated**: ran on the first $(fmt_int "$n") rows"
+        fi
+        if [[ -n ${STATUS[$key]} || ! -s $samples ]]; then
+            echo "| ${LABEL[$key]} | ${STATUS[$key]:-no data} | | | $trips | $note |"
+            [[ ${STATUS[$key]} == FAILED* ]] && FAILED=1
+            continue
+        fi
+        measured=$(median 1 "$samples")
+        s=$(awk -v m="$measured" -v f="$f" 'BEGIN { print m * f }')
+        if [[ $n != "$ROWS" ]]; then
+            note+=" (median $(printf '%.2f' "$measured") s) and scaled ×$f linearly to $(fmt_int "$ROWS"); round trips scaled the same way (connecting + query × $f); RSS as measured on the prefix"
+        fi
+        ratio="?"
+        [[ -n $REF_S ]] && ratio=$(awk -v a="$s" -v b="$REF_S" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "?" }')
+        printf '| %s | %.2f | %s | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$ratio" "$(mb "$(median 2 "$samples")")" "$trips" "$note"
+    done
+    echo
+
+    if [[ $SCALE_CHECK == 1 ]]; then
+        echo "## Memory vs row count (sluice NDJSON import)"
+        echo
+        s1="$WORK/sluice_ndjson.$LOAD_TABLE.samples"
+        s5="$WORK/sluice_ndjson.$SCALE_LOAD_TABLE.samples"
+        if [[ -z $SCALE_VERDICT && -s $s1 && -s $s5 ]]; then
+            r1=$(median 2 "$s1"); r5=$(median 2 "$s5")
+            echo "\`$SCALE_TABLE\` exported to NDJSON ($(du -m "$DATA/$SCALE_TABLE.ndjson" | cut -f1) MB) and loaded into an empty \`$SCALE_LOAD_TABLE\`, $REPS runs."
+            echo
+            echo "| rows | median s | peak RSS MB |"
+            echo "| ---: | ---: | ---: |"
+            printf '| %s | %.2f | %s |\n' "$(fmt_int "$ROWS")" "$(median 1 "$s1")" "$(mb "$r1")"
+            printf '| %s | %.2f | %s |\n' "$(fmt_int "$SCALE_ROWS")" "$(median 1 "$s5")" "$(mb "$r5")"
+            # "Flat": at most 25% or 8 MB (allocator noise) above, whichever
+            # is larger. Anything proportional to rows would be ~5x. (As run.sh.)
+            if awk -v a="$r1" -v b="$r5" 'BEGIN { exit !(b <= a * 1.25 || b - a <= 8192) }'; then
+                SCALE_VERDICT="flat: peak RSS at $SCALE_ROWS rows is $(awk -v a="$r1" -v b="$r5" 'BEGIN { printf "%.2f", b / a }')× that at $ROWS rows"
+            else
+                SCALE_VERDICT="NOT FLAT: peak RSS at $SCALE_ROWS rows is $(awk -v a="$r1" -v b="$r5" 'BEGIN { printf "%.2f", b / a }')× that at $ROWS rows"
+            fi
+            echo
+        fi
+        echo "Verdict: ${SCALE_VERDICT:-no data}"
+        echo
+    fi
+
+    echo "## Machine"
+    echo
+    echo "- CPUs (nproc): $(nproc)${CPU:+ — $CPU}"
+    [[ -n $MEM_GB ]] && echo "- memory: $MEM_GB GiB"
+    echo "- kernel: $(uname -sr)"
+    echo "- load average (1/5/15 min) at start: $LOAD_AVG_START; at end: $LOAD_AVG_END"
+    echo "- PostgreSQL server: $PG_VERSION, at $URL_SHOWN (client and server on the same machine unless the URL says otherwise); $PG_SETTINGS"
+    echo "- psql: $(psql --version)"
+    echo "- sluice: $GIT_REV$GIT_DIRTY, ${SLUICE#"$ROOT"/}"
+    echo "- Python: $("$PY" --version 2>&1), psycopg $PSYCOPG_VERSION ($("$PY" -c 'import psycopg; print(psycopg.pq.__impl__)') implementation, libpq $("$PY" -c 'import psycopg; v = psycopg.pq.version(); print(f"{v // 10000}.{v % 100}")'))"
+    echo
+    echo "## Reproduce"
+    echo
+    echo '```'
+    echo "$REPRO"
+    echo '```'
+    echo
+    echo "## Commands timed"
+    echo
+    echo '```'
+    for key in "${VARIANTS[@]}"; do
+        printf '%-20s' "$key:"
+        # With a literal $URL in place of the URL (no password in the file)
+        # and paths relative to the repository root.
+        # shellcheck disable=SC2016  # a literal $URL on purpose
+        ( URL='$URL'; cmd_for "$key" "$LOAD_TABLE" "$NDJSON"; shell_words "${CMD[@]}" ) | sed "s#$ROOT/##g"
+        echo
+    done
+    echo '```'
+    echo
+    echo "## Raw samples (elapsed s, max RSS KB)"
+    echo
+    for f in "$WORK"/*.samples; do
+        [[ -e $f ]] || continue
+        name=$(basename "$f" .samples)
+        echo "- $name: $(awk '{ printf "%s%s s / %s KB", (NR > 1 ? "; " : ""), $1, $2 }' "$f")"
+    done
+    for key in "${VARIANTS[@]}"; do
+        for target in "$LOAD_TABLE" "$SCALE_LOAD_TABLE"; do
+            if [[ -n ${STATS[$key.$target]:-} ]]; then
+                echo
+                echo "\`--stats\` of $key into $target (last run):"
+                echo
+                echo '```'
+                echo "${STATS[$key.$target]}"
+                echo '```'
+            fi
+        done
+    done
+} >"$REPORT"
+
+cat "$REPORT"
+log "written to ${REPORT#"$ROOT"/}"
+
+if (( FAILED )) || [[ $SCALE_VERDICT == FAILED* ]]; then exit 1; fi
+if [[ $SCALE_VERDICT == NOT* ]]; then exit 3; fi
+exit 0
