@@ -247,7 +247,6 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
             &mut report,
         )
         .await?;
-    drop(report);
     output.flush().map_err(Error::output)?;
     connection.close().await;
     let mut code = 0;

@@ -7,9 +7,11 @@ mod call;
 mod export;
 mod import;
 mod interrupt;
+mod lab;
 mod output;
 mod proxy;
 mod report;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -48,6 +50,10 @@ enum Command {
     Call(call::CallArgs),
     /// Forward PostgreSQL traffic with added latency, counting round trips per statement.
     Proxy(proxy::ProxyArgs),
+    /// Serve named queries over HTTP as streams (--demo: a built-in SQLite database).
+    Serve(serve::ServeArgs),
+    /// Measure round trips against your database at a few RTTs and write a report.
+    Lab(lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +75,8 @@ fn main() -> ExitCode {
             Command::Import(arguments) => import::run(arguments).await,
             Command::Call(arguments) => call::run(arguments).await,
             Command::Proxy(arguments) => proxy::run(arguments).await,
+            Command::Serve(arguments) => serve::run(arguments).await,
+            Command::Lab(arguments) => lab::run(arguments).await,
         }
     });
     // Do not wait for a cancel request or progress task still in flight.

@@ -1,0 +1,174 @@
+//! `sluice serve`: the HTTP gateway (see the `sluice-server` crate), and its
+//! zero-setup demo on an embedded SQLite file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use sluice_server::config::DEFAULT_LISTEN;
+use sluice_server::demo::{self, Prepared, DEMO_ROWS};
+use sluice_server::server::{effective_listen, serve};
+use sluice_server::{AppState, Config};
+
+use crate::exit;
+
+/// Arguments of `sluice serve`.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The configuration file: databases, named queries, tokens, limits.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "demo",
+        conflicts_with = "demo"
+    )]
+    config: Option<PathBuf>,
+
+    /// Address to listen on [default: the file's [server] listen, else 127.0.0.1:8080].
+    /// Without tokens in the configuration only loopback addresses are served.
+    #[arg(long, value_name = "ADDRESS")]
+    listen: Option<SocketAddr>,
+
+    /// Serve a built-in SQLite database of 1,000,000 payment events (made on first
+    /// start, reused afterwards); needs no database server.
+    #[arg(long)]
+    demo: bool,
+
+    /// Where the demo database lives
+    /// [default: $XDG_DATA_HOME/sluice/demo.sqlite or ~/.local/share/sluice/demo.sqlite].
+    #[arg(long, value_name = "FILE", requires = "demo")]
+    demo_file: Option<PathBuf>,
+
+    /// Rows in the demo table (for tests).
+    #[arg(long, hide = true, default_value_t = DEMO_ROWS, requires = "demo")]
+    demo_rows: u64,
+
+    /// Write the request log as JSON lines instead of key=value text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Loads the configuration (or prepares the demo) and serves until SIGTERM or
+/// Ctrl-C; returns the exit code.
+pub async fn run(arguments: ServeArgs) -> u8 {
+    init_logging(arguments.log_json);
+    let demo_mode = arguments.demo;
+    let config = match load(&arguments).await {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("sluice: {message}");
+            return exit::USAGE;
+        }
+    };
+    let requested = arguments
+        .listen
+        .or(config.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid default address"));
+    let grace = config.shutdown_grace;
+    let names: Vec<String> = config.queries.keys().cloned().collect();
+    let state = AppState::new(config);
+    let (address, warning) = effective_listen(requested, state.auth_enabled());
+    match warning {
+        Some(warning) => eprintln!("sluice: {warning}"),
+        None if !state.auth_enabled() => eprintln!(
+            "sluice: no [[tokens]] configured: listening on localhost only, named queries need no token"
+        ),
+        None => {}
+    }
+    let (healthy, databases) = state.health().await;
+    if !healthy {
+        for (name, status) in databases.iter().filter(|(_, status)| **status != "ok") {
+            eprintln!("sluice: database {name:?} is {status}: requests get 503 until it is back");
+        }
+    }
+    let shutdown = shutdown_signal();
+    let listener = match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("sluice: cannot listen on {address}: {error}");
+            return exit::IO;
+        }
+    };
+    let bound = listener.local_addr().unwrap_or(address);
+    eprintln!(
+        "sluice serve: listening on http://{bound} with {} named quer{}: {}",
+        names.len(),
+        if names.len() == 1 { "y" } else { "ies" },
+        names.join(", ")
+    );
+    if demo_mode {
+        eprintln!("  try: curl -s http://{bound}/queries/payment_events | head -n 3");
+        eprintln!("       curl -s 'http://{bound}/queries/daily_totals?since=2024-06-01' -H 'Accept: text/csv'");
+        eprintln!("       curl -s http://{bound}/openapi.json");
+    }
+    match serve(state, listener, shutdown, grace).await {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("sluice: serving failed: {error}");
+            exit::IO
+        }
+    }
+}
+
+async fn load(arguments: &ServeArgs) -> Result<Config, String> {
+    if !arguments.demo {
+        let path = arguments
+            .config
+            .as_ref()
+            .ok_or("give --config FILE or --demo")?;
+        return Config::load(path).map_err(|error| error.to_string());
+    }
+    let path = match &arguments.demo_file {
+        Some(path) => path.clone(),
+        None => demo::default_path().ok_or(
+            "cannot find a data directory for the demo database (set HOME or XDG_DATA_HOME, or give --demo-file)",
+        )?,
+    };
+    let rows = arguments.demo_rows;
+    let file = path.clone();
+    let prepared = tokio::task::spawn_blocking(move || demo::ensure(&file, rows))
+        .await
+        .map_err(|error| format!("preparing the demo database failed: {error}"))?
+        .map_err(|error| error.to_string())?;
+    match prepared {
+        Prepared::Reused => eprintln!("sluice: demo database {} (reused)", path.display()),
+        Prepared::Created(seconds) => eprintln!(
+            "sluice: demo database {} created: {rows} payment events in {seconds:.1} s",
+            path.display()
+        ),
+    }
+    demo::config(&path).map_err(|error| error.to_string())
+}
+
+/// Resolves on SIGTERM or SIGINT. The handlers are registered now, not when the
+/// future is first polled, so a signal right after "listening" is not fatal.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{signal, SignalKind};
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        match (terminate, interrupt) {
+            (Ok(mut terminate), Ok(mut interrupt)) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! `sluice serve` as a process: configuration errors before the port opens, the
+//! demo, SIGTERM with streams in flight, and 32 concurrent clients in bounded memory.
+
+use std::hash::Hasher;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sluice_testkit::TestDb;
+
+/// A running `sluice serve`, killed if the test fails before it exits.
+struct Server {
+    child: Child,
+    address: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+    lines: Vec<String>,
+}
+
+impl Server {
+    fn start(arguments: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("serve")
+            .args(arguments)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("SLUICE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (sender, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = Vec::new();
+        let address = loop {
+            let line = stderr
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("no listening line; stderr so far: {lines:#?}"));
+            lines.push(line.clone());
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                break rest.split_whitespace().next().unwrap().parse().unwrap();
+            }
+        };
+        Server {
+            child,
+            address,
+            stderr,
+            lines,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn terminate(&self) {
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGTERM) }, 0);
+    }
+
+    /// Waits for the exit code, at most `limit`.
+    fn wait(&mut self, limit: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                started.elapsed() < limit,
+                "the server did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stderr(&mut self) -> String {
+        while let Ok(line) = self.stderr.try_recv() {
+            self.lines.push(line);
+        }
+        self.lines.join("\n")
+    }
+
+    /// Peak resident memory of the server process.
+    fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status
+            .lines()
+            .find(|line| line.starts_with("VmHWM:"))
+            .unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_config(directory: &tempfile::TempDir, text: &str) -> String {
+    let path = directory.path().join("sluice.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn quoted(text: &str) -> String {
+    format!("{text:?}")
+}
+
+#[test]
+fn a_bad_configuration_is_one_error_naming_file_line_and_key_before_the_port_opens() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &directory,
+        "[databases.main]\nurl = \"postgres://u@127.0.0.1:1/x\"\n\n[queries.q]\nsql = \"select $1\"\nparams = [{ name = \"a\", type = \"integr\" }]\n",
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "serve",
+            "--config",
+            &path,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.starts_with(&format!(
+            "sluice: {path}:6: queries.q.params[0].type: unknown type \"integr\""
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains("listening"));
+}
+
+#[test]
+fn the_demo_needs_no_database_server_and_is_made_once() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("demo.sqlite").display().to_string();
+    let arguments = ["--demo", "--demo-file", &file, "--demo-rows", "5000"];
+    let mut server = Server::start(&arguments);
+    assert!(
+        server.stderr().contains("created: 5000 payment events"),
+        "{}",
+        server.stderr()
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let body = runtime.block_on(async {
+        reqwest::get(format!("http://{}/queries/payment_events", server.address))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    assert_eq!(body.lines().count(), 5000);
+    server.terminate();
+    assert_eq!(server.wait(Duration::from_secs(15)), Some(0));
+
+    let mut server = Server::start(&arguments);
+    assert!(server.stderr().contains("(reused)"), "{}", server.stderr());
+    server.terminate();
+    assert_eq!(server.wait(Duration::from_secs(15)), Some(0));
+}
+
+#[test]
+fn sigterm_stops_accepting_lets_streams_finish_and_exits_zero() {
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().unwrap();
+    // About 1.5 s of rows: a nap every 1,000 rows.
+    let path = write_config(
+        &directory,
+        &format!(
+            "[server]\nshutdown_grace = \"20s\"\n[databases.main]\nurl = {}\n[queries.slow]\nsql = \"select g, case when g % 1000 = 0 then pg_sleep(0.15) end as nap from (select generate_series(1, 10000) as g) s\"\n",
+            quoted(db.url())
+        ),
+    );
+    let mut server = Server::start(&["--config", &path]);
+    let address = server.address;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (lines, refused) = runtime.block_on(async {
+        let response = reqwest::get(format!("http://{address}/queries/slow"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        server.terminate();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let refused = tokio::net::TcpStream::connect(address).await.is_err();
+        let text = response
+            .text()
+            .await
+            .expect("the in-flight stream completes");
+        (text.lines().count(), refused)
+    });
+    assert!(refused, "new connections must be refused after SIGTERM");
+    assert_eq!(lines, 10_000);
+    assert_eq!(
+        server.wait(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[test]
+fn thirty_two_clients_streaming_200k_rows_each_get_identical_bodies_in_bounded_memory() {
+    const CLIENTS: usize = 32;
+    const ROWS: usize = 200_000;
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &directory,
+        &format!(
+            "[databases.main]\nurl = {}\npool_size = 32\n[queries.rows]\nsql = \"select g as id, md5(g::text) as hash, g * 1.5 as amount, 'row ' || g as label from (select generate_series(1, {ROWS}) as g) s\"\n",
+            quoted(db.url())
+        ),
+    );
+    let server = Server::start(&["--config", &path]);
+    let address = server.address;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = runtime.block_on(async {
+        let mut clients = tokio::task::JoinSet::new();
+        for _ in 0..CLIENTS {
+            clients.spawn(async move {
+                let response = reqwest::get(format!("http://{address}/queries/rows"))
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 200);
+                let mut stream = response.bytes_stream();
+                // Hash as the bytes arrive: the test must not hold 32 bodies either.
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                let (mut bytes, mut lines) = (0usize, 0usize);
+                while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+                    let chunk = chunk.expect("the stream completes");
+                    hasher.write(&chunk);
+                    bytes += chunk.len();
+                    lines += chunk.iter().filter(|&&byte| byte == b'\n').count();
+                }
+                (hasher.finish(), bytes, lines)
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(result) = clients.join_next().await {
+            results.push(result.unwrap());
+        }
+        results
+    });
+    assert_eq!(results.len(), CLIENTS);
+    assert!(
+        results.iter().all(|result| *result == results[0]),
+        "{results:?}"
+    );
+    assert_eq!(results[0].2, ROWS);
+    let peak = server.peak_rss();
+    eprintln!(
+        "{CLIENTS} clients x {ROWS} rows ({} bytes each): server peak RSS {:.1} MiB",
+        results[0].1,
+        peak as f64 / (1 << 20) as f64
+    );
+    assert!(peak < 256 << 20, "server peak RSS {peak} bytes");
+}

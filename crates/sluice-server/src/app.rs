@@ -1,0 +1,530 @@
+//! The HTTP API: [`app`] builds the router over an [`AppState`].
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /queries/{name}?param=value` | stream a named query (`Accept` or `?format=`: NDJSON, JSON, CSV) |
+//! | `POST /sql` | stream ad-hoc SQL (`{"sql": "...", "params": [...]}`), if enabled, scope `sql` |
+//! | `GET /health` | `select 1` on every database: 200 healthy, 503 otherwise |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /openapi.json` | OpenAPI 3 description of every named query |
+//!
+//! Responses are compressed with gzip or zstd when the client's `Accept-Encoding`
+//! asks for it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use sluice_formats::{Format, JsonOptions};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower_http::compression::CompressionLayer;
+
+use crate::auth::{Auth, Need};
+use crate::config::{Config, QueryConfig};
+use crate::db::{Database, Mode, StartError};
+use crate::error::AppError;
+use crate::params::Typed;
+use crate::stream::{respond, RequestContext};
+
+/// Everything the handlers share; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    databases: BTreeMap<String, Database>,
+    auth: Auth,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    openapi: serde_json::Value,
+}
+
+impl AppState {
+    /// State for `config`. No connection is made yet.
+    pub fn new(config: Config) -> AppState {
+        crate::metrics::handle();
+        let databases = config
+            .databases
+            .iter()
+            .map(|(name, database)| (name.clone(), Database::new(database)))
+            .collect();
+        let openapi = crate::openapi::document(&config);
+        AppState {
+            inner: Arc::new(Inner {
+                auth: Auth::new(config.tokens.clone()),
+                config,
+                databases,
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+                openapi,
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Cancelled when the shutdown grace period is over: streams still running abort.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    /// Tracks the cancel requests sent for abandoned queries.
+    pub fn tracker(&self) -> TaskTracker {
+        self.inner.tracker.clone()
+    }
+
+    /// True when bearer tokens are configured.
+    pub fn auth_enabled(&self) -> bool {
+        self.inner.auth.enabled()
+    }
+
+    fn database(&self, name: &str) -> Result<&Database, AppError> {
+        self.inner
+            .databases
+            .get(name)
+            .ok_or_else(|| AppError::Internal(format!("no database {name:?}")))
+    }
+}
+
+/// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
+/// serves it on a listener.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/queries/{name}", get(run_query))
+        .route("/sql", post(run_sql))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(not_found)
+        .layer(CompressionLayer::new())
+        .with_state(state)
+}
+
+/// The format asked for by `?format=` or else by `Accept` (by quality, then order;
+/// no header or `*/*` means NDJSON).
+pub fn choose_format(format: Option<&str>, headers: &HeaderMap) -> Result<Format, AppError> {
+    if let Some(format) = format {
+        return format
+            .parse()
+            .map_err(|message: String| AppError::parameter("format", message));
+    }
+    let Some(accept) = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return Ok(Format::Ndjson);
+    };
+    let mut candidates: Vec<(f32, usize, &str)> = Vec::new();
+    for (index, entry) in accept.split(',').enumerate() {
+        let mut parts = entry.split(';');
+        let media = parts.next().unwrap_or("").trim();
+        let quality = parts
+            .filter_map(|part| part.trim().strip_prefix("q="))
+            .filter_map(|value| value.trim().parse::<f32>().ok())
+            .next()
+            .unwrap_or(1.0);
+        if quality > 0.0 && !media.is_empty() {
+            candidates.push((quality, index, media));
+        }
+    }
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, media) in candidates {
+        let format = match media.to_ascii_lowercase().as_str() {
+            "application/x-ndjson"
+            | "application/ndjson"
+            | "application/jsonl"
+            | "application/x-jsonlines"
+            | "*/*"
+            | "application/*" => Format::Ndjson,
+            "application/json" => Format::Json,
+            "text/csv" | "text/*" => Format::Csv,
+            _ => continue,
+        };
+        return Ok(format);
+    }
+    Err(AppError::NotAcceptable(
+        "acceptable formats: application/x-ndjson, application/json, text/csv".into(),
+    ))
+}
+
+/// Checks the request's parameters against the query's declarations: every key
+/// known and given once, every value of its type, required ones present.
+fn bind_params(
+    query: &QueryConfig,
+    pairs: &[(String, String)],
+) -> Result<Vec<Option<Typed>>, AppError> {
+    let mut given: Vec<Option<&str>> = vec![None; query.params.len()];
+    for (key, value) in pairs {
+        if key == "format" {
+            continue;
+        }
+        let Some(index) = query.params.iter().position(|param| &param.name == key) else {
+            let known: Vec<&str> = query
+                .params
+                .iter()
+                .map(|param| param.name.as_str())
+                .collect();
+            return Err(AppError::parameter(
+                key,
+                if known.is_empty() {
+                    "unknown parameter: this query takes none".to_owned()
+                } else {
+                    format!("unknown parameter (this query takes: {})", known.join(", "))
+                },
+            ));
+        };
+        if given[index].replace(value).is_some() {
+            return Err(AppError::parameter(key, "given more than once"));
+        }
+    }
+    query
+        .params
+        .iter()
+        .zip(given)
+        .map(|(param, value)| {
+            let value = match value {
+                Some(value) => Some(value),
+                None if param.required => {
+                    return Err(AppError::parameter(
+                        &param.name,
+                        format!("required ({})", param.ty.name()),
+                    ))
+                }
+                None => param.default.as_deref(),
+            };
+            value
+                .map(|value| {
+                    param
+                        .ty
+                        .parse(value)
+                        .map_err(|message| AppError::parameter(&param.name, message))
+                })
+                .transpose()
+        })
+        .collect()
+}
+
+async fn run_query(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let mut context = RequestContext {
+        route: "queries",
+        query: name.clone(),
+        token: None,
+        started: Instant::now(),
+        ad_hoc: false,
+    };
+    let prepared = async {
+        let Some(config) = state.config().queries.get(&name) else {
+            // Unknown names are 404 for everyone, so tokens reveal nothing.
+            state.inner.auth.check(&headers, Need::Query(&name))?;
+            return Err(AppError::NotFound(format!("no query named {name:?}")));
+        };
+        context.token = state.inner.auth.check(&headers, Need::Query(&name))?;
+        let Query(pairs) =
+            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let format_param = pairs
+            .iter()
+            .find(|(key, _)| key == "format")
+            .map(|(_, value)| value.as_str());
+        let format = choose_format(format_param, &headers)?;
+        let params = bind_params(config, &pairs)?;
+        let database = state.database(&config.database)?;
+        let source = database
+            .start(
+                &config.sql,
+                params,
+                config.limits.statement_timeout,
+                Mode::Named,
+            )
+            .await
+            .map_err(|error| AppError::from_start(error, false))?;
+        Ok((source, format, config.limits.clone()))
+    }
+    .await;
+    match prepared {
+        Ok((source, format, limits)) => respond(
+            source,
+            format,
+            format.encoder(JsonOptions::default()),
+            limits,
+            context,
+            state.shutdown_token(),
+            state.tracker(),
+        )
+        .await
+        .unwrap_or_else(IntoResponse::into_response),
+        Err(error) => {
+            context.finish(
+                error.status().as_u16(),
+                "rejected",
+                0,
+                0,
+                0,
+                Some(&error.to_string()),
+            );
+            error.into_response()
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlRequest {
+    sql: String,
+    #[serde(default)]
+    params: Vec<serde_json::Value>,
+}
+
+async fn run_sql(
+    State(state): State<AppState>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut context = RequestContext {
+        route: "sql",
+        query: String::new(),
+        token: None,
+        started: Instant::now(),
+        ad_hoc: true,
+    };
+    let prepared = async {
+        let Some(sql) = &state.config().sql else {
+            return Err(AppError::NotFound(
+                "POST /sql is not enabled on this server".into(),
+            ));
+        };
+        context.token = state.inner.auth.check(&headers, Need::Sql)?;
+        let Query(pairs) =
+            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let format_param = pairs
+            .iter()
+            .find(|(key, _)| key == "format")
+            .map(|(_, value)| value.as_str());
+        let format = choose_format(format_param, &headers)?;
+        let request: SqlRequest = serde_json::from_slice(&body).map_err(|error| {
+            AppError::bad_request(format!(
+                "expected a JSON body {{\"sql\": \"...\", \"params\": [...]}}: {error}"
+            ))
+        })?;
+        let params = request
+            .params
+            .iter()
+            .enumerate()
+            .map(|(index, value)| {
+                ad_hoc_param(value).ok_or_else(|| {
+                    AppError::parameter(
+                        &format!("params[{index}]"),
+                        "expected a string, number, boolean or null",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let database = state.database(&sql.database)?;
+        let source = database
+            .start(
+                &request.sql,
+                params,
+                sql.limits.statement_timeout,
+                Mode::ReadOnly,
+            )
+            .await
+            .map_err(|error| AppError::from_start(error, true))?;
+        Ok((source, format, sql.limits.clone()))
+    }
+    .await;
+    match prepared {
+        Ok((source, format, limits)) => respond(
+            source,
+            format,
+            format.encoder(JsonOptions::default()),
+            limits,
+            context,
+            state.shutdown_token(),
+            state.tracker(),
+        )
+        .await
+        .unwrap_or_else(IntoResponse::into_response),
+        Err(error) => {
+            context.finish(
+                error.status().as_u16(),
+                "rejected",
+                0,
+                0,
+                0,
+                Some(&error.to_string()),
+            );
+            error.into_response()
+        }
+    }
+}
+
+/// An untyped ad-hoc parameter: text for PostgreSQL (which converts it), the
+/// matching storage class for SQLite.
+fn ad_hoc_param(value: &serde_json::Value) -> Option<Option<Typed>> {
+    use serde_json::Value;
+    use sluice_sqlite::Param;
+    Some(match value {
+        Value::Null => None,
+        Value::Bool(flag) => Some(Typed {
+            text: flag.to_string(),
+            sqlite: Param::Integer(i64::from(*flag)),
+        }),
+        Value::Number(number) => Some(Typed {
+            text: number.to_string(),
+            sqlite: match number.as_i64() {
+                Some(integer) => Param::Integer(integer),
+                None => Param::Real(number.as_f64()?),
+            },
+        }),
+        Value::String(text) => Some(Typed {
+            text: text.clone(),
+            sqlite: Param::Text(text.clone()),
+        }),
+        _ => return None,
+    })
+}
+
+fn simple_context(route: &'static str) -> RequestContext {
+    RequestContext {
+        route,
+        query: String::new(),
+        token: None,
+        started: Instant::now(),
+        ad_hoc: false,
+    }
+}
+
+impl AppState {
+    /// Runs `select 1` on every database (at most 5 s each): whether all are
+    /// usable, and each one's status (`ok`, `busy`, `unavailable`, `timeout`).
+    pub async fn health(&self) -> (bool, BTreeMap<String, &'static str>) {
+        let mut healthy = true;
+        let mut statuses = BTreeMap::new();
+        for (name, database) in &self.inner.databases {
+            let status = match tokio::time::timeout(Duration::from_secs(5), database.check()).await
+            {
+                Ok(Ok(())) => "ok",
+                // Busy is not broken: every connection is streaming.
+                Ok(Err(StartError::Busy)) => "busy",
+                Ok(Err(error)) => {
+                    tracing::warn!(database = %name, error = ?error, "health check failed");
+                    healthy = false;
+                    "unavailable"
+                }
+                Err(_) => {
+                    healthy = false;
+                    "timeout"
+                }
+            };
+            statuses.insert(name.clone(), status);
+        }
+        (healthy, statuses)
+    }
+}
+
+async fn health(State(state): State<AppState>) -> Response {
+    let context = simple_context("health");
+    let (healthy, databases) = state.health().await;
+    let status = if healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body =
+        json!({"status": if healthy { "healthy" } else { "unhealthy" }, "databases": databases});
+    context.finish(
+        status.as_u16(),
+        if healthy { "complete" } else { "unhealthy" },
+        0,
+        0,
+        0,
+        None,
+    );
+    let mut response = (status, Json(body)).into_response();
+    if !healthy {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(crate::error::RETRY_AFTER_SECONDS),
+        );
+    }
+    response
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    for (name, database) in &state.inner.databases {
+        let (in_use, max) = database.usage();
+        crate::metrics::pool(name, in_use, max);
+    }
+    let text = crate::metrics::handle().render();
+    simple_context("metrics").finish(200, "complete", 0, text.len() as u64, 0, None);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn openapi(State(state): State<AppState>) -> Response {
+    simple_context("openapi").finish(200, "complete", 0, 0, 0, None);
+    Json(state.inner.openapi.clone()).into_response()
+}
+
+async fn not_found() -> Response {
+    let error = AppError::NotFound("no such route (see /openapi.json)".into());
+    simple_context("other").finish(404, "rejected", 0, 0, 0, None);
+    error.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> Result<Format, u16> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, value.parse().unwrap());
+        choose_format(None, &headers).map_err(|error| error.status().as_u16())
+    }
+
+    #[test]
+    fn the_format_follows_accept_by_quality_then_order() {
+        assert_eq!(accept("text/csv"), Ok(Format::Csv));
+        assert_eq!(
+            accept("application/json;q=0.5, text/csv;q=0.9"),
+            Ok(Format::Csv)
+        );
+        assert_eq!(accept("text/html, application/json"), Ok(Format::Json));
+        assert_eq!(accept("*/*"), Ok(Format::Ndjson));
+        assert_eq!(accept("image/png"), Err(406));
+        assert_eq!(
+            choose_format(None, &HeaderMap::new()).ok(),
+            Some(Format::Ndjson)
+        );
+        assert_eq!(
+            choose_format(Some("csv"), &HeaderMap::new()).ok(),
+            Some(Format::Csv)
+        );
+        assert!(choose_format(Some("xml"), &HeaderMap::new()).is_err());
+    }
+}

@@ -1,0 +1,902 @@
+//! The server's configuration file: databases, named queries, tokens, limits.
+//!
+//! The file is TOML. Everything is checked when it is loaded, before the port opens,
+//! and the first problem is reported as one line naming the file, the line and the
+//! key (`sluice.toml:12: queries.by_status.params[1].type: unknown type "tiemstamp"…`).
+//! `${NAME}` in database URLs, SQLite paths and token values is replaced by the
+//! environment variable `NAME`, so secrets stay out of the file; a variable that is
+//! not set is an error, never an empty password.
+//!
+//! ```toml
+//! [server]
+//! listen = "127.0.0.1:8080"        # --listen wins
+//! shutdown_grace = "30s"           # how long in-flight streams may finish after SIGTERM
+//!
+//! [databases.main]
+//! url = "postgres://app:${APP_DB_PASSWORD}@db.internal/app"   # or: sqlite = "/path/file.db"
+//! pool_size = 8                    # connections (SQLite: concurrent queries)
+//! pool_wait = "2s"                 # wait this long for a free one, then 503
+//!
+//! [queries.payments_by_status]
+//! description = "Payments in one status since a time"
+//! sql = "select * from payment_events where status = $1 and created_at >= $2::timestamptz"
+//! params = [
+//!   { name = "status", type = "text", required = true },
+//!   { name = "since", type = "timestamptz", default = "2024-01-01T00:00:00Z" },
+//! ]
+//! statement_timeout = "30s"
+//! max_rows = 5000000
+//! max_bytes = "2GiB"
+//!
+//! [sql]                            # POST /sql: off unless this table exists
+//! database = "main"
+//! statement_timeout = "10s"
+//!
+//! [[tokens]]
+//! name = "reporting"
+//! sha256 = "…64 hex digits…"       # or: token = "${REPORTING_TOKEN}"
+//! queries = ["payments_by_status"] # or ["*"]
+//! scopes = ["sql"]
+//! ```
+//!
+//! Parameters are positional: the n-th entry of `params` is `$n` in PostgreSQL SQL
+//! and `?n` in SQLite SQL.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use toml::Spanned;
+
+use crate::params::ParamType;
+
+/// The default address, loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// A configuration problem: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {key}: {message}")]
+pub struct ConfigError {
+    /// The file (or a name for configuration built in memory).
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// The offending key, as a dotted path.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Limits applied to one query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// The database cancels the statement after this long.
+    pub statement_timeout: Option<Duration>,
+    /// The response is aborted (never silently cut) past this many rows.
+    pub max_rows: Option<u64>,
+    /// The response is aborted past this many bytes (before compression).
+    pub max_bytes: Option<u64>,
+}
+
+/// Where a database is.
+#[derive(Debug, Clone)]
+pub enum DatabaseKind {
+    /// A PostgreSQL server.
+    Postgres(sluice_postgres::Config),
+    /// A SQLite file, opened read-only.
+    Sqlite(PathBuf),
+}
+
+/// One database and its pool.
+#[derive(Debug, Clone)]
+pub struct DatabaseConfig {
+    /// Its name in the file.
+    pub name: String,
+    /// Where it is.
+    pub kind: DatabaseKind,
+    /// Connections (PostgreSQL) or concurrent queries (SQLite).
+    pub pool_size: usize,
+    /// How long a request waits for a free connection before a 503.
+    pub pool_wait: Duration,
+}
+
+/// A typed parameter of a named query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamSpec {
+    /// The query-string key.
+    pub name: String,
+    /// Its type; values are checked against it before the query runs.
+    pub ty: ParamType,
+    /// A request without it is a 400.
+    pub required: bool,
+    /// The value used when the request does not give one (SQL NULL when absent).
+    pub default: Option<String>,
+    /// For the OpenAPI document.
+    pub description: Option<String>,
+}
+
+/// A named query.
+#[derive(Debug, Clone)]
+pub struct QueryConfig {
+    /// Its name, the last part of `/queries/{name}`.
+    pub name: String,
+    /// The database it runs on.
+    pub database: String,
+    /// The SQL, with `$n` (PostgreSQL) or `?n` (SQLite) placeholders.
+    pub sql: String,
+    /// For the OpenAPI document.
+    pub description: Option<String>,
+    /// The parameters, in placeholder order.
+    pub params: Vec<ParamSpec>,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+/// Which named queries a token may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// All of them (`"*"`).
+    All,
+    /// These.
+    Only(Vec<String>),
+}
+
+/// A bearer token. Only its SHA-256 is kept.
+#[derive(Clone)]
+pub struct TokenConfig {
+    /// A name for logs.
+    pub name: String,
+    /// SHA-256 of the token.
+    pub sha256: [u8; 32],
+    /// The named queries it may run.
+    pub queries: Allowed,
+    /// Extra scopes (`sql` for `POST /sql`).
+    pub scopes: Vec<String>,
+}
+
+impl fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("name", &self.name)
+            .field("queries", &self.queries)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
+}
+
+/// `POST /sql`.
+#[derive(Debug, Clone)]
+pub struct SqlConfig {
+    /// The database ad-hoc queries run on.
+    pub database: String,
+    /// Their limits (a statement timeout always applies).
+    pub limits: Limits,
+}
+
+/// The whole, checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `[server] listen`, if given.
+    pub listen: Option<SocketAddr>,
+    /// How long in-flight streams may finish after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// Databases by name.
+    pub databases: BTreeMap<String, DatabaseConfig>,
+    /// Named queries by name.
+    pub queries: BTreeMap<String, QueryConfig>,
+    /// Bearer tokens; none means: no authentication, loopback only.
+    pub tokens: Vec<TokenConfig>,
+    /// `POST /sql`, when enabled.
+    pub sql: Option<SqlConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    databases: BTreeMap<String, Spanned<RawDatabase>>,
+    #[serde(default)]
+    queries: BTreeMap<String, Spanned<RawQuery>>,
+    #[serde(default)]
+    tokens: Vec<Spanned<RawToken>>,
+    sql: Option<Spanned<RawSql>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<Spanned<String>>,
+    shutdown_grace: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    url: Option<Spanned<String>>,
+    sqlite: Option<Spanned<String>>,
+    pool_size: Option<Spanned<i64>>,
+    pool_wait: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQuery {
+    database: Option<Spanned<String>>,
+    sql: Spanned<String>,
+    description: Option<String>,
+    #[serde(default)]
+    params: Vec<Spanned<RawParam>>,
+    statement_timeout: Option<Spanned<String>>,
+    max_rows: Option<Spanned<i64>>,
+    max_bytes: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParam {
+    name: Spanned<String>,
+    #[serde(rename = "type")]
+    ty: Spanned<String>,
+    #[serde(default)]
+    required: bool,
+    default: Option<Spanned<toml::Value>>,
+    description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    name: Spanned<String>,
+    sha256: Option<Spanned<String>>,
+    token: Option<Spanned<String>>,
+    #[serde(default)]
+    queries: Vec<Spanned<String>>,
+    #[serde(default)]
+    scopes: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSql {
+    database: Option<Spanned<String>>,
+    statement_timeout: Option<Spanned<String>>,
+    max_rows: Option<Spanned<i64>>,
+    max_bytes: Option<Spanned<toml::Value>>,
+}
+
+/// Turns byte offsets into line numbers and builds errors.
+struct Source<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .bytes()
+            .filter(|&byte| byte == b'\n')
+            .count()
+            + 1
+    }
+
+    fn error(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_owned(),
+            line: self.line(span.start),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A TOML syntax or shape error, with the key read off the offending line.
+    fn parse_error(&self, error: &toml::de::Error) -> ConfigError {
+        let span = error.span().unwrap_or(0..0);
+        let line = self.line(span.start);
+        let text = self.text.lines().nth(line - 1).unwrap_or("");
+        let key = match text.split_once('=') {
+            Some((key, _)) if !text.trim_start().starts_with('[') => key.trim().to_owned(),
+            _ => text.trim().to_owned(),
+        };
+        ConfigError {
+            file: self.file.to_owned(),
+            line,
+            key,
+            message: error.message().trim().to_owned(),
+        }
+    }
+
+    /// Replaces each `${NAME}` in a string value by the environment variable.
+    fn substitute(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+        let text = value.get_ref();
+        let mut output = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("${") {
+            output.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else {
+                return Err(self.error(value.span(), key, "unterminated ${ in value"));
+            };
+            let name = &after[..end];
+            match std::env::var(name) {
+                Ok(found) => output.push_str(&found),
+                Err(_) => {
+                    return Err(self.error(
+                        value.span(),
+                        key,
+                        format!("environment variable {name} is not set"),
+                    ))
+                }
+            }
+            rest = &after[end + 1..];
+        }
+        output.push_str(rest);
+        Ok(output)
+    }
+}
+
+/// `500ms`, `30s`, `5m`, `1h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|character: char| !character.is_ascii_digit() && character != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. \"500ms\", \"30s\", \"5m\")"))?;
+    let seconds = match unit.trim() {
+        "ms" => number / 1000.0,
+        "s" => number,
+        "m" | "min" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration (e.g. \"500ms\", \"30s\", \"5m\")"
+            ))
+        }
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A byte count: an integer, or a string such as `"512KiB"`, `"64MiB"`, `"2GB"`.
+fn parse_bytes(value: &toml::Value) -> Result<u64, String> {
+    let bad = || format!("{value} is not a size (e.g. 1048576, \"64MiB\", \"2GB\")");
+    match value {
+        toml::Value::Integer(bytes) if *bytes > 0 => Ok(*bytes as u64),
+        toml::Value::String(text) => {
+            let text = text.trim();
+            let split = text
+                .find(|character: char| !character.is_ascii_digit())
+                .unwrap_or(text.len());
+            let (number, unit) = text.split_at(split);
+            let number: u64 = number.parse().map_err(|_| bad())?;
+            let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+                "" | "b" => 1,
+                "kb" => 1_000,
+                "kib" => 1 << 10,
+                "mb" => 1_000_000,
+                "mib" => 1 << 20,
+                "gb" => 1_000_000_000,
+                "gib" => 1 << 30,
+                "tb" => 1_000_000_000_000,
+                "tib" => 1 << 40,
+                _ => return Err(bad()),
+            };
+            number.checked_mul(factor).ok_or_else(bad)
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut characters = name.chars();
+    characters
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && characters.all(|character| character.is_ascii_alphanumeric() || character == '_')
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            file: path.display().to_string(),
+            line: 0,
+            key: "(file)".into(),
+            message: format!("cannot read: {error}"),
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Checks configuration text; `file` names it in errors. Relative SQLite paths
+    /// are taken relative to the current directory.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let source = Source { file, text };
+        let raw: RawFile = toml::from_str(text).map_err(|error| source.parse_error(&error))?;
+
+        let listen = match &raw.server.listen {
+            Some(listen) => Some(listen.get_ref().parse::<SocketAddr>().map_err(|_| {
+                source.error(
+                    listen.span(),
+                    "server.listen",
+                    format!(
+                        "{:?} is not an address such as \"127.0.0.1:8080\"",
+                        listen.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        let shutdown_grace = match &raw.server.shutdown_grace {
+            Some(grace) => parse_duration(grace.get_ref())
+                .map_err(|message| source.error(grace.span(), "server.shutdown_grace", message))?,
+            None => Duration::from_secs(30),
+        };
+
+        let mut databases = BTreeMap::new();
+        for (name, database) in &raw.databases {
+            let key = format!("databases.{name}");
+            let span = database.span();
+            let database = database.get_ref();
+            let kind = match (&database.url, &database.sqlite) {
+                (Some(url), None) => {
+                    let url_text = source.substitute(url, &format!("{key}.url"))?;
+                    let config: sluice_postgres::Config =
+                        url_text.parse().map_err(|error: sluice_core::Error| {
+                            source.error(url.span(), &format!("{key}.url"), error.to_string())
+                        })?;
+                    DatabaseKind::Postgres(config)
+                }
+                (None, Some(path)) => DatabaseKind::Sqlite(PathBuf::from(
+                    source.substitute(path, &format!("{key}.sqlite"))?,
+                )),
+                _ => {
+                    return Err(source.error(
+                        span,
+                        &key,
+                        "give exactly one of url = \"postgres://…\" or sqlite = \"path\"",
+                    ))
+                }
+            };
+            let pool_size = match &database.pool_size {
+                Some(size) if (1..=10_000).contains(size.get_ref()) => *size.get_ref() as usize,
+                Some(size) => {
+                    return Err(source.error(
+                        size.span(),
+                        &format!("{key}.pool_size"),
+                        "must be between 1 and 10000",
+                    ))
+                }
+                None => 8,
+            };
+            let pool_wait = match &database.pool_wait {
+                Some(wait) => parse_duration(wait.get_ref()).map_err(|message| {
+                    source.error(wait.span(), &format!("{key}.pool_wait"), message)
+                })?,
+                None => Duration::from_secs(2),
+            };
+            databases.insert(
+                name.clone(),
+                DatabaseConfig {
+                    name: name.clone(),
+                    kind,
+                    pool_size,
+                    pool_wait,
+                },
+            );
+        }
+        if databases.is_empty() {
+            return Err(source.error(
+                0..0,
+                "databases",
+                "no database is configured: add a [databases.NAME] table",
+            ));
+        }
+
+        let database_for =
+            |given: &Option<Spanned<String>>, key: &str, span: Range<usize>| match given {
+                Some(name) if databases.contains_key(name.get_ref()) => Ok(name.get_ref().clone()),
+                Some(name) => Err(source.error(
+                    name.span(),
+                    key,
+                    format!("no database named {:?} is configured", name.get_ref()),
+                )),
+                None if databases.len() == 1 => {
+                    Ok(databases.keys().next().cloned().unwrap_or_default())
+                }
+                None => Err(source.error(
+                    span,
+                    key,
+                    "several databases are configured: say which one with database = \"NAME\"",
+                )),
+            };
+
+        let mut queries = BTreeMap::new();
+        for (name, query) in &raw.queries {
+            let key = format!("queries.{name}");
+            if !is_identifier(name) {
+                return Err(source.error(
+                    query.span(),
+                    &key,
+                    "query names are letters, digits and _",
+                ));
+            }
+            let span = query.span();
+            let query = query.get_ref();
+            let database = database_for(&query.database, &format!("{key}.database"), span.clone())?;
+            if query.sql.get_ref().trim().is_empty() {
+                return Err(source.error(
+                    query.sql.span(),
+                    &format!("{key}.sql"),
+                    "the SQL is empty",
+                ));
+            }
+            let mut params: Vec<ParamSpec> = Vec::new();
+            for (index, param) in query.params.iter().enumerate() {
+                let param_key = format!("{key}.params[{index}]");
+                let param = param.get_ref();
+                let param_name = param.name.get_ref();
+                if !is_identifier(param_name) || param_name == "format" {
+                    return Err(source.error(
+                        param.name.span(),
+                        &format!("{param_key}.name"),
+                        format!("{param_name:?} cannot be a parameter name (letters, digits and _; not \"format\")"),
+                    ));
+                }
+                if params.iter().any(|earlier| &earlier.name == param_name) {
+                    return Err(source.error(
+                        param.name.span(),
+                        &format!("{param_key}.name"),
+                        format!("parameter {param_name:?} is declared twice"),
+                    ));
+                }
+                let ty: ParamType = param.ty.get_ref().parse().map_err(|message| {
+                    source.error(param.ty.span(), &format!("{param_key}.type"), message)
+                })?;
+                let default = match &param.default {
+                    Some(_) if param.required => {
+                        return Err(source.error(
+                            param.name.span(),
+                            &format!("{param_key}.default"),
+                            "a required parameter has no default",
+                        ))
+                    }
+                    Some(value) => {
+                        let text = match value.get_ref() {
+                            toml::Value::String(text) => text.clone(),
+                            other => other.to_string(),
+                        };
+                        ty.parse(&text).map_err(|message| {
+                            source.error(value.span(), &format!("{param_key}.default"), message)
+                        })?;
+                        Some(text)
+                    }
+                    None => None,
+                };
+                params.push(ParamSpec {
+                    name: param_name.clone(),
+                    ty,
+                    required: param.required,
+                    default,
+                    description: param.description.clone(),
+                });
+            }
+            let limits = limits(
+                &source,
+                RawLimits {
+                    statement_timeout: &query.statement_timeout,
+                    max_rows: &query.max_rows,
+                    max_bytes: &query.max_bytes,
+                },
+                &key,
+            )?;
+            queries.insert(
+                name.clone(),
+                QueryConfig {
+                    name: name.clone(),
+                    database,
+                    sql: query.sql.get_ref().clone(),
+                    description: query.description.clone(),
+                    params,
+                    limits,
+                },
+            );
+        }
+
+        let mut tokens = Vec::new();
+        for (index, token) in raw.tokens.iter().enumerate() {
+            let key = format!("tokens[{index}]");
+            let span = token.span();
+            let token = token.get_ref();
+            let sha256 = match (&token.sha256, &token.token) {
+                (Some(hash), None) => {
+                    let text = source.substitute(hash, &format!("{key}.sha256"))?;
+                    parse_sha256(&text).ok_or_else(|| {
+                        source.error(
+                            hash.span(),
+                            &format!("{key}.sha256"),
+                            "expected 64 hex digits (sha256sum of the token)",
+                        )
+                    })?
+                }
+                (None, Some(plain)) => {
+                    let text = source.substitute(plain, &format!("{key}.token"))?;
+                    if text.len() < 16 {
+                        return Err(source.error(
+                            plain.span(),
+                            &format!("{key}.token"),
+                            "tokens must be at least 16 characters",
+                        ));
+                    }
+                    Sha256::digest(text.as_bytes()).into()
+                }
+                _ => {
+                    return Err(source.error(
+                        span,
+                        &key,
+                        "give exactly one of sha256 = \"…\" or token = \"${VARIABLE}\"",
+                    ))
+                }
+            };
+            let queries_allowed = if token.queries.iter().any(|name| name.get_ref() == "*") {
+                Allowed::All
+            } else {
+                for name in &token.queries {
+                    if !queries.contains_key(name.get_ref()) {
+                        return Err(source.error(
+                            name.span(),
+                            &format!("{key}.queries"),
+                            format!("no query named {:?}", name.get_ref()),
+                        ));
+                    }
+                }
+                Allowed::Only(
+                    token
+                        .queries
+                        .iter()
+                        .map(|name| name.get_ref().clone())
+                        .collect(),
+                )
+            };
+            for scope in &token.scopes {
+                if scope.get_ref() != "sql" {
+                    return Err(source.error(
+                        scope.span(),
+                        &format!("{key}.scopes"),
+                        format!(
+                            "unknown scope {:?} (the one scope is \"sql\")",
+                            scope.get_ref()
+                        ),
+                    ));
+                }
+            }
+            tokens.push(TokenConfig {
+                name: token.name.get_ref().clone(),
+                sha256,
+                queries: queries_allowed,
+                scopes: token
+                    .scopes
+                    .iter()
+                    .map(|scope| scope.get_ref().clone())
+                    .collect(),
+            });
+        }
+
+        let sql = match &raw.sql {
+            Some(sql) => {
+                let span = sql.span();
+                let sql = sql.get_ref();
+                let database = database_for(&sql.database, "sql.database", span.clone())?;
+                let mut limits = limits(
+                    &source,
+                    RawLimits {
+                        statement_timeout: &sql.statement_timeout,
+                        max_rows: &sql.max_rows,
+                        max_bytes: &sql.max_bytes,
+                    },
+                    "sql",
+                )?;
+                limits
+                    .statement_timeout
+                    .get_or_insert(Duration::from_secs(30));
+                if !tokens
+                    .iter()
+                    .any(|token| token.scopes.iter().any(|scope| scope == "sql"))
+                {
+                    return Err(source.error(
+                        span,
+                        "sql",
+                        "POST /sql is enabled but no token has scope \"sql\": add one to a [[tokens]] entry",
+                    ));
+                }
+                Some(SqlConfig { database, limits })
+            }
+            None => None,
+        };
+
+        Ok(Config {
+            listen,
+            shutdown_grace,
+            databases,
+            queries,
+            tokens,
+            sql,
+        })
+    }
+}
+
+/// The limit keys, as they appear in `[queries.NAME]` and `[sql]`.
+struct RawLimits<'a> {
+    statement_timeout: &'a Option<Spanned<String>>,
+    max_rows: &'a Option<Spanned<i64>>,
+    max_bytes: &'a Option<Spanned<toml::Value>>,
+}
+
+fn limits(source: &Source<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, ConfigError> {
+    let statement_timeout = match raw.statement_timeout {
+        Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|message| {
+            source.error(timeout.span(), &format!("{key}.statement_timeout"), message)
+        })?),
+        None => None,
+    };
+    let max_rows = match raw.max_rows {
+        Some(rows) if *rows.get_ref() > 0 => Some(*rows.get_ref() as u64),
+        Some(rows) => {
+            return Err(source.error(rows.span(), &format!("{key}.max_rows"), "must be positive"))
+        }
+        None => None,
+    };
+    let max_bytes =
+        match raw.max_bytes {
+            Some(bytes) => Some(parse_bytes(bytes.get_ref()).map_err(|message| {
+                source.error(bytes.span(), &format!("{key}.max_bytes"), message)
+            })?),
+            None => None,
+        };
+    Ok(Limits {
+        statement_timeout,
+        max_rows,
+        max_bytes,
+    })
+}
+
+fn parse_sha256(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut hash = [0u8; 32];
+    for (index, byte) in hash.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
+    }
+    Some(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[server]
+shutdown_grace = "5s"
+
+[databases.main]
+url = "postgres://app:${SLUICE_CONFIG_TEST_PASSWORD}@127.0.0.1:5432/app"
+pool_size = 4
+
+[queries.by_status]
+sql = "select * from t where status = $1 and at >= $2::timestamptz"
+params = [
+  { name = "status", type = "text", required = true },
+  { name = "since", type = "timestamptz", default = "2024-01-01T00:00:00Z" },
+]
+statement_timeout = "30s"
+max_rows = 1000
+max_bytes = "64MiB"
+
+[[tokens]]
+name = "ops"
+token = "a-long-enough-token-value"
+queries = ["*"]
+scopes = ["sql"]
+
+[sql]
+"#;
+
+    #[test]
+    fn a_full_file_loads_with_env_substitution_and_hashed_tokens() {
+        std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
+        let config = Config::parse(GOOD, "good.toml").unwrap();
+        let DatabaseKind::Postgres(postgres) = &config.databases["main"].kind else {
+            panic!("expected PostgreSQL")
+        };
+        assert_eq!(postgres.password.as_deref(), Some(&b"s3cret"[..]));
+        let query = &config.queries["by_status"];
+        assert_eq!(query.params[1].ty, ParamType::TimestampTz);
+        assert_eq!(query.limits.max_bytes, Some(64 << 20));
+        assert_eq!(
+            query.limits.statement_timeout,
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(config.shutdown_grace, Duration::from_secs(5));
+        assert_eq!(
+            config.tokens[0].sha256,
+            <[u8; 32]>::from(Sha256::digest(b"a-long-enough-token-value"))
+        );
+        assert_eq!(
+            config.sql.unwrap().limits.statement_timeout,
+            Some(Duration::from_secs(30))
+        );
+    }
+
+    fn error_for(text: &str) -> ConfigError {
+        std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
+        Config::parse(text, "bad.toml").unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_the_key() {
+        let error = error_for(&GOOD.replace("type = \"timestamptz\"", "type = \"tiemstamptz\""));
+        assert_eq!(
+            (error.line, error.key.as_str()),
+            (13, "queries.by_status.params[1].type")
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("bad.toml:13: queries.by_status.params[1].type: unknown"),
+            "{error}"
+        );
+
+        let error = error_for(&GOOD.replace(
+            "${SLUICE_CONFIG_TEST_PASSWORD}",
+            "${SLUICE_NOT_SET_ANYWHERE}",
+        ));
+        assert_eq!((error.line, error.key.as_str()), (6, "databases.main.url"));
+        assert!(error.message.contains("SLUICE_NOT_SET_ANYWHERE"), "{error}");
+
+        let error = error_for(&GOOD.replace("pool_size = 4", "pool_size = \"four\""));
+        assert_eq!((error.line, error.key.as_str()), (7, "pool_size"));
+
+        let error = error_for(&GOOD.replace("max_rows = 1000", "max_rowz = 1000"));
+        assert_eq!((error.line, error.key.as_str()), (16, "max_rowz"));
+
+        let error = error_for(&GOOD.replace(
+            "statement_timeout = \"30s\"",
+            "statement_timeout = \"30 parsecs\"",
+        ));
+        assert_eq!(error.line, 15);
+
+        let error = error_for(&GOOD.replace(
+            "default = \"2024-01-01T00:00:00Z\"",
+            "default = \"yesterday\"",
+        ));
+        assert_eq!(
+            (error.line, error.key.as_str()),
+            (13, "queries.by_status.params[1].default")
+        );
+
+        let error = error_for(&GOOD.replace("scopes = [\"sql\"]", "scopes = []"));
+        assert_eq!(error.key, "sql");
+    }
+
+    #[test]
+    fn durations_and_sizes_parse() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(
+            parse_bytes(&toml::Value::String("2GB".into())).unwrap(),
+            2_000_000_000
+        );
+        assert_eq!(parse_bytes(&toml::Value::Integer(10)).unwrap(), 10);
+        assert!(parse_bytes(&toml::Value::String("lots".into())).is_err());
+    }
+}

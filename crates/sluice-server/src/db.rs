@@ -1,0 +1,398 @@
+//! Databases behind the server: a pool per database and a [`Source`] per query.
+//!
+//! PostgreSQL sessions live in a `deadpool` pool. A session that runs a query is
+//! taken out of its pool slot for the query's duration and put back only when the
+//! result was read to the end; a query that ends any other way (client gone, error,
+//! shutdown) leaves the slot empty, so the pool discards it and connects afresh
+//! next time rather than reusing a session in an unknown state. Before reuse, an
+//! idle session is checked without a round trip ([`sluice_postgres::Connection::check_idle`]),
+//! which catches sessions a database restart has ended.
+//!
+//! SQLite needs no pool of connections (opening a file costs microseconds); a
+//! semaphore of `pool_size` permits bounds concurrent queries instead, with the
+//! same wait-then-503 behaviour.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool::managed::{self, Object, PoolError, RecycleError, TimeoutType};
+use sluice_core::{Batch, BatchSource, Error, ErrorKind, Meter, MeterSnapshot, Schema};
+use sluice_postgres::{CancelToken, Connection, QueryOptions, QueryStream};
+use sluice_sqlite::{SqliteOptions, SqliteStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use crate::config::{DatabaseConfig, DatabaseKind};
+use crate::params::Typed;
+
+/// How long a cancel request may take before it is given up.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Creates and checks PostgreSQL sessions for the pool.
+#[derive(Debug)]
+pub struct PgManager {
+    config: Arc<sluice_postgres::Config>,
+}
+
+/// A pooled PostgreSQL session. `connection` is `None` while a query owns it and
+/// stays `None` if the query did not end cleanly, which makes the pool drop it.
+#[derive(Debug)]
+pub struct PgSession {
+    connection: Option<Connection>,
+    /// The `statement_timeout` this session has, so it is only SET when it changes.
+    statement_timeout: Option<Option<Duration>>,
+}
+
+impl managed::Manager for PgManager {
+    type Type = PgSession;
+    type Error = Error;
+
+    async fn create(&self) -> Result<PgSession, Error> {
+        let connection = Connection::connect(&self.config, &Meter::new()).await?;
+        Ok(PgSession {
+            connection: Some(connection),
+            statement_timeout: None,
+        })
+    }
+
+    async fn recycle(
+        &self,
+        session: &mut PgSession,
+        _: &managed::Metrics,
+    ) -> managed::RecycleResult<Error> {
+        match session.connection.as_mut() {
+            None => Err(RecycleError::message(
+                "the session's last query did not end cleanly",
+            )),
+            Some(connection) => connection.check_idle().map_err(RecycleError::Backend),
+        }
+    }
+}
+
+enum Pool {
+    Postgres {
+        pool: managed::Pool<PgManager>,
+        config: Arc<sluice_postgres::Config>,
+    },
+    Sqlite {
+        path: PathBuf,
+        permits: Arc<Semaphore>,
+        size: usize,
+        wait: Duration,
+    },
+}
+
+/// One configured database.
+pub struct Database {
+    name: String,
+    pool: Pool,
+}
+
+/// How a query runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A named query from the configuration.
+    Named,
+    /// Ad-hoc SQL: inside a READ ONLY transaction, on a session that is discarded
+    /// afterwards so nothing it changed (settings, roles) outlives the request.
+    ReadOnly,
+}
+
+/// Why a query did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// Every connection stayed busy for the configured wait.
+    Busy,
+    /// The database cannot be reached.
+    Unavailable(Error),
+    /// The database refused the query (bad SQL, a parameter it cannot convert, …).
+    Query(Error),
+}
+
+fn classify(error: Error) -> StartError {
+    match error.kind() {
+        ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed | ErrorKind::Io => {
+            StartError::Unavailable(error)
+        }
+        _ => StartError::Query(error),
+    }
+}
+
+impl Database {
+    /// A database with an empty pool; connections are made on first use, so a
+    /// database that is down at start only makes requests fail until it is back.
+    pub fn new(config: &DatabaseConfig) -> Database {
+        let pool = match &config.kind {
+            DatabaseKind::Postgres(postgres) => {
+                let postgres = Arc::new(postgres.clone());
+                let pool = managed::Pool::builder(PgManager {
+                    config: postgres.clone(),
+                })
+                .max_size(config.pool_size)
+                .wait_timeout(Some(config.pool_wait))
+                .create_timeout(Some(postgres.connect_timeout))
+                .recycle_timeout(Some(Duration::from_secs(1)))
+                .runtime(deadpool::Runtime::Tokio1)
+                .build()
+                .expect("a runtime and a size are set");
+                Pool::Postgres {
+                    pool,
+                    config: postgres,
+                }
+            }
+            DatabaseKind::Sqlite(path) => Pool::Sqlite {
+                path: path.clone(),
+                permits: Arc::new(Semaphore::new(config.pool_size)),
+                size: config.pool_size,
+                wait: config.pool_wait,
+            },
+        };
+        Database {
+            name: config.name.clone(),
+            pool,
+        }
+    }
+
+    /// The database's name in the configuration.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// True for SQLite (parameters bind by storage class; no round trips).
+    pub fn is_sqlite(&self) -> bool {
+        matches!(self.pool, Pool::Sqlite { .. })
+    }
+
+    /// Connections (or SQLite queries) in use, and the pool's size.
+    pub fn usage(&self) -> (usize, usize) {
+        match &self.pool {
+            Pool::Postgres { pool, .. } => {
+                let status = pool.status();
+                (
+                    status.size.saturating_sub(status.available),
+                    status.max_size,
+                )
+            }
+            Pool::Sqlite { permits, size, .. } => (size - permits.available_permits(), *size),
+        }
+    }
+
+    /// Runs `select 1` (PostgreSQL through the pool, SQLite on the file).
+    pub async fn check(&self) -> Result<(), StartError> {
+        let mut source = self
+            .start(
+                "select 1",
+                Vec::new(),
+                Some(Duration::from_secs(2)),
+                Mode::Named,
+            )
+            .await?;
+        while source.next_batch().await.map_err(classify)?.is_some() {}
+        source.complete();
+        Ok(())
+    }
+
+    /// Starts `sql` with `params` bound (`None` is SQL NULL), waiting for a connection up to the pool's
+    /// `pool_wait`.
+    pub async fn start(
+        &self,
+        sql: &str,
+        params: Vec<Option<Typed>>,
+        statement_timeout: Option<Duration>,
+        mode: Mode,
+    ) -> Result<Source, StartError> {
+        match &self.pool {
+            Pool::Postgres { pool, config } => {
+                let mut session = match pool.get().await {
+                    Ok(session) => session,
+                    Err(PoolError::Timeout(TimeoutType::Wait)) => return Err(StartError::Busy),
+                    Err(PoolError::Timeout(_)) => {
+                        return Err(StartError::Unavailable(Error::new(
+                            ErrorKind::Connect,
+                            "timed out connecting to the database",
+                        )))
+                    }
+                    Err(PoolError::Backend(error)) => return Err(classify(error)),
+                    Err(other) => {
+                        return Err(StartError::Unavailable(Error::new(
+                            ErrorKind::Connect,
+                            other.to_string(),
+                        )))
+                    }
+                };
+                let Some(mut connection) = session.connection.take() else {
+                    return Err(StartError::Unavailable(Error::new(
+                        ErrorKind::Closed,
+                        "the pool handed out an empty session",
+                    )));
+                };
+                let milliseconds = statement_timeout.map_or(0, |timeout| timeout.as_millis());
+                match mode {
+                    Mode::Named if session.statement_timeout != Some(statement_timeout) => {
+                        connection
+                            .simple_query(&format!("SET statement_timeout = {milliseconds}"))
+                            .await
+                            .map_err(classify)?;
+                        session.statement_timeout = Some(statement_timeout);
+                    }
+                    Mode::Named => {}
+                    Mode::ReadOnly => {
+                        connection
+                            .simple_query(&format!(
+                                "BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}"
+                            ))
+                            .await
+                            .map_err(classify)?;
+                    }
+                }
+                let meter = connection.meter().clone();
+                let meter_start = meter.snapshot();
+                let cancel = connection.cancel_token();
+                let options = QueryOptions {
+                    params: params
+                        .into_iter()
+                        .map(|param| param.map(|param| param.text))
+                        .collect(),
+                    fetch_size: None,
+                    lob_inline: false,
+                };
+                let stream = QueryStream::start(connection, sql, options)
+                    .await
+                    .map_err(classify)?;
+                Ok(Source {
+                    inner: Inner::Postgres {
+                        stream: Box::new(stream),
+                        session,
+                        cancel,
+                        config: config.clone(),
+                        reuse: mode == Mode::Named,
+                    },
+                    meter: Some((meter, meter_start)),
+                })
+            }
+            Pool::Sqlite {
+                path,
+                permits,
+                wait,
+                ..
+            } => {
+                let permit =
+                    match tokio::time::timeout(*wait, permits.clone().acquire_owned()).await {
+                        Ok(Ok(permit)) => permit,
+                        Ok(Err(_)) => {
+                            return Err(StartError::Unavailable(Error::new(
+                                ErrorKind::Closed,
+                                "the database is closed",
+                            )))
+                        }
+                        Err(_) => return Err(StartError::Busy),
+                    };
+                let options = SqliteOptions {
+                    statement_timeout,
+                    read_write: false,
+                };
+                let params = params
+                    .into_iter()
+                    .map(|param| param.map_or(sluice_sqlite::Param::Null, |param| param.sqlite))
+                    .collect();
+                let stream = SqliteStream::start(path, sql, params, options)
+                    .await
+                    .map_err(classify)?;
+                Ok(Source {
+                    inner: Inner::Sqlite {
+                        stream,
+                        _permit: permit,
+                    },
+                    meter: None,
+                })
+            }
+        }
+    }
+}
+
+enum Inner {
+    Postgres {
+        // Boxed: its read buffer state is large beside the SQLite variant.
+        stream: Box<QueryStream>,
+        session: Object<PgManager>,
+        cancel: CancelToken,
+        config: Arc<sluice_postgres::Config>,
+        reuse: bool,
+    },
+    Sqlite {
+        stream: SqliteStream,
+        _permit: OwnedSemaphorePermit,
+    },
+}
+
+/// A running query on any database.
+pub struct Source {
+    inner: Inner,
+    meter: Option<(Meter, MeterSnapshot)>,
+}
+
+impl Source {
+    /// Round trips to the database since the query started (0 for SQLite).
+    pub fn round_trips(&self) -> u64 {
+        self.meter
+            .as_ref()
+            .map_or(0, |(meter, start)| (meter.snapshot() - *start).round_trips)
+    }
+
+    /// The result was read to the end: the session goes back to its pool.
+    pub fn complete(self) {
+        if let Inner::Postgres {
+            stream,
+            mut session,
+            reuse: true,
+            ..
+        } = self.inner
+        {
+            session.connection = stream.into_connection();
+        }
+    }
+
+    /// The result was not read to the end: the query is cancelled on the server
+    /// (the cancel request is sent by a task `tracker` follows, so shutdown can wait
+    /// for it) and the session is discarded.
+    pub fn abandon(self, tracker: &TaskTracker) {
+        match self.inner {
+            Inner::Postgres {
+                stream,
+                session,
+                cancel,
+                config,
+                ..
+            } => {
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    tracker.spawn(async move {
+                        let _ = tokio::time::timeout(CANCEL_TIMEOUT, cancel.cancel(&config)).await;
+                        // Close our side only once the server was told, so the
+                        // backend stops at the cancel, not at a failed write.
+                        drop(stream);
+                        drop(session);
+                    });
+                }
+            }
+            // Dropping the stream interrupts SQLite.
+            Inner::Sqlite { .. } => {}
+        }
+    }
+}
+
+impl BatchSource for Source {
+    fn schema(&self) -> &Schema {
+        match &self.inner {
+            Inner::Postgres { stream, .. } => stream.schema(),
+            Inner::Sqlite { stream, .. } => stream.schema(),
+        }
+    }
+
+    async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+        match &mut self.inner {
+            Inner::Postgres { stream, .. } => stream.next_batch().await,
+            Inner::Sqlite { stream, .. } => stream.next_batch().await,
+        }
+    }
+}

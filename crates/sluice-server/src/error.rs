@@ -1,0 +1,193 @@
+//! [`AppError`]: every failure a client can see before the first byte of a body.
+//!
+//! Each becomes a status and a small JSON body, `{"error": "...", "sqlstate": "...",
+//! "parameter": "..."}`, with only what the client can act on: the database's own
+//! message and SQLSTATE for errors caused by the request, a generic message for
+//! server-side failures (whose details go to the log, not to the client).
+//! Failures after the first byte cannot change the status any more; see
+//! [`crate::stream`] for how those abort the response.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sluice_core::{Error, ErrorKind};
+
+use crate::db::StartError;
+
+/// Seconds a client is told to wait when the pool or the database is unavailable.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// A failure to report as an HTTP error response.
+#[derive(Debug)]
+pub enum AppError {
+    /// 400, optionally naming the parameter at fault.
+    BadRequest {
+        /// What is wrong.
+        message: String,
+        /// The parameter at fault.
+        parameter: Option<String>,
+    },
+    /// 401: no valid bearer token.
+    Unauthorized,
+    /// 403: a valid token without the right.
+    Forbidden(String),
+    /// 404.
+    NotFound(String),
+    /// 406: no acceptable format.
+    NotAcceptable(String),
+    /// 503 with `Retry-After`.
+    Unavailable(String),
+    /// A database error before the first byte.
+    Database {
+        /// The error.
+        error: Error,
+        /// True for ad-hoc SQL, whose syntax errors are the client's.
+        ad_hoc: bool,
+    },
+    /// 500; the message is logged, the client sees a generic one.
+    Internal(String),
+}
+
+impl AppError {
+    /// A 400 naming `parameter`.
+    pub fn parameter(parameter: &str, message: impl Into<String>) -> AppError {
+        AppError::BadRequest {
+            message: format!("parameter {parameter:?}: {}", message.into()),
+            parameter: Some(parameter.to_owned()),
+        }
+    }
+
+    /// A 400.
+    pub fn bad_request(message: impl Into<String>) -> AppError {
+        AppError::BadRequest {
+            message: message.into(),
+            parameter: None,
+        }
+    }
+
+    /// The error that stopped a query from starting.
+    pub fn from_start(error: StartError, ad_hoc: bool) -> AppError {
+        match error {
+            StartError::Busy => {
+                AppError::Unavailable("all database connections are busy; retry shortly".into())
+            }
+            StartError::Unavailable(error) => {
+                tracing::warn!(%error, "database unavailable");
+                AppError::Unavailable("the database is unavailable; retry shortly".into())
+            }
+            StartError::Query(error) => AppError::from_query(error, ad_hoc),
+        }
+    }
+
+    /// A query error before the first byte.
+    pub fn from_query(error: Error, ad_hoc: bool) -> AppError {
+        match error.kind() {
+            ErrorKind::Database => AppError::Database { error, ad_hoc },
+            // A parameter count the SQL does not match, a write refused by SQLite.
+            ErrorKind::Config if ad_hoc => AppError::bad_request(error.to_string()),
+            ErrorKind::Connect | ErrorKind::Closed | ErrorKind::Authentication => {
+                tracing::warn!(%error, "database unavailable");
+                AppError::Unavailable("the database is unavailable; retry shortly".into())
+            }
+            _ => AppError::Internal(error.to_string()),
+        }
+    }
+
+    /// The status this error is sent with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AppError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Database { error, ad_hoc } => database_status(error, *ad_hoc),
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl std::fmt::Display for AppError {
+    /// The full story for the log (the response body may say less).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppError::BadRequest { message, .. }
+            | AppError::Forbidden(message)
+            | AppError::NotFound(message)
+            | AppError::NotAcceptable(message)
+            | AppError::Unavailable(message)
+            | AppError::Internal(message) => f.write_str(message),
+            AppError::Unauthorized => f.write_str("no valid bearer token"),
+            AppError::Database { error, .. } => write!(f, "{error}"),
+        }
+    }
+}
+
+/// The status for a database error, by SQLSTATE class.
+fn database_status(error: &Error, ad_hoc: bool) -> StatusCode {
+    let code = error.code().unwrap_or("");
+    match code.get(..2).unwrap_or("") {
+        // Data exceptions (a value the type rejects, division by zero) and integrity
+        // violations follow from what the request asked for.
+        "22" | "23" => StatusCode::BAD_REQUEST,
+        // Syntax and access rule violations: the client's in ad-hoc SQL, a broken
+        // named query otherwise. `25006` is a write in a read-only transaction.
+        "42" | "25" if ad_hoc => StatusCode::BAD_REQUEST,
+        "57" if code == "57014" => StatusCode::GATEWAY_TIMEOUT,
+        "08" | "53" | "57" => StatusCode::SERVICE_UNAVAILABLE,
+        "40" => StatusCode::SERVICE_UNAVAILABLE,
+        // SQLite reports no SQLSTATE; in ad-hoc SQL its errors are the statement's.
+        "" if ad_hoc => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut body = serde_json::Map::new();
+        let message = match &self {
+            AppError::BadRequest { message, .. }
+            | AppError::Forbidden(message)
+            | AppError::NotFound(message)
+            | AppError::NotAcceptable(message)
+            | AppError::Unavailable(message) => message.clone(),
+            AppError::Unauthorized => "a valid bearer token is required".into(),
+            AppError::Database { error, .. } => {
+                if let Some(code) = error.code().filter(|code| !code.is_empty()) {
+                    body.insert("sqlstate".into(), json!(code));
+                }
+                if status.is_client_error() || status == StatusCode::GATEWAY_TIMEOUT {
+                    error
+                        .as_db_error()
+                        .map_or_else(|| error.to_string(), |db| db.message.clone())
+                } else {
+                    tracing::error!(%error, "query failed");
+                    "the query failed on the database".into()
+                }
+            }
+            AppError::Internal(message) => {
+                tracing::error!(error = %message, "internal error");
+                "internal error".into()
+            }
+        };
+        body.insert("error".into(), json!(message));
+        if let AppError::BadRequest {
+            parameter: Some(parameter),
+            ..
+        } = &self
+        {
+            body.insert("parameter".into(), json!(parameter));
+        }
+        let mut response = (status, axum::Json(serde_json::Value::Object(body))).into_response();
+        let headers = response.headers_mut();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

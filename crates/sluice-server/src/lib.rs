@@ -1,0 +1,33 @@
+//! # sluice-server
+//!
+//! `sluice serve`: an HTTP gateway that streams **named SQL queries** to clients
+//! as NDJSON, JSON or CSV, in memory bounded by configuration rather than by result
+//! size or client speed, cancelling a query on the database as soon as its client
+//! goes away, and never letting a failed stream look complete.
+//!
+//! - [`config`]: the TOML file (databases, named queries with typed parameters,
+//!   limits, tokens), checked before the port opens;
+//! - [`params`]: parameter types, parsing and binding;
+//! - [`db`]: pools and running queries over PostgreSQL and SQLite;
+//! - [`stream`]: a result as a response body, its endings, its log line;
+//! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
+//!   bearer tokens; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
+//! - [`server`]: the listener, the loopback rule and graceful shutdown;
+//! - [`demo`]: the zero-setup SQLite demo.
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod db;
+pub mod demo;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod params;
+pub mod server;
+pub mod stream;
+
+pub use app::{app, AppState};
+pub use config::{Config, ConfigError};
+pub use error::AppError;

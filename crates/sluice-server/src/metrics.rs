@@ -1,0 +1,122 @@
+//! Prometheus metrics: what `/metrics` shows and the one place they are recorded.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `sluice_http_requests_total` | counter | `route`, `query`, `status`, `outcome` |
+//! | `sluice_rows_total` | counter | `query` |
+//! | `sluice_response_bytes_total` | counter (before compression) | `query` |
+//! | `sluice_db_round_trips_total` | counter | `query` |
+//! | `sluice_request_duration_seconds` | histogram (until the last byte) | `route`, `query` |
+//! | `sluice_response_rows` | histogram | `query` |
+//! | `sluice_pool_connections_in_use` | gauge | `database` |
+//! | `sluice_pool_connections_max` | gauge | `database` |
+//!
+//! The `metrics` facade has one global recorder per process, so it is installed
+//! once and every app in the process (tests build many) shares it.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use.
+pub fn handle() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                Matcher::Full("sluice_request_duration_seconds".into()),
+                &[
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                    300.0,
+                ],
+            )
+            .and_then(|builder| {
+                builder.set_buckets_for_metric(
+                    Matcher::Full("sluice_response_rows".into()),
+                    &[0.0, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7],
+                )
+            })
+            .expect("bucket lists are not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        // Fails only if something else installed a recorder first; then our
+        // handle shows nothing, which /metrics makes visible.
+        let _ = metrics::set_global_recorder(recorder);
+        metrics::describe_counter!(
+            "sluice_http_requests_total",
+            "HTTP requests, by route, query, status and outcome"
+        );
+        metrics::describe_counter!("sluice_rows_total", "Rows streamed to clients");
+        metrics::describe_counter!(
+            "sluice_response_bytes_total",
+            "Response body bytes before compression"
+        );
+        metrics::describe_counter!("sluice_db_round_trips_total", "Round trips to the database");
+        metrics::describe_histogram!(
+            "sluice_request_duration_seconds",
+            "Time from request to the last byte"
+        );
+        metrics::describe_histogram!("sluice_response_rows", "Rows per query response");
+        metrics::describe_gauge!(
+            "sluice_pool_connections_in_use",
+            "Database connections (SQLite: queries) in use"
+        );
+        metrics::describe_gauge!("sluice_pool_connections_max", "Pool size");
+        handle
+    })
+}
+
+/// What one request did, recorded when it ends.
+#[derive(Debug, Clone, Default)]
+pub struct RequestRecord {
+    /// `queries`, `sql`, `health`, …
+    pub route: &'static str,
+    /// The named query, or empty.
+    pub query: String,
+    /// The HTTP status sent.
+    pub status: u16,
+    /// `complete`, `client_gone`, `error`, `limit`, `shutdown`, `rejected`.
+    pub outcome: &'static str,
+    /// Rows sent.
+    pub rows: u64,
+    /// Body bytes sent (before compression).
+    pub bytes: u64,
+    /// Database round trips.
+    pub round_trips: u64,
+    /// Seconds from request to the end.
+    pub seconds: f64,
+}
+
+/// Records `record` in the metrics.
+pub fn record(record: &RequestRecord) {
+    handle();
+    let query = record.query.clone();
+    metrics::counter!(
+        "sluice_http_requests_total",
+        "route" => record.route,
+        "query" => query.clone(),
+        "status" => record.status.to_string(),
+        "outcome" => record.outcome
+    )
+    .increment(1);
+    metrics::histogram!("sluice_request_duration_seconds", "route" => record.route, "query" => query.clone())
+        .record(record.seconds);
+    if record.route == "queries" || record.route == "sql" {
+        metrics::counter!("sluice_rows_total", "query" => query.clone()).increment(record.rows);
+        metrics::counter!("sluice_response_bytes_total", "query" => query.clone())
+            .increment(record.bytes);
+        metrics::counter!("sluice_db_round_trips_total", "query" => query.clone())
+            .increment(record.round_trips);
+        metrics::histogram!("sluice_response_rows", "query" => query).record(record.rows as f64);
+    }
+}
+
+/// Sets the pool gauges of one database.
+pub fn pool(database: &str, in_use: usize, max: usize) {
+    handle();
+    metrics::gauge!("sluice_pool_connections_in_use", "database" => database.to_owned())
+        .set(in_use as f64);
+    metrics::gauge!("sluice_pool_connections_max", "database" => database.to_owned())
+        .set(max as f64);
+}

@@ -1,0 +1,312 @@
+//! Typed parameters of named queries: checked here, bound by the database.
+//!
+//! A value is parsed by its declared type before any SQL runs, so a wrong value is
+//! a 400 that names the parameter rather than a database error. The value is then
+//! always *bound*, never spliced into SQL: PostgreSQL gets the text and converts it
+//! itself (the SQL should cast, e.g. `$2::timestamptz`, so the server checks too);
+//! SQLite gets a value of the matching storage class, with dates and times
+//! normalised to the canonical text the demo stores (UTC, `+00`), so comparisons
+//! of stored text work.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat, Utc};
+use sluice_sqlite::Param;
+
+/// A parameter's declared type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    /// `smallint`, `int2`.
+    SmallInt,
+    /// `int`, `integer`, `int4`.
+    Int,
+    /// `bigint`, `int8`.
+    BigInt,
+    /// `numeric`, `decimal`: an exact decimal.
+    Numeric,
+    /// `real`, `float4`, `double`, `float8`, `float`.
+    Float,
+    /// `text`, `varchar`.
+    Text,
+    /// `bool`, `boolean`.
+    Bool,
+    /// `date`: `YYYY-MM-DD`.
+    Date,
+    /// `timestamp`: a date and time without zone.
+    Timestamp,
+    /// `timestamptz`: a moment, RFC 3339 (`2024-03-01T12:00:00Z`) or a date/time
+    /// without offset taken as UTC.
+    TimestampTz,
+    /// `uuid`.
+    Uuid,
+    /// `json`, `jsonb`.
+    Json,
+}
+
+impl FromStr for ParamType {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<ParamType, String> {
+        Ok(match name.trim().to_ascii_lowercase().as_str() {
+            "smallint" | "int2" => ParamType::SmallInt,
+            "int" | "integer" | "int4" => ParamType::Int,
+            "bigint" | "int8" => ParamType::BigInt,
+            "numeric" | "decimal" => ParamType::Numeric,
+            "real" | "float4" | "double" | "double precision" | "float8" | "float" => {
+                ParamType::Float
+            }
+            "text" | "varchar" | "string" => ParamType::Text,
+            "bool" | "boolean" => ParamType::Bool,
+            "date" => ParamType::Date,
+            "timestamp" => ParamType::Timestamp,
+            "timestamptz" => ParamType::TimestampTz,
+            "uuid" => ParamType::Uuid,
+            "json" | "jsonb" => ParamType::Json,
+            other => {
+                return Err(format!(
+                    "unknown type {other:?} (known: smallint, int, bigint, numeric, real, double, \
+                     text, bool, date, timestamp, timestamptz, uuid, json)"
+                ))
+            }
+        })
+    }
+}
+
+/// A checked value, in the form each database binds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Typed {
+    /// Text for PostgreSQL, which converts it to the parameter's type.
+    pub text: String,
+    /// The value for SQLite.
+    pub sqlite: Param,
+}
+
+impl ParamType {
+    /// The type's name in messages and documentation.
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamType::SmallInt => "smallint",
+            ParamType::Int => "int",
+            ParamType::BigInt => "bigint",
+            ParamType::Numeric => "numeric",
+            ParamType::Float => "double",
+            ParamType::Text => "text",
+            ParamType::Bool => "bool",
+            ParamType::Date => "date",
+            ParamType::Timestamp => "timestamp",
+            ParamType::TimestampTz => "timestamptz",
+            ParamType::Uuid => "uuid",
+            ParamType::Json => "json",
+        }
+    }
+
+    /// The OpenAPI schema of a value of this type.
+    pub fn openapi_schema(self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            ParamType::SmallInt | ParamType::Int => json!({"type": "integer", "format": "int32"}),
+            ParamType::BigInt => json!({"type": "integer", "format": "int64"}),
+            ParamType::Numeric => {
+                json!({"type": "string", "format": "decimal", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"})
+            }
+            ParamType::Float => json!({"type": "number", "format": "double"}),
+            ParamType::Text => json!({"type": "string"}),
+            ParamType::Bool => json!({"type": "boolean"}),
+            ParamType::Date => json!({"type": "string", "format": "date"}),
+            ParamType::Timestamp => {
+                json!({"type": "string", "format": "date-time", "description": "without time zone"})
+            }
+            ParamType::TimestampTz => json!({"type": "string", "format": "date-time"}),
+            ParamType::Uuid => json!({"type": "string", "format": "uuid"}),
+            ParamType::Json => json!({"type": "string", "description": "a JSON document"}),
+        }
+    }
+
+    /// Checks `text` as a value of this type; the error says what was expected.
+    pub fn parse(self, text: &str) -> Result<Typed, String> {
+        let text_only = |value: &str| Typed {
+            text: value.to_owned(),
+            sqlite: Param::Text(value.to_owned()),
+        };
+        let expected = |what: &str| format!("expected {what}, got {text:?}");
+        match self {
+            ParamType::SmallInt | ParamType::Int | ParamType::BigInt => {
+                let value: i64 = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| expected(&format!("an integer ({})", self.name())))?;
+                let fits = match self {
+                    ParamType::SmallInt => i16::try_from(value).is_ok(),
+                    ParamType::Int => i32::try_from(value).is_ok(),
+                    _ => true,
+                };
+                if !fits {
+                    return Err(format!("{value} is out of range for {}", self.name()));
+                }
+                Ok(Typed {
+                    text: value.to_string(),
+                    sqlite: Param::Integer(value),
+                })
+            }
+            ParamType::Numeric => {
+                let trimmed = text.trim();
+                let digits = trimmed.strip_prefix('-').unwrap_or(trimmed);
+                let (whole, fraction) = digits.split_once('.').unwrap_or((digits, "0"));
+                let valid = !whole.is_empty()
+                    && !fraction.is_empty()
+                    && whole.bytes().all(|byte| byte.is_ascii_digit())
+                    && fraction.bytes().all(|byte| byte.is_ascii_digit());
+                if !valid {
+                    return Err(expected("a decimal number such as 12.50"));
+                }
+                // SQLite compares the text against the column with numeric affinity.
+                Ok(text_only(trimmed))
+            }
+            ParamType::Float => {
+                let value: f64 = text.trim().parse().map_err(|_| expected("a number"))?;
+                if !value.is_finite() {
+                    return Err(expected("a finite number"));
+                }
+                Ok(Typed {
+                    text: text.trim().to_owned(),
+                    sqlite: Param::Real(value),
+                })
+            }
+            ParamType::Text => Ok(text_only(text)),
+            ParamType::Bool => {
+                let value = match text.trim().to_ascii_lowercase().as_str() {
+                    "true" | "t" | "1" | "yes" | "on" => true,
+                    "false" | "f" | "0" | "no" | "off" => false,
+                    _ => return Err(expected("true or false")),
+                };
+                Ok(Typed {
+                    text: if value { "true" } else { "false" }.into(),
+                    sqlite: Param::Integer(i64::from(value)),
+                })
+            }
+            ParamType::Date => {
+                let date = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
+                    .map_err(|_| expected("a date YYYY-MM-DD"))?;
+                Ok(text_only(&date.format("%Y-%m-%d").to_string()))
+            }
+            ParamType::Timestamp => {
+                let moment = parse_naive(text.trim())
+                    .ok_or_else(|| expected("a timestamp such as 2024-03-01T12:00:00"))?;
+                Ok(Typed {
+                    text: text.trim().to_owned(),
+                    sqlite: Param::Text(canonical_time(moment, "")),
+                })
+            }
+            ParamType::TimestampTz => {
+                let trimmed = text.trim();
+                let moment = DateTime::parse_from_rfc3339(trimmed)
+                    .or_else(|_| DateTime::parse_from_str(trimmed, "%Y-%m-%d %H:%M:%S%.f%#z"))
+                    .map(|moment| moment.with_timezone(&Utc).naive_utc())
+                    .ok()
+                    .or_else(|| parse_naive(trimmed))
+                    .ok_or_else(|| {
+                        expected("a timestamp such as 2024-03-01T12:00:00Z (RFC 3339)")
+                    })?;
+                // PostgreSQL gets the moment in UTC too: its session time zone must
+                // not change what a value without offset means.
+                let canonical = canonical_time(moment, "+00");
+                Ok(Typed {
+                    text: DateTime::<Utc>::from_naive_utc_and_offset(moment, Utc)
+                        .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+                    sqlite: Param::Text(canonical),
+                })
+            }
+            ParamType::Uuid => {
+                let trimmed = text.trim();
+                let groups: Vec<&str> = trimmed.split('-').collect();
+                let lengths: Vec<usize> = groups.iter().map(|group| group.len()).collect();
+                if lengths != [8, 4, 4, 4, 12]
+                    || !groups
+                        .iter()
+                        .all(|group| group.bytes().all(|byte| byte.is_ascii_hexdigit()))
+                {
+                    return Err(expected(
+                        "a UUID such as 123e4567-e89b-12d3-a456-426614174000",
+                    ));
+                }
+                Ok(text_only(&trimmed.to_ascii_lowercase()))
+            }
+            ParamType::Json => {
+                serde_json::from_str::<serde_json::Value>(text)
+                    .map_err(|error| format!("expected a JSON document: {error}"))?;
+                Ok(text_only(text))
+            }
+        }
+    }
+}
+
+/// A date, or a date and time separated by `T` or a space, without offset.
+fn parse_naive(text: &str) -> Option<NaiveDateTime> {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(moment) = NaiveDateTime::parse_from_str(text, format) {
+            return Some(moment);
+        }
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .map(|date| date.and_time(NaiveTime::MIN))
+}
+
+/// sluice's canonical timestamp text (PostgreSQL's ISO output): fractional
+/// seconds only when non-zero, trailing zeros dropped, then `suffix`.
+pub fn canonical_time(moment: NaiveDateTime, suffix: &str) -> String {
+    let mut text = moment.format("%Y-%m-%d %H:%M:%S").to_string();
+    let micros = moment.and_utc().timestamp_subsec_micros();
+    if micros > 0 {
+        let fraction = format!("{micros:06}");
+        text.push('.');
+        text.push_str(fraction.trim_end_matches('0'));
+    }
+    text.push_str(suffix);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_checked_by_type_and_normalised_for_sqlite() {
+        assert_eq!(
+            ParamType::Int.parse("42").unwrap().sqlite,
+            Param::Integer(42)
+        );
+        assert!(ParamType::SmallInt.parse("40000").is_err());
+        assert!(ParamType::BigInt.parse("4x").is_err());
+        assert!(ParamType::Numeric.parse("12.50").is_ok());
+        assert!(ParamType::Numeric.parse("1e5").is_err());
+        assert_eq!(
+            ParamType::Bool.parse("on").unwrap().sqlite,
+            Param::Integer(1)
+        );
+        assert!(ParamType::Date.parse("2024-02-30").is_err());
+        let moment = ParamType::TimestampTz
+            .parse("2024-03-01T12:00:00.250+02:00")
+            .unwrap();
+        assert_eq!(
+            moment.sqlite,
+            Param::Text("2024-03-01 10:00:00.25+00".into())
+        );
+        assert_eq!(moment.text, "2024-03-01T10:00:00.250Z");
+        assert_eq!(
+            ParamType::TimestampTz.parse("2024-03-01").unwrap().sqlite,
+            Param::Text("2024-03-01 00:00:00+00".into())
+        );
+        assert!(ParamType::TimestampTz.parse("yesterday").is_err());
+        assert!(ParamType::Uuid
+            .parse("123e4567-e89b-12d3-a456-42661417400")
+            .is_err());
+        assert!(ParamType::Json.parse("{\"a\":1}").is_ok());
+        assert!("tiemstamp".parse::<ParamType>().is_err());
+    }
+}

@@ -1,0 +1,337 @@
+//! A query's result as an HTTP response body, with its ending told truthfully.
+//!
+//! The body is pulled, not pushed: hyper asks for the next chunk only when it has
+//! written the previous one, so a slow client slows the encoder, which slows the
+//! database cursor (TCP flow control on the PostgreSQL socket, the bounded channel
+//! for SQLite). Memory per request is one batch plus one output chunk.
+//!
+//! Before the response starts, the first chunk is produced (the query has then
+//! been accepted and its first rows read), so bad SQL, a parameter the database
+//! rejects or an early division by zero is still a proper 4xx/5xx JSON error.
+//! After the first byte the status cannot change: a later failure (a database
+//! error, the server restarting, a limit exceeded, shutdown) ends the body with an
+//! error, which makes hyper abort the chunked transfer so the client sees an
+//! incomplete response, never one that looks complete. Every ending (complete,
+//! failed, client gone) is logged once with rows, bytes, round trips and time, and
+//! a query that did not complete is cancelled on the database.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use sluice_core::pump::{FLUSH_BYTES, FLUSH_INTERVAL};
+use sluice_core::{BatchSource, Encoder, Error};
+use sluice_formats::Format;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Limits;
+use crate::db::Source;
+use crate::error::AppError;
+use crate::metrics::{self, RequestRecord};
+
+/// Who asked for what, for the log line and the metrics.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// `queries` or `sql`.
+    pub route: &'static str,
+    /// The named query (empty for ad-hoc SQL).
+    pub query: String,
+    /// The token's name, if any.
+    pub token: Option<String>,
+    /// When the request arrived.
+    pub started: Instant,
+    /// True for ad-hoc SQL (decides the status of database errors).
+    pub ad_hoc: bool,
+}
+
+impl RequestContext {
+    /// Logs and records a request that ended (or never started a body).
+    pub fn finish(
+        &self,
+        status: u16,
+        outcome: &'static str,
+        rows: u64,
+        bytes: u64,
+        round_trips: u64,
+        error: Option<&str>,
+    ) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        let duration_ms = (seconds * 1000.0 * 10.0).round() / 10.0;
+        let token = self.token.as_deref().unwrap_or("-");
+        match error {
+            None => tracing::info!(
+                target: "sluice::request",
+                route = self.route, query = %self.query, token, status, outcome,
+                rows, bytes, round_trips, duration_ms,
+                "request"
+            ),
+            Some(error) => tracing::warn!(
+                target: "sluice::request",
+                route = self.route, query = %self.query, token, status, outcome,
+                rows, bytes, round_trips, duration_ms, error,
+                "request"
+            ),
+        }
+        metrics::record(&RequestRecord {
+            route: self.route,
+            query: self.query.clone(),
+            status,
+            outcome,
+            rows,
+            bytes,
+            round_trips,
+            seconds,
+        });
+    }
+}
+
+enum Failure {
+    /// The source failed: the database said so, or the connection broke.
+    Source(Error),
+    /// Encoding failed (the query may still run).
+    Encode(Error),
+    /// A configured limit would be exceeded.
+    Limit(String),
+    /// The shutdown deadline passed.
+    Shutdown,
+}
+
+impl Failure {
+    fn outcome(&self) -> &'static str {
+        match self {
+            Failure::Source(_) | Failure::Encode(_) => "error",
+            Failure::Limit(_) => "limit",
+            Failure::Shutdown => "shutdown",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Failure::Source(error) | Failure::Encode(error) => error.to_string(),
+            Failure::Limit(message) => message.clone(),
+            Failure::Shutdown => "the server is shutting down".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Streaming,
+    Complete,
+    Failed,
+}
+
+/// One response being streamed.
+struct Running {
+    source: Option<Source>,
+    encoder: Box<dyn Encoder>,
+    output: Vec<u8>,
+    limits: Limits,
+    rows: u64,
+    bytes: u64,
+    state: State,
+    outcome: &'static str,
+    error: Option<String>,
+    /// The query is cancelled (not just abandoned) only if it may still run.
+    cancel_on_drop: bool,
+    status: u16,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    context: RequestContext,
+    /// Round trips, kept once the source has been handed back.
+    final_round_trips: Option<u64>,
+}
+
+impl Running {
+    /// Encodes batches until a chunk is worth sending: `FLUSH_BYTES` of output, or
+    /// `FLUSH_INTERVAL` since the last chunk, or the end of the result.
+    async fn fill(&mut self) -> Result<Bytes, Failure> {
+        let since = Instant::now();
+        loop {
+            let Some(source) = self.source.as_mut() else {
+                return Ok(Bytes::new());
+            };
+            let next = tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => return Err(Failure::Shutdown),
+                next = source.next_batch() => next,
+            };
+            match next {
+                Ok(Some(batch)) => {
+                    let rows = batch.num_rows() as u64;
+                    if let Some(max) = self.limits.max_rows {
+                        if self.rows + rows > max {
+                            return Err(Failure::Limit(format!(
+                                "the result has more than max_rows = {max} rows"
+                            )));
+                        }
+                    }
+                    self.encoder
+                        .encode(batch, &mut self.output)
+                        .map_err(Failure::Encode)?;
+                    self.rows += rows;
+                    if let Some(max) = self.limits.max_bytes {
+                        if self.bytes + self.output.len() as u64 > max {
+                            return Err(Failure::Limit(format!(
+                                "the response is larger than max_bytes = {max} bytes"
+                            )));
+                        }
+                    }
+                    if self.output.len() >= FLUSH_BYTES || since.elapsed() >= FLUSH_INTERVAL {
+                        return Ok(self.take_output());
+                    }
+                }
+                Ok(None) => {
+                    self.encoder
+                        .finish(&mut self.output)
+                        .map_err(Failure::Encode)?;
+                    self.state = State::Complete;
+                    self.outcome = "complete";
+                    if let Some(source) = self.source.take() {
+                        self.round_trips_done(&source);
+                        source.complete();
+                    }
+                    return Ok(self.take_output());
+                }
+                Err(error) => return Err(Failure::Source(error)),
+            }
+        }
+    }
+
+    fn round_trips_done(&mut self, source: &Source) {
+        self.final_round_trips = Some(source.round_trips());
+    }
+
+    fn take_output(&mut self) -> Bytes {
+        self.bytes += self.output.len() as u64;
+        Bytes::from(std::mem::replace(
+            &mut self.output,
+            Vec::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 2),
+        ))
+    }
+
+    /// Records a failure; the query is cancelled on drop unless the source itself
+    /// failed (then nothing runs any more).
+    fn fail(&mut self, failure: &Failure) {
+        self.state = State::Failed;
+        self.outcome = failure.outcome();
+        self.error = Some(failure.message());
+        self.cancel_on_drop = !matches!(failure, Failure::Source(_));
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.state == State::Streaming {
+            // hyper dropped the body: the client went away.
+            self.outcome = "client_gone";
+        }
+        let round_trips = match self.source.take() {
+            Some(source) => {
+                let trips = source.round_trips();
+                if self.state == State::Streaming || self.cancel_on_drop {
+                    source.abandon(&self.tracker);
+                }
+                trips
+            }
+            None => self.final_round_trips.unwrap_or(0),
+        };
+        self.context.finish(
+            self.status,
+            self.outcome,
+            self.rows,
+            self.bytes,
+            round_trips,
+            self.error.as_deref(),
+        );
+    }
+}
+
+/// Streams `source` encoded as `format` as the response. Errors until the first
+/// chunk is ready come back as [`AppError`]s (already logged).
+#[allow(clippy::too_many_arguments)]
+pub async fn respond(
+    source: Source,
+    format: Format,
+    mut encoder: Box<dyn Encoder>,
+    limits: Limits,
+    context: RequestContext,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) -> Result<Response, AppError> {
+    let mut output = Vec::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 2);
+    let begun = encoder.begin(source.schema(), &mut output);
+    let mut running = Running {
+        source: Some(source),
+        encoder,
+        output,
+        limits,
+        rows: 0,
+        bytes: 0,
+        state: State::Streaming,
+        outcome: "client_gone",
+        error: None,
+        cancel_on_drop: true,
+        status: 200,
+        shutdown,
+        tracker,
+        context,
+        final_round_trips: None,
+    };
+    if let Err(error) = begun {
+        let failure = Failure::Encode(error);
+        running.fail(&failure);
+        running.status = 500;
+        return Err(AppError::Internal(failure.message()));
+    }
+    let first = match running.fill().await {
+        Ok(first) => first,
+        Err(failure) => {
+            running.fail(&failure);
+            let error = match failure {
+                Failure::Source(error) => AppError::from_query(error, running.context.ad_hoc),
+                Failure::Encode(error) => AppError::Internal(error.to_string()),
+                Failure::Limit(message) => AppError::bad_request(message),
+                Failure::Shutdown => AppError::Unavailable("the server is shutting down".into()),
+            };
+            running.status = error.status().as_u16();
+            // Dropping `running` logs the request with this status.
+            return Err(error);
+        }
+    };
+    let rest = futures_util::stream::unfold(running, |mut running| async move {
+        loop {
+            if running.state != State::Streaming {
+                return None;
+            }
+            match running.fill().await {
+                Ok(chunk) if chunk.is_empty() => continue,
+                Ok(chunk) => return Some((Ok(chunk), running)),
+                Err(failure) => {
+                    running.fail(&failure);
+                    let error = std::io::Error::other(failure.message());
+                    return Some((Err(error), running));
+                }
+            }
+        }
+    });
+    let body = futures_util::stream::iter([Ok::<Bytes, std::io::Error>(first)])
+        .filter(|chunk| std::future::ready(!matches!(chunk, Ok(bytes) if bytes.is_empty())))
+        .chain(rest)
+        // Compression may poll again after the end.
+        .fuse();
+    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.media_type()),
+    );
+    // Intermediaries must not buffer a stream that may be large.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}

@@ -1,0 +1,213 @@
+//! Clients that read slowly or leave, through a real listener and real sockets.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use sluice_server::AppState;
+use sluice_testkit::TestDb;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const QUERIES: &str = r#"
+[queries.big]
+sql = "select g as id, repeat('x', 200) as pad from (select generate_series(1, 20000000) as g) s"
+
+[queries.stall]
+sql = "select g as id, case when g = 20000 then pg_sleep(120) end as nap from generate_series(1, 30000) g"
+
+[queries.count]
+sql = "select count(*) as n from generate_series(1, $1::int)"
+params = [{ name = "n", type = "int", required = true }]
+"#;
+
+/// Sends a GET, reads until at least `want` body bytes have arrived, and returns
+/// the open socket.
+async fn start_reading(address: std::net::SocketAddr, path: &str, want: usize) -> TcpStream {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    socket
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = socket.read(&mut buffer).await.unwrap();
+        assert!(
+            read > 0,
+            "the server closed: {}",
+            String::from_utf8_lossy(&received)
+        );
+        received.extend_from_slice(&buffer[..read]);
+        if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
+            assert!(
+                received.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&received[..end])
+            );
+            if received.len() - end - 4 >= want {
+                return socket;
+            }
+        }
+    }
+}
+
+fn setup(pool: &str) -> (TestDb, String, AppState) {
+    let db = TestDb::new();
+    let application = application_name();
+    let config = postgres_config(
+        &with_application_name(db.url(), &application),
+        pool,
+        QUERIES,
+    );
+    (db, application, AppState::new(config))
+}
+
+/// Polls until no backend of `application` is running a statement; the time it took.
+async fn wait_until_idle(db: &TestDb, application: &str, limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        if active_backends(db, application) == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "queries still running after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_holds_the_database_back_instead_of_filling_memory() {
+    let (db, application, state) = setup("pool_size = 2");
+    let (address, stop, _task) = listen(state, Duration::from_secs(5)).await;
+    let mut socket = start_reading(address, "/queries/big", 1).await;
+    // The client stops reading: socket buffers fill, then the server stops
+    // encoding, then PostgreSQL blocks writing to sluice.
+    let started = Instant::now();
+    loop {
+        let waiting = db.query_text(&format!(
+            "select coalesce(wait_event, '') from pg_stat_activity \
+             where application_name = '{application}' and state = 'active'"
+        ));
+        if waiting == "ClientWrite" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the backend is not held back: {waiting:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // It stays held back, and the server's memory does not grow with the result.
+    let rss_before = sluice_core::peak_rss_bytes().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_after = sluice_core::peak_rss_bytes().unwrap();
+    assert!(
+        rss_after < rss_before + 16 * 1024 * 1024,
+        "{rss_before} -> {rss_after}"
+    );
+    let mut buffer = vec![0u8; 64 * 1024];
+    let read = socket.read(&mut buffer).await.unwrap();
+    assert!(read > 0);
+    drop(socket);
+    wait_until_idle(&db, &application, Duration::from_secs(2)).await;
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_while_the_database_works_cancels_it_within_a_second() {
+    let (db, application, state) = setup("pool_size = 2");
+    let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
+    // 20,000 rows arrive, then the backend sleeps for two minutes.
+    let socket = start_reading(address, "/queries/stall", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        active_backends(&db, &application),
+        1,
+        "the query is running"
+    );
+    drop(socket);
+    let took = wait_until_idle(&db, &application, Duration::from_secs(1)).await;
+    eprintln!("cancelled {took:?} after the client left");
+    let response = reqwest::get(format!("http://{address}/queries/count?n=10"))
+        .await
+        .unwrap();
+    assert_eq!(response.text().await.unwrap(), "{\"n\":10}\n");
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_aborted_requests_leave_nothing_running_and_the_pool_serving() {
+    const ABORTS: usize = 1000;
+    let (db, application, state) = setup("pool_size = 4\npool_wait = \"5s\"");
+    let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
+    let started = Instant::now();
+    // Four clients at a time, each leaving after its first chunk.
+    let mut clients = tokio::task::JoinSet::new();
+    for client in 0..4 {
+        clients.spawn(async move {
+            for _ in (client..ABORTS).step_by(4) {
+                let socket = start_reading(address, "/queries/big", 1).await;
+                drop(socket);
+            }
+        });
+    }
+    while let Some(result) = clients.join_next().await {
+        result.unwrap();
+    }
+    let aborting = started.elapsed();
+    let settled = wait_until_idle(&db, &application, Duration::from_secs(1)).await;
+    eprintln!("{ABORTS} aborted requests in {aborting:?}; nothing running {settled:?} later");
+    // Abandoned sessions were discarded, not leaked: at most the pool remains.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        backends(&db, &application) <= 4,
+        "{} backends",
+        backends(&db, &application)
+    );
+    for _ in 0..8 {
+        let response = reqwest::get(format!("http://{address}/queries/count?n=100000"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.text().await.unwrap(), "{\"n\":100000}\n");
+    }
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_shutdown_deadline_running_streams_are_aborted_and_cancelled() {
+    let (db, application, state) = setup("pool_size = 2");
+    let (address, stop, task) = listen(state, Duration::from_millis(300)).await;
+    let response = reqwest::get(format!("http://{address}/queries/stall"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    assert!(futures_util::StreamExt::next(&mut stream)
+        .await
+        .unwrap()
+        .is_ok());
+    let _ = stop.send(());
+    let started = Instant::now();
+    let outcome = loop {
+        match futures_util::StreamExt::next(&mut stream).await {
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => break Err(error),
+            None => break Ok(()),
+        }
+    };
+    assert!(
+        outcome.is_err(),
+        "a stream cut by shutdown must not end cleanly"
+    );
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    wait_until_idle(&db, &application, Duration::from_secs(1)).await;
+}

@@ -1,0 +1,22 @@
+//! # sluice-sqlite
+//!
+//! A SQLite [`sluice_core::BatchSource`], so SQLite files stream through the same
+//! encoders and the same HTTP gateway as PostgreSQL.
+//!
+//! SQLite's C API blocks, so each query runs on its own thread ([`SqliteStream`]):
+//! rusqlite steps the statement, converts every value into sluice's canonical form
+//! (see [`sluice_core::value`]) and hands full batches to the async side through a
+//! bounded channel. A slow reader therefore holds the statement back instead of
+//! filling memory, and when the reader goes away (the stream is dropped) the
+//! statement is interrupted.
+//!
+//! - [`kind`]: declared column types to [`sluice_core::Kind`]s;
+//! - [`convert`]: SQLite values to canonical bytes;
+//! - [`stream`]: the thread, the channel and cancellation.
+#![warn(missing_docs)]
+
+pub mod convert;
+pub mod kind;
+pub mod stream;
+
+pub use stream::{Param, SqliteOptions, SqliteStream};
