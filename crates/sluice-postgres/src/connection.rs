@@ -103,6 +103,20 @@ impl AsyncWrite for Socket {
     }
 }
 
+/// What the server says of a prepared statement.
+#[derive(Debug, Default)]
+pub(crate) struct Description {
+    /// Number of parameters.
+    pub parameters: usize,
+    /// Result columns: name and type OID.
+    pub columns: Vec<(String, crate::types::Oid)>,
+}
+
+/// The count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `COPY 7`).
+pub(crate) fn tag_count(tag: &str) -> Option<u64> {
+    tag.rsplit(' ').next().and_then(|count| count.parse().ok())
+}
+
 /// A `DataRow` of text values as strings (`None` for NULL).
 fn text_row(body: &DataRowBody) -> Result<Vec<Option<String>>, Error> {
     let buffer = body.buffer();
@@ -368,6 +382,62 @@ impl Connection {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Parses `sql` as statement `name` (empty: the unnamed one) and describes it,
+    /// in one round trip and without ending the exchange: after an error the
+    /// caller must send `Sync`, as after success it must bind or sync.
+    pub(crate) async fn prepare(&mut self, name: &str, sql: &str) -> Result<Description, Error> {
+        use fallible_iterator::FallibleIterator as _;
+        frontend::parse(name, sql, std::iter::empty(), &mut self.write_buffer)
+            .map_err(Error::io)?;
+        frontend::describe(b'S', name, &mut self.write_buffer).map_err(Error::io)?;
+        frontend::flush(&mut self.write_buffer);
+        self.send().await?;
+        let mut description = Description::default();
+        loop {
+            match self.read_message().await? {
+                Message::ParseComplete
+                | Message::NoticeResponse(_)
+                | Message::ParameterStatus(_) => {}
+                Message::ParameterDescription(body) => {
+                    description.parameters = body.parameters().count().map_err(Error::io)?;
+                }
+                Message::RowDescription(body) => {
+                    let mut fields = body.fields();
+                    while let Some(field) = fields.next().map_err(Error::io)? {
+                        description
+                            .columns
+                            .push((field.name().to_owned(), field.type_oid()));
+                    }
+                    return Ok(description);
+                }
+                Message::NoData => return Ok(description),
+                Message::ErrorResponse(body) => return Err(db_error(&body)),
+                _ => return Err(Error::protocol("unexpected message while preparing")),
+            }
+        }
+    }
+
+    /// Reads a command's answers up to `ReadyForQuery` and returns the row count
+    /// of its (last) completion tag (`INSERT 0 5` → 5), or the first error.
+    pub(crate) async fn command_result(&mut self) -> Result<u64, Error> {
+        let mut count = 0;
+        let mut error = None;
+        loop {
+            match self.read_message().await? {
+                Message::CommandComplete(body) => {
+                    let tag = body.tag().map_err(Error::io)?;
+                    count = tag_count(tag).unwrap_or(0);
+                }
+                Message::ErrorResponse(body) => {
+                    error.get_or_insert_with(|| db_error(&body));
+                }
+                Message::ReadyForQuery(_) => break,
+                _ => {}
+            }
+        }
+        error.map_or(Ok(count), Err)
     }
 
     /// Runs SQL through the simple query protocol and returns the rows of its last

@@ -157,25 +157,7 @@ impl CopyIn<'_> {
     pub async fn finish(self) -> Result<u64, Error> {
         frontend::copy_done(&mut self.connection.write_buffer);
         self.connection.send().await?;
-        let mut stored = None;
-        let mut error = None;
-        loop {
-            match self.connection.read_message().await? {
-                Message::CommandComplete(body) => {
-                    let tag = body.tag().map_err(Error::io)?;
-                    stored = tag.rsplit(' ').next().and_then(|count| count.parse().ok());
-                }
-                Message::ErrorResponse(body) => {
-                    error.get_or_insert_with(|| db_error(&body));
-                }
-                Message::ReadyForQuery(_) => break,
-                _ => {}
-            }
-        }
-        match error {
-            Some(error) => Err(error),
-            None => Ok(stored.unwrap_or(self.rows_sent)),
-        }
+        self.connection.command_result().await
     }
 
     /// Abandons the COPY: the server discards everything sent.

@@ -19,14 +19,12 @@
 
 use std::fmt::Write as _;
 
-use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
 use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::copy_in::{error_position, quote_identifier};
-use crate::error::db_error;
 use crate::types;
 use crate::Connection;
 
@@ -546,26 +544,7 @@ impl Plan {
 async fn execute(connection: &mut Connection, sql: &str) -> Result<u64, Error> {
     frontend::query(sql, &mut connection.write_buffer).map_err(Error::io)?;
     connection.send().await?;
-    let mut count = 0;
-    let mut error = None;
-    loop {
-        match connection.read_message().await? {
-            Message::CommandComplete(body) => {
-                let tag = body.tag().map_err(Error::io)?;
-                count = tag
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-            }
-            Message::ErrorResponse(body) => {
-                error.get_or_insert_with(|| db_error(&body));
-            }
-            Message::ReadyForQuery(_) => break,
-            _ => {}
-        }
-    }
-    error.map_or(Ok(count), Err)
+    connection.command_result().await
 }
 
 /// Rolls back, keeping the error that caused it.
@@ -906,26 +885,7 @@ async fn insert_rows(
     frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
     frontend::sync(&mut connection.write_buffer);
     connection.send().await?;
-    let mut written = 0;
-    let mut error = None;
-    loop {
-        match connection.read_message().await? {
-            Message::CommandComplete(body) => {
-                let tag = body.tag().map_err(Error::io)?;
-                written = tag
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-            }
-            Message::ErrorResponse(body) => {
-                error.get_or_insert_with(|| db_error(&body));
-            }
-            Message::ReadyForQuery(_) => break,
-            _ => {}
-        }
-    }
-    error.map_or(Ok(written), Err)
+    connection.command_result().await
 }
 
 #[cfg(test)]

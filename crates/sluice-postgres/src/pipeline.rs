@@ -18,7 +18,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::BufMut;
-use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
@@ -111,35 +110,12 @@ enum Expected {
 impl<'c> Pipeline<'c> {
     /// Prepares `sql` and learns its parameter count and result columns.
     pub async fn prepare(connection: &'c mut Connection, sql: &str) -> Result<Pipeline<'c>, Error> {
-        frontend::parse(
-            STATEMENT,
-            sql,
-            std::iter::empty(),
-            &mut connection.write_buffer,
-        )
-        .map_err(Error::io)?;
-        frontend::describe(b'S', STATEMENT, &mut connection.write_buffer).map_err(Error::io)?;
-        frontend::flush(&mut connection.write_buffer);
-        connection.send().await?;
-        let mut parameters = 0;
-        let mut columns: Vec<(String, Oid)> = Vec::new();
-        let failure = loop {
-            match connection.read_message().await? {
-                Message::ParseComplete => {}
-                Message::ParameterDescription(body) => {
-                    parameters = body.parameters().count().map_err(Error::io)?;
-                }
-                Message::RowDescription(body) => {
-                    let mut fields = body.fields();
-                    while let Some(field) = fields.next().map_err(Error::io)? {
-                        columns.push((field.name().to_owned(), field.type_oid()));
-                    }
-                    break None;
-                }
-                Message::NoData => break None,
-                Message::ErrorResponse(body) => break Some(db_error(&body)),
-                _ => {}
+        let (parameters, columns, failure) = match connection.prepare(STATEMENT, sql).await {
+            Ok(description) => (description.parameters, description.columns, None),
+            Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
+                (0, Vec::new(), Some(error))
             }
+            Err(error) => return Err(error),
         };
         let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
         let catalog = match failure {
@@ -290,12 +266,7 @@ impl<'c> Pipeline<'c> {
                 ended = true;
             }
             // Lines that could not be sent are reported when their turn comes.
-            while let Some(Expected::Invalid { .. }) = expected.front() {
-                if let Some(Expected::Invalid { line, reason }) = expected.pop_front() {
-                    report(line, CallOutcome::Invalid(&reason))?;
-                    summary.failed += u64::from(mode == Transaction::Each);
-                }
-            }
+            report_invalid_lines(&mut expected, report, &mut summary, mode)?;
             if (input_done || failed)
                 && expected.is_empty()
                 && ready_pending == 0
@@ -318,13 +289,20 @@ impl<'c> Pipeline<'c> {
                 let message = Message::parse(&mut connection.read_buffer)
                     .map_err(Error::io)?
                     .ok_or_else(|| Error::protocol("incomplete message"))?;
+                if matches!(
+                    message,
+                    Message::CommandComplete(_) | Message::ErrorResponse(_)
+                ) {
+                    // Lines that could not be sent come before this answer's call.
+                    report_invalid_lines(&mut expected, report, &mut summary, mode)?;
+                }
                 match message {
                     Message::BindComplete
                     | Message::NoticeResponse(_)
                     | Message::ParameterStatus(_)
                     | Message::EmptyQueryResponse => {}
                     Message::CommandComplete(body) => {
-                        let affected = affected_rows(body.tag().map_err(Error::io)?);
+                        let affected = crate::connection::tag_count(body.tag().map_err(Error::io)?);
                         match expected.pop_front() {
                             Some(Expected::Call { line, bytes }) => {
                                 in_flight_bytes -= bytes;
@@ -403,9 +381,21 @@ impl<'c> Pipeline<'c> {
     }
 }
 
-/// The count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `SELECT 1`).
-fn affected_rows(tag: &str) -> Option<u64> {
-    tag.rsplit(' ').next().and_then(|count| count.parse().ok())
+/// Reports the input lines at the front of the queue that could not be sent:
+/// their turn has come.
+fn report_invalid_lines(
+    expected: &mut VecDeque<Expected>,
+    report: &mut (dyn FnMut(u64, CallOutcome<'_>) -> Result<(), Error> + Send),
+    summary: &mut PipelineSummary,
+    mode: Transaction,
+) -> Result<(), Error> {
+    while let Some(Expected::Invalid { .. }) = expected.front() {
+        if let Some(Expected::Invalid { line, reason }) = expected.pop_front() {
+            report(line, CallOutcome::Invalid(&reason))?;
+            summary.failed += u64::from(mode == Transaction::Each);
+        }
+    }
+    Ok(())
 }
 
 /// Writes from the write buffer and reads into the read buffer, returning as soon

@@ -16,7 +16,6 @@
 //! Rows are parsed straight out of the connection's read buffer into a reused
 //! [`Batch`]; memory is one read buffer plus one batch, whatever the row count.
 
-use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
@@ -105,35 +104,15 @@ impl QueryStream {
         sql: &str,
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
-        frontend::parse("", sql, std::iter::empty(), &mut connection.write_buffer)
-            .map_err(Error::io)?;
-        frontend::describe(b'S', "", &mut connection.write_buffer).map_err(Error::io)?;
-        frontend::flush(&mut connection.write_buffer);
-        connection.send().await?;
-
-        let mut parameter_count = 0usize;
-        let mut columns: Vec<(String, Oid)> = Vec::new();
-        loop {
-            match connection.read_message().await? {
-                Message::ParseComplete => {}
-                Message::ParameterDescription(body) => {
-                    parameter_count = body.parameters().count().map_err(Error::io)?;
-                }
-                Message::RowDescription(body) => {
-                    let mut fields = body.fields();
-                    while let Some(field) = fields.next().map_err(Error::io)? {
-                        columns.push((field.name().to_owned(), field.type_oid()));
-                    }
-                    break;
-                }
-                Message::NoData => break,
-                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-                Message::ErrorResponse(body) => {
-                    return Err(abort(connection, db_error(&body)).await);
-                }
-                _ => return Err(Error::protocol("unexpected message while preparing")),
+        let description = match connection.prepare("", sql).await {
+            Ok(description) => description,
+            Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
+                return Err(abort(connection, error).await)
             }
-        }
+            Err(error) => return Err(error),
+        };
+        let parameter_count = description.parameters;
+        let columns = description.columns;
         if options.params.len() != parameter_count {
             let message = format!(
                 "the query has {parameter_count} parameter{} but {} value{} given",
