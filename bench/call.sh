@@ -27,6 +27,7 @@ sleep 0.5
 
 params=$(mktemp)
 seq 1 "$CALLS" | awk '{print "[" $1 ", " $1 % 7 "]"}' > "$params"
+# shellcheck disable=SC2016 # $1 and $2 are SQL parameters, not shell ones
 sql='select $1::int8 * 2 + $2::int8 as result'
 
 # median of a list of numbers
@@ -57,7 +58,9 @@ mkdir -p bench/results
   echo
   echo "| variant | median s | round trips |"
   echo "| --- | ---: | ---: |"
+  # shellcheck disable=SC2016 # backticks are Markdown
   printf '| loop (one call in flight: `--transaction each --window-bytes 1`) | %.2f | %s |\n' "$loop" "$loop_trips"
+  # shellcheck disable=SC2016 # backticks are Markdown
   printf '| pipelined (`sluice call`, default window) | %.3f | %s |\n' "$pipe" "$pipe_trips"
   echo
   printf 'Pipelined is **%.0f×** faster than the loop. Median of %s runs; 2-core machine, PostgreSQL on the same host behind the proxy.\n' "$ratio" "$REPS"
