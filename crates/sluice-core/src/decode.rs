@@ -37,6 +37,22 @@ pub struct Rejected {
     pub record: Vec<u8>,
 }
 
+impl Rejected {
+    /// A record over the size limit: reported without its bytes, which are
+    /// dropped as they arrive rather than held. `what` names the unit
+    /// (`line`, `record`).
+    pub fn too_long(line: u64, what: &str, maximum: usize) -> Rejected {
+        Rejected {
+            error: RowError {
+                line,
+                column: None,
+                reason: format!("the {what} is longer than the maximum of {maximum} bytes"),
+            },
+            record: Vec::new(),
+        }
+    }
+}
+
 /// What one call of [`Decoder::decode`] produced.
 #[derive(Debug, Default)]
 pub struct Decoded {

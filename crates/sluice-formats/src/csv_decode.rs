@@ -274,17 +274,11 @@ impl Decoder for CsvDecoder {
                 None => {
                     if !self.skipping && rest.len() > self.options.max_record_bytes {
                         self.records += 1;
-                        output.rejected.push(Rejected {
-                            error: RowError {
-                                line: self.lines_done + 1,
-                                column: None,
-                                reason: format!(
-                                    "the record is longer than the maximum of {} bytes",
-                                    self.options.max_record_bytes
-                                ),
-                            },
-                            record: Vec::new(),
-                        });
+                        output.rejected.push(Rejected::too_long(
+                            self.lines_done + 1,
+                            "record",
+                            self.options.max_record_bytes,
+                        ));
                         self.skipping = true;
                     }
                     if self.skipping {

@@ -357,17 +357,11 @@ impl Decoder for NdjsonDecoder {
                         // Report now and drop what we have; the rest of the line is
                         // discarded as it arrives, never held.
                         self.records += 1;
-                        output.rejected.push(Rejected {
-                            error: RowError {
-                                line: self.lines_done + 1,
-                                column: None,
-                                reason: format!(
-                                    "the line is longer than the maximum of {} bytes",
-                                    self.options.max_line_bytes
-                                ),
-                            },
-                            record: Vec::new(),
-                        });
+                        output.rejected.push(Rejected::too_long(
+                            self.lines_done + 1,
+                            "line",
+                            self.options.max_line_bytes,
+                        ));
                         self.skipping = true;
                     }
                     if self.skipping {
@@ -391,17 +385,11 @@ impl Decoder for NdjsonDecoder {
             }
             self.records += 1;
             if line.len() > self.options.max_line_bytes {
-                output.rejected.push(Rejected {
-                    error: RowError {
-                        line: self.lines_done,
-                        column: None,
-                        reason: format!(
-                            "the line is longer than the maximum of {} bytes",
-                            self.options.max_line_bytes
-                        ),
-                    },
-                    record: Vec::new(),
-                });
+                output.rejected.push(Rejected::too_long(
+                    self.lines_done,
+                    "line",
+                    self.options.max_line_bytes,
+                ));
                 continue;
             }
             self.decode_line(line, self.lines_done, output);
