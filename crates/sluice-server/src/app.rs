@@ -4,6 +4,8 @@
 //! |---|---|
 //! | `GET /queries/{name}?param=value` | stream a named query (`Accept` or `?format=`: NDJSON, JSON, CSV) |
 //! | `POST /sql` | stream ad-hoc SQL (`{"sql": "...", "params": [...]}`), if enabled, scope `sql` |
+//! | `POST /tables/{name}` | stream an NDJSON or CSV body into an allow-listed table, scope `write` ([`crate::ingest`]) |
+//! | `POST /queries/{name}/batch` | run a named query for each NDJSON line of the body, pipelined ([`crate::batch`]) |
 //! | `GET /health` | `select 1` on every database: 200 healthy, 503 otherwise |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /openapi.json` | OpenAPI 3 description of every named query |
@@ -92,7 +94,20 @@ impl AppState {
         self.inner.auth.enabled()
     }
 
-    fn database(&self, name: &str) -> Result<&Database, AppError> {
+    /// The bearer tokens.
+    pub(crate) fn auth(&self) -> &Auth {
+        &self.inner.auth
+    }
+
+    /// True when at least one configured database is PostgreSQL (SQLite is read-only).
+    pub(crate) fn has_postgres(&self) -> bool {
+        self.inner
+            .databases
+            .values()
+            .any(|database| !database.is_sqlite())
+    }
+
+    pub(crate) fn database(&self, name: &str) -> Result<&Database, AppError> {
         self.inner
             .databases
             .get(name)
@@ -105,7 +120,9 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/queries/{name}", get(run_query))
+        .route("/queries/{name}/batch", post(crate::batch::run_batch))
         .route("/sql", post(run_sql))
+        .route("/tables/{name}", post(crate::ingest::ingest))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))

@@ -1,4 +1,6 @@
-//! Bearer tokens: who may run which named query, and who may run ad-hoc SQL.
+//! Bearer tokens: who may run which named query, who may run ad-hoc SQL (scope
+//! `sql`) and who may write (scope `write`: `POST /tables/{name}`, and batches of
+//! named queries that write).
 //!
 //! Only SHA-256 hashes of tokens are held. A presented token is hashed and compared
 //! with **every** configured hash in constant time, so neither the comparison nor
@@ -21,6 +23,8 @@ pub enum Need<'a> {
     Query(&'a str),
     /// `POST /sql` (scope `sql`).
     Sql,
+    /// `POST /tables/{name}` (scope `write`).
+    Write,
 }
 
 /// The configured tokens.
@@ -48,8 +52,41 @@ impl Auth {
                 Need::Sql => Err(AppError::Forbidden(
                     "ad-hoc SQL needs a token with scope \"sql\"".into(),
                 )),
+                Need::Write => Err(AppError::Forbidden(
+                    "writing needs a token with scope \"write\"".into(),
+                )),
             };
         }
+        let token = self.token(headers)?;
+        let allowed = match need {
+            Need::Query(name) => match &token.queries {
+                Allowed::All => true,
+                Allowed::Only(names) => names.iter().any(|allowed| allowed == name),
+            },
+            Need::Sql => token.scopes.iter().any(|scope| scope == "sql"),
+            Need::Write => token.scopes.iter().any(|scope| scope == "write"),
+        };
+        if allowed {
+            Ok(Some(token.name.clone()))
+        } else {
+            Err(AppError::Forbidden(match need {
+                Need::Query(name) => format!("this token may not run query {name:?}"),
+                Need::Sql => "this token may not run ad-hoc SQL (scope \"sql\")".into(),
+                Need::Write => "this token may not write (scope \"write\")".into(),
+            }))
+        }
+    }
+
+    /// True when the request's token is valid and has `scope` (false when auth is off).
+    pub fn has_scope(&self, headers: &HeaderMap, scope: &str) -> bool {
+        self.enabled()
+            && self
+                .token(headers)
+                .is_ok_and(|token| token.scopes.iter().any(|given| given == scope))
+    }
+
+    /// The configured token the request presents: 401 when there is none.
+    fn token(&self, headers: &HeaderMap) -> Result<&TokenConfig, AppError> {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
@@ -70,22 +107,7 @@ impl Auth {
         if !bool::from(found) {
             return Err(AppError::Unauthorized);
         }
-        let token = &self.tokens[index as usize];
-        let allowed = match need {
-            Need::Query(name) => match &token.queries {
-                Allowed::All => true,
-                Allowed::Only(names) => names.iter().any(|allowed| allowed == name),
-            },
-            Need::Sql => token.scopes.iter().any(|scope| scope == "sql"),
-        };
-        if allowed {
-            Ok(Some(token.name.clone()))
-        } else {
-            Err(AppError::Forbidden(match need {
-                Need::Query(name) => format!("this token may not run query {name:?}"),
-                Need::Sql => "this token may not run ad-hoc SQL (scope \"sql\")".into(),
-            }))
-        }
+        Ok(&self.tokens[index as usize])
     }
 }
 
@@ -121,6 +143,7 @@ mod tests {
                 &[],
             ),
             token("admin", "admin-secret-00001", Allowed::All, &["sql"]),
+            token("writer", "writer-secret-0001", Allowed::All, &["write"]),
         ]);
         let status = |headers: &HeaderMap, need| {
             auth.check(headers, need)
@@ -145,6 +168,15 @@ mod tests {
             status(&bearer("admin-secret-00001"), Need::Query("b")),
             Ok(Some("admin".into()))
         );
+        assert_eq!(status(&HeaderMap::new(), Need::Write), Err(401));
+        assert_eq!(status(&bearer("admin-secret-00001"), Need::Write), Err(403));
+        assert_eq!(
+            status(&bearer("writer-secret-0001"), Need::Write),
+            Ok(Some("writer".into()))
+        );
+        assert!(auth.has_scope(&bearer("writer-secret-0001"), "write"));
+        assert!(!auth.has_scope(&bearer("admin-secret-00001"), "write"));
+        assert!(!auth.has_scope(&HeaderMap::new(), "write"));
         assert_eq!(
             Auth::default()
                 .check(&HeaderMap::new(), Need::Query("x"))

@@ -32,11 +32,17 @@
 //! database = "main"
 //! statement_timeout = "10s"
 //!
+//! [tables.payment_events]          # POST /tables/payment_events: bulk ingest (scope "write")
+//! database = "main"                # PostgreSQL only
+//! table = "public.payment_events"  # the table in the database; default: the key
+//! statement_timeout = "10m"        # default: none
+//! max_line_bytes = "1MiB"          # longest NDJSON line / CSV record; default 64MiB
+//!
 //! [[tokens]]
 //! name = "reporting"
 //! sha256 = "…64 hex digits…"       # or: token = "${REPORTING_TOKEN}"
 //! queries = ["payments_by_status"] # or ["*"]
-//! scopes = ["sql"]
+//! scopes = ["sql", "write"]
 //! ```
 //!
 //! Parameters are positional: the n-th entry of `params` is `$n` in PostgreSQL SQL
@@ -178,6 +184,24 @@ pub struct SqlConfig {
     pub limits: Limits,
 }
 
+/// A table open to `POST /tables/{name}`.
+#[derive(Debug, Clone)]
+pub struct TableConfig {
+    /// Its name in the file, the last part of `/tables/{name}`.
+    pub name: String,
+    /// The (PostgreSQL) database it is in.
+    pub database: String,
+    /// The table as the database knows it (optionally schema-qualified).
+    pub table: String,
+    /// The database cancels an import that runs longer.
+    pub statement_timeout: Option<Duration>,
+    /// Longest NDJSON line or CSV record accepted, in bytes.
+    pub max_line_bytes: usize,
+}
+
+/// The default for `max_line_bytes`: 64 MiB, as `sluice import`.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
+
 /// The whole, checked configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -193,6 +217,8 @@ pub struct Config {
     pub tokens: Vec<TokenConfig>,
     /// `POST /sql`, when enabled.
     pub sql: Option<SqlConfig>,
+    /// Tables open to `POST /tables/{name}`, by name.
+    pub tables: BTreeMap<String, TableConfig>,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +233,17 @@ struct RawFile {
     #[serde(default)]
     tokens: Vec<Spanned<RawToken>>,
     sql: Option<Spanned<RawSql>>,
+    #[serde(default)]
+    tables: BTreeMap<String, Spanned<RawTable>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    database: Option<Spanned<String>>,
+    table: Option<Spanned<String>>,
+    statement_timeout: Option<Spanned<String>>,
+    max_line_bytes: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -666,12 +703,12 @@ impl Config {
                 )
             };
             for scope in &token.scopes {
-                if scope.get_ref() != "sql" {
+                if scope.get_ref() != "sql" && scope.get_ref() != "write" {
                     return Err(source.error(
                         scope.span(),
                         &format!("{key}.scopes"),
                         format!(
-                            "unknown scope {:?} (the one scope is \"sql\")",
+                            "unknown scope {:?} (scopes are \"sql\" and \"write\")",
                             scope.get_ref()
                         ),
                     ));
@@ -721,6 +758,74 @@ impl Config {
             None => None,
         };
 
+        let mut tables = BTreeMap::new();
+        for (name, table) in &raw.tables {
+            let key = format!("tables.{name}");
+            let span = table.span();
+            if !is_identifier(name) {
+                return Err(source.error(span, &key, "table names are letters, digits and _"));
+            }
+            let table = table.get_ref();
+            let database = database_for(&table.database, &format!("{key}.database"), span.clone())?;
+            if matches!(databases[&database].kind, DatabaseKind::Sqlite(_)) {
+                return Err(source.error(
+                    table.database.as_ref().map_or(span.clone(), Spanned::span),
+                    &format!("{key}.database"),
+                    format!("database {database:?} is SQLite, which is served read-only: tables can be written on PostgreSQL only"),
+                ));
+            }
+            let target = match &table.table {
+                Some(target) if target.get_ref().trim().is_empty() => {
+                    return Err(source.error(
+                        target.span(),
+                        &format!("{key}.table"),
+                        "the table name is empty",
+                    ))
+                }
+                Some(target) => target.get_ref().trim().to_owned(),
+                None => name.clone(),
+            };
+            let statement_timeout = match &table.statement_timeout {
+                Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|message| {
+                    source.error(timeout.span(), &format!("{key}.statement_timeout"), message)
+                })?),
+                None => None,
+            };
+            let max_line_bytes = match &table.max_line_bytes {
+                Some(bytes) => parse_bytes(bytes.get_ref())
+                    .ok()
+                    .and_then(|bytes| usize::try_from(bytes).ok())
+                    .ok_or_else(|| {
+                        source.error(
+                            bytes.span(),
+                            &format!("{key}.max_line_bytes"),
+                            format!("{} is not a size (e.g. 1048576, \"1MiB\")", bytes.get_ref()),
+                        )
+                    })?,
+                None => DEFAULT_MAX_LINE_BYTES,
+            };
+            if !tokens
+                .iter()
+                .any(|token| token.scopes.iter().any(|scope| scope == "write"))
+            {
+                return Err(source.error(
+                    span,
+                    &key,
+                    "POST /tables is enabled but no token has scope \"write\": add one to a [[tokens]] entry",
+                ));
+            }
+            tables.insert(
+                name.clone(),
+                TableConfig {
+                    name: name.clone(),
+                    database,
+                    table: target,
+                    statement_timeout,
+                    max_line_bytes,
+                },
+            );
+        }
+
         Ok(Config {
             listen,
             shutdown_grace,
@@ -728,6 +833,7 @@ impl Config {
             queries,
             tokens,
             sql,
+            tables,
         })
     }
 }
@@ -885,6 +991,44 @@ scopes = ["sql"]
 
         let error = error_for(&GOOD.replace("scopes = [\"sql\"]", "scopes = []"));
         assert_eq!(error.key, "sql");
+    }
+
+    #[test]
+    fn tables_need_postgres_and_a_write_token() {
+        let with_table =
+            format!("{GOOD}\n[tables.events]\ntable = \"app.events\"\nmax_line_bytes = \"1MiB\"\n");
+        let error = error_for(&with_table);
+        assert_eq!(error.key, "tables.events");
+        assert!(error.message.contains("scope \"write\""), "{error}");
+
+        let writable = with_table.replace("scopes = [\"sql\"]", "scopes = [\"sql\", \"write\"]");
+        std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
+        let config = Config::parse(&writable, "good.toml").unwrap();
+        let table = &config.tables["events"];
+        assert_eq!(
+            (table.database.as_str(), table.table.as_str()),
+            ("main", "app.events")
+        );
+        assert_eq!(table.max_line_bytes, 1 << 20);
+
+        let error =
+            error_for(&writable.replace("scopes = [\"sql\", \"write\"]", "scopes = [\"wrote\"]"));
+        assert_eq!(error.key, "tokens[0].scopes");
+
+        let error =
+            error_for(&writable.replace("max_line_bytes = \"1MiB\"", "max_line_bytes = \"lots\""));
+        assert_eq!(
+            (error.line, error.key.as_str()),
+            (29, "tables.events.max_line_bytes")
+        );
+
+        let sqlite = "[databases.demo]\nsqlite = \"/tmp/x.sqlite\"\n\n[tables.events]\n";
+        let error = error_for(sqlite);
+        assert_eq!(
+            (error.line, error.key.as_str()),
+            (4, "tables.events.database")
+        );
+        assert!(error.message.contains("read-only"), "{error}");
     }
 
     #[test]

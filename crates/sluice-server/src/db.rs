@@ -204,29 +204,7 @@ impl Database {
     ) -> Result<Source, StartError> {
         match &self.pool {
             Pool::Postgres { pool, config } => {
-                let mut session = match pool.get().await {
-                    Ok(session) => session,
-                    Err(PoolError::Timeout(TimeoutType::Wait)) => return Err(StartError::Busy),
-                    Err(PoolError::Timeout(_)) => {
-                        return Err(StartError::Unavailable(Error::new(
-                            ErrorKind::Connect,
-                            "timed out connecting to the database",
-                        )))
-                    }
-                    Err(PoolError::Backend(error)) => return Err(classify(error)),
-                    Err(other) => {
-                        return Err(StartError::Unavailable(Error::new(
-                            ErrorKind::Connect,
-                            other.to_string(),
-                        )))
-                    }
-                };
-                let Some(mut connection) = session.connection.take() else {
-                    return Err(StartError::Unavailable(Error::new(
-                        ErrorKind::Closed,
-                        "the pool handed out an empty session",
-                    )));
-                };
+                let (mut session, mut connection) = checkout(pool).await?;
                 let milliseconds = statement_timeout.map_or(0, |timeout| timeout.as_millis());
                 match mode {
                     Mode::Named if session.statement_timeout != Some(statement_timeout) => {
@@ -308,6 +286,110 @@ impl Database {
                 })
             }
         }
+    }
+}
+
+/// Takes a session out of `pool`, waiting up to `pool_wait`.
+async fn checkout(
+    pool: &managed::Pool<PgManager>,
+) -> Result<(Object<PgManager>, Connection), StartError> {
+    let mut session = match pool.get().await {
+        Ok(session) => session,
+        Err(PoolError::Timeout(TimeoutType::Wait)) => return Err(StartError::Busy),
+        Err(PoolError::Timeout(_)) => {
+            return Err(StartError::Unavailable(Error::new(
+                ErrorKind::Connect,
+                "timed out connecting to the database",
+            )))
+        }
+        Err(PoolError::Backend(error)) => return Err(classify(error)),
+        Err(other) => {
+            return Err(StartError::Unavailable(Error::new(
+                ErrorKind::Connect,
+                other.to_string(),
+            )))
+        }
+    };
+    let Some(connection) = session.connection.take() else {
+        return Err(StartError::Unavailable(Error::new(
+            ErrorKind::Closed,
+            "the pool handed out an empty session",
+        )));
+    };
+    Ok((session, connection))
+}
+
+impl Database {
+    /// A PostgreSQL session held for one request that drives the connection
+    /// itself (an import, a batch of calls), waiting up to `pool_wait` for it;
+    /// `None` for SQLite, which is served read-only.
+    pub async fn session(&self) -> Option<Result<Session, StartError>> {
+        let Pool::Postgres { pool, .. } = &self.pool else {
+            return None;
+        };
+        Some(checkout(pool).await.map(|(object, connection)| Session {
+            meter_start: connection.meter().snapshot(),
+            object,
+            connection: Some(connection),
+        }))
+    }
+}
+
+/// A PostgreSQL session taken from its pool for one request. [`Session::release`]
+/// puts it back; dropped without that (an error, a client gone, shutdown), it is
+/// discarded: its socket is closed, so the server rolls back whatever was open.
+pub struct Session {
+    object: Object<PgManager>,
+    connection: Option<Connection>,
+    meter_start: MeterSnapshot,
+}
+
+impl Session {
+    /// The connection, idle.
+    pub fn connection(&mut self) -> &mut Connection {
+        self.connection
+            .as_mut()
+            .expect("the connection is only taken by release")
+    }
+
+    /// Round trips to the database since the session was taken.
+    pub fn round_trips(&self) -> u64 {
+        self.connection.as_ref().map_or(0, |connection| {
+            (connection.meter().snapshot() - self.meter_start).round_trips
+        })
+    }
+
+    /// Sets the session's `statement_timeout` (a round trip only when it changes),
+    /// plus `extra` settings (`SET …` statements) in the same message.
+    pub async fn prepare(
+        &mut self,
+        statement_timeout: Option<Duration>,
+        extra: &str,
+    ) -> Result<(), Error> {
+        let mut sql = String::new();
+        if self.object.statement_timeout != Some(statement_timeout) {
+            let milliseconds = statement_timeout.map_or(0, |timeout| timeout.as_millis());
+            sql = format!("SET statement_timeout = {milliseconds}");
+        }
+        if !extra.is_empty() {
+            if !sql.is_empty() {
+                sql.push_str("; ");
+            }
+            sql.push_str(extra);
+        }
+        if sql.is_empty() {
+            return Ok(());
+        }
+        // Until it succeeded, the session's timeout is unknown.
+        self.object.statement_timeout = None;
+        self.connection().simple_query(&sql).await?;
+        self.object.statement_timeout = Some(statement_timeout);
+        Ok(())
+    }
+
+    /// The request is done and the session idle: back to the pool.
+    pub fn release(mut self) {
+        self.object.connection = self.connection.take();
     }
 }
 

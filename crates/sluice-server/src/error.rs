@@ -33,8 +33,23 @@ pub enum AppError {
     Forbidden(String),
     /// 404.
     NotFound(String),
+    /// 405: the route exists, but not for this database (SQLite is read-only).
+    MethodNotAllowed(String),
     /// 406: no acceptable format.
     NotAcceptable(String),
+    /// 415: a request body in a format the route does not take.
+    UnsupportedMediaType(String),
+    /// 422: a bad input record (or a row the database refused) in an upload.
+    Unprocessable {
+        /// What is wrong.
+        message: String,
+        /// The 1-based input line of the record, when known.
+        line: Option<u64>,
+        /// The column at fault, when known.
+        column: Option<String>,
+        /// The SQLSTATE, when the database refused the row.
+        sqlstate: Option<String>,
+    },
     /// 503 with `Retry-After`.
     Unavailable(String),
     /// A database error before the first byte.
@@ -100,7 +115,10 @@ impl AppError {
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AppError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Database { error, ad_hoc } => database_status(error, *ad_hoc),
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -115,9 +133,17 @@ impl std::fmt::Display for AppError {
             AppError::BadRequest { message, .. }
             | AppError::Forbidden(message)
             | AppError::NotFound(message)
+            | AppError::MethodNotAllowed(message)
             | AppError::NotAcceptable(message)
+            | AppError::UnsupportedMediaType(message)
             | AppError::Unavailable(message)
             | AppError::Internal(message) => f.write_str(message),
+            AppError::Unprocessable {
+                message,
+                line: Some(line),
+                ..
+            } => write!(f, "line {line}: {message}"),
+            AppError::Unprocessable { message, .. } => f.write_str(message),
             AppError::Unauthorized => f.write_str("no valid bearer token"),
             AppError::Database { error, .. } => write!(f, "{error}"),
         }
@@ -151,8 +177,23 @@ impl IntoResponse for AppError {
             AppError::BadRequest { message, .. }
             | AppError::Forbidden(message)
             | AppError::NotFound(message)
+            | AppError::MethodNotAllowed(message)
             | AppError::NotAcceptable(message)
+            | AppError::UnsupportedMediaType(message)
             | AppError::Unavailable(message) => message.clone(),
+            AppError::Unprocessable {
+                message,
+                line,
+                column,
+                sqlstate,
+            } => {
+                body.insert("line".into(), json!(line));
+                body.insert("column".into(), json!(column));
+                if let Some(code) = sqlstate {
+                    body.insert("sqlstate".into(), json!(code));
+                }
+                message.clone()
+            }
             AppError::Unauthorized => "a valid bearer token is required".into(),
             AppError::Database { error, .. } => {
                 if let Some(code) = error.code().filter(|code| !code.is_empty()) {

@@ -10,6 +10,8 @@
 //! - [`params`]: parameter types, parsing and binding;
 //! - [`db`]: pools and running queries over PostgreSQL and SQLite;
 //! - [`stream`]: a result as a response body, its endings, its log line;
+//! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
+//! - [`batch`]: `POST /queries/{name}/batch`, many calls of a named query, pipelined;
 //! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
 //!   bearer tokens; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
@@ -18,10 +20,12 @@
 
 pub mod app;
 pub mod auth;
+pub mod batch;
 pub mod config;
 pub mod db;
 pub mod demo;
 pub mod error;
+pub mod ingest;
 pub mod metrics;
 pub mod openapi;
 pub mod params;

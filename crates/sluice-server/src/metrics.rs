@@ -3,7 +3,7 @@
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `sluice_http_requests_total` | counter | `route`, `query`, `status`, `outcome` |
-//! | `sluice_rows_total` | counter | `query` |
+//! | `sluice_rows_total` | counter (rows sent; imports: records read; batches: calls) | `query` |
 //! | `sluice_response_bytes_total` | counter (before compression) | `query` |
 //! | `sluice_db_round_trips_total` | counter | `query` |
 //! | `sluice_request_duration_seconds` | histogram (until the last byte) | `route`, `query` |
@@ -70,7 +70,7 @@ pub fn handle() -> &'static PrometheusHandle {
 /// What one request did, recorded when it ends.
 #[derive(Debug, Clone, Default)]
 pub struct RequestRecord {
-    /// `queries`, `sql`, `health`, …
+    /// `queries`, `sql`, `tables`, `batch`, `health`, …
     pub route: &'static str,
     /// The named query, or empty.
     pub query: String,
@@ -102,7 +102,7 @@ pub fn record(record: &RequestRecord) {
     .increment(1);
     metrics::histogram!("sluice_request_duration_seconds", "route" => record.route, "query" => query.clone())
         .record(record.seconds);
-    if record.route == "queries" || record.route == "sql" {
+    if matches!(record.route, "queries" | "sql" | "tables" | "batch") {
         metrics::counter!("sluice_rows_total", "query" => query.clone()).increment(record.rows);
         metrics::counter!("sluice_response_bytes_total", "query" => query.clone())
             .increment(record.bytes);

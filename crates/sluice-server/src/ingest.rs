@@ -1,0 +1,641 @@
+//! `POST /tables/{name}`: an NDJSON or CSV request body streamed into an
+//! allow-listed PostgreSQL table by [`sluice_postgres::import`], with the options
+//! of `sluice import` as query parameters.
+//!
+//! The body is never held whole: it is read in pieces as the import asks for
+//! them (a [`StreamReader`] over the body's frames) and rows go to the database
+//! as they are decoded, so a slow database slows the upload (TCP flow control).
+//! The import runs in a task of its own, so a client that leaves mid-upload still
+//! has its import ended properly: the body then ends in an error, the COPY is
+//! failed (or the transaction rolled back) and nothing is committed.
+//!
+//! Responses: 200 with `{"records", "accepted", "rejected", "written",
+//! "round_trips"}` (with `on_error=skip`, also `"rejects"`: the first
+//! [`MAX_REJECTS`] rejected records in full, and `"rejects_omitted"`: how many
+//! more there were); 422 with `{"error", "line", "column", "sqlstate"}` for a bad
+//! record or a row the database refused in abort mode; 400 for bad options; 401/403
+//! without a token of scope `write`; 404 for a table not in the configuration;
+//! 405 on a server whose databases are all SQLite (read-only).
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use sluice_core::{Decoder, Error, ErrorKind, Progress, Rejected};
+use sluice_formats::{CsvDecoder, CsvOptions, NdjsonDecoder, NdjsonOptions};
+use sluice_postgres::{
+    describe_table, import, Connection, ImportOptions, ImportSummary, Method, OnConflict, OnError,
+    TableInfo,
+};
+use tokio_util::io::StreamReader;
+
+use crate::app::AppState;
+use crate::auth::Need;
+use crate::config::TableConfig;
+use crate::error::AppError;
+use crate::stream::RequestContext;
+
+/// Rejected records reported in full in a skip-mode response; later ones are counted.
+pub const MAX_REJECTS: usize = 1000;
+
+/// Bytes of a rejected record echoed in the response; longer ones are cut.
+pub const MAX_REJECT_RECORD_BYTES: usize = 4096;
+
+/// The input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    /// One JSON object per line.
+    Ndjson,
+    /// CSV with a header line (or `columns`).
+    Csv,
+}
+
+/// The import options of one request.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// The body's format.
+    pub format: InputFormat,
+    /// The columns to fill (NDJSON) or the CSV's column names.
+    pub columns: Option<Vec<String>>,
+    /// NDJSON: skip keys that name no column.
+    pub ignore_unknown: bool,
+    /// Everything else.
+    pub import: ImportOptions,
+}
+
+const KNOWN: &[&str] = &[
+    "format",
+    "columns",
+    "on_error",
+    "on_conflict",
+    "key",
+    "method",
+    "batch_size",
+    "ignore_unknown",
+    "dry_run",
+];
+
+fn flag(name: &str, value: &str) -> Result<bool, AppError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(AppError::parameter(name, "expected true or false")),
+    }
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The body's format: `?format=`, else the `Content-Type`, else NDJSON.
+fn input_format(format: Option<&str>, headers: &HeaderMap) -> Result<InputFormat, AppError> {
+    if let Some(format) = format {
+        return match format.to_ascii_lowercase().as_str() {
+            "ndjson" | "jsonl" | "jsonlines" => Ok(InputFormat::Ndjson),
+            "csv" => Ok(InputFormat::Csv),
+            other => Err(AppError::parameter(
+                "format",
+                format!("unknown input format {other:?}: expected ndjson or csv"),
+            )),
+        };
+    }
+    let Some(content_type) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(InputFormat::Ndjson);
+    };
+    let media = content_type
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match media.as_str() {
+        "application/x-ndjson"
+        | "application/ndjson"
+        | "application/jsonl"
+        | "application/x-jsonlines"
+        | "application/json" => Ok(InputFormat::Ndjson),
+        "text/csv" => Ok(InputFormat::Csv),
+        _ => Err(AppError::UnsupportedMediaType(format!(
+            "cannot import a body of type {media:?}: send Content-Type application/x-ndjson or \
+             text/csv, or say ?format=ndjson|csv"
+        ))),
+    }
+}
+
+/// Reads the query parameters of `POST /tables/{name}`: each known and given once.
+pub fn parse_options(
+    pairs: &[(String, String)],
+    headers: &HeaderMap,
+) -> Result<IngestOptions, AppError> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (key, _) in pairs {
+        if !KNOWN.contains(&key.as_str()) {
+            return Err(AppError::parameter(
+                key,
+                format!("unknown parameter (known: {})", KNOWN.join(", ")),
+            ));
+        }
+        if seen.contains(&key.as_str()) {
+            return Err(AppError::parameter(key, "given more than once"));
+        }
+        seen.push(key);
+    }
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let format = input_format(get("format"), headers)?;
+    let on_error = match get("on_error").unwrap_or("abort") {
+        "abort" => OnError::Abort,
+        "skip" => OnError::Skip,
+        _ => return Err(AppError::parameter("on_error", "expected abort or skip")),
+    };
+    let on_conflict = match get("on_conflict").unwrap_or("error") {
+        "error" => OnConflict::Error,
+        "ignore" => OnConflict::Ignore,
+        "update" => OnConflict::Update,
+        _ => {
+            return Err(AppError::parameter(
+                "on_conflict",
+                "expected error, ignore or update",
+            ))
+        }
+    };
+    let batch_size = match get("batch_size") {
+        Some(value) => value
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|size| *size > 0)
+            .ok_or_else(|| AppError::parameter("batch_size", "expected a positive integer"))?,
+        None => 1000,
+    };
+    let method = match get("method").unwrap_or("copy") {
+        "copy" => {
+            if get("batch_size").is_some() {
+                return Err(AppError::parameter("batch_size", "goes with method=insert"));
+            }
+            Method::Copy
+        }
+        "insert" => Method::Insert { batch_size },
+        _ => return Err(AppError::parameter("method", "expected copy or insert")),
+    };
+    let key = get("key").map(list).unwrap_or_default();
+    if !key.is_empty() && on_conflict == OnConflict::Error {
+        return Err(AppError::parameter(
+            "key",
+            "goes with on_conflict=ignore or on_conflict=update",
+        ));
+    }
+    if on_conflict == OnConflict::Update && key.is_empty() {
+        return Err(AppError::parameter(
+            "key",
+            "on_conflict=update needs the key columns, e.g. key=id",
+        ));
+    }
+    if on_error == OnError::Skip && matches!(method, Method::Insert { .. }) {
+        return Err(AppError::parameter(
+            "on_error",
+            "skip works with method=copy (INSERT batches abort on the first error)",
+        ));
+    }
+    let ignore_unknown = get("ignore_unknown")
+        .map(|value| flag("ignore_unknown", value))
+        .transpose()?
+        .unwrap_or(false);
+    if ignore_unknown && format == InputFormat::Csv {
+        return Err(AppError::parameter("ignore_unknown", "goes with NDJSON"));
+    }
+    let dry_run = get("dry_run")
+        .map(|value| flag("dry_run", value))
+        .transpose()?
+        .unwrap_or(false);
+    Ok(IngestOptions {
+        format,
+        columns: get("columns")
+            .map(list)
+            .filter(|columns| !columns.is_empty()),
+        ignore_unknown,
+        import: ImportOptions {
+            on_error,
+            on_conflict,
+            key,
+            method,
+            dry_run,
+            ..ImportOptions::default()
+        },
+    })
+}
+
+/// The handler. The import runs in a task of its own (see the module docs).
+pub async fn ingest(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let pairs = query
+        .map(|Query(pairs)| pairs)
+        .map_err(|rejection| rejection.body_text());
+    let task = tokio::spawn(run(state, name, pairs, headers, body));
+    task.await.unwrap_or_else(|error| {
+        AppError::Internal(format!("the import task failed: {error}")).into_response()
+    })
+}
+
+/// A finished import.
+struct Done {
+    summary: ImportSummary,
+    rejects: Option<(Vec<Value>, u64)>,
+    dry_run: bool,
+}
+
+/// A failed request: the error, the log outcome, and round trips spent.
+struct Failed {
+    error: AppError,
+    outcome: &'static str,
+    round_trips: u64,
+}
+
+impl From<AppError> for Failed {
+    fn from(error: AppError) -> Failed {
+        Failed {
+            error,
+            outcome: "rejected",
+            round_trips: 0,
+        }
+    }
+}
+
+async fn run(
+    state: AppState,
+    name: String,
+    pairs: Result<Vec<(String, String)>, String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let mut context = RequestContext {
+        route: "tables",
+        query: name.clone(),
+        token: None,
+        started: Instant::now(),
+        ad_hoc: false,
+    };
+    let shutdown = state.shutdown_token();
+    let mut round_trips = 0;
+    let result = tokio::select! {
+        result = import_body(&state, &name, pairs, &headers, body, &mut context, &mut round_trips) => result,
+        () = shutdown.cancelled() => Err(Failed {
+            // Dropping the import closes its session: the server rolls back.
+            error: AppError::Unavailable("the server is shutting down".into()),
+            outcome: "shutdown",
+            round_trips: 0,
+        }),
+    };
+    match result {
+        Ok(done) => {
+            let summary = done.summary;
+            context.finish(200, "complete", summary.records, 0, round_trips, None);
+            let mut body = json!({
+                "records": summary.records,
+                "accepted": summary.accepted,
+                "rejected": summary.rejected,
+                "written": summary.written,
+                "round_trips": round_trips,
+            });
+            if done.dry_run {
+                body["dry_run"] = json!(true);
+            }
+            if let Some((rejects, omitted)) = done.rejects {
+                body["rejects"] = Value::Array(rejects);
+                body["rejects_omitted"] = json!(omitted);
+            }
+            Json(body).into_response()
+        }
+        Err(failed) => {
+            let round_trips = failed.round_trips.max(round_trips);
+            context.finish(
+                failed.error.status().as_u16(),
+                failed.outcome,
+                0,
+                0,
+                round_trips,
+                Some(&failed.error.to_string()),
+            );
+            failed.error.into_response()
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn import_body(
+    state: &AppState,
+    name: &str,
+    pairs: Result<Vec<(String, String)>, String>,
+    headers: &HeaderMap,
+    body: Body,
+    context: &mut RequestContext,
+    round_trips: &mut u64,
+) -> Result<Done, Failed> {
+    let Some(table) = state.config().tables.get(name) else {
+        if !state.has_postgres() {
+            return Err(AppError::MethodNotAllowed(
+                "this server's databases are SQLite, which is served read-only: \
+                 POST /tables needs a PostgreSQL database"
+                    .into(),
+            )
+            .into());
+        }
+        // Unknown names are 404 only for writers, so tokens reveal nothing.
+        state.auth().check(headers, Need::Write)?;
+        return Err(
+            AppError::NotFound(format!("no table named {name:?} is open to writes")).into(),
+        );
+    };
+    context.token = state.auth().check(headers, Need::Write)?;
+    let pairs = pairs.map_err(AppError::bad_request)?;
+    let options = parse_options(&pairs, headers)?;
+    let database = state.database(&table.database)?;
+    let Some(session) = database.session().await else {
+        return Err(AppError::MethodNotAllowed(format!(
+            "database {:?} is SQLite, which is served read-only",
+            table.database
+        ))
+        .into());
+    };
+    let mut session = session.map_err(|error| AppError::from_start(error, false))?;
+    let result = async {
+        session
+            .prepare(table.statement_timeout, "")
+            .await
+            .map_err(|error| AppError::from_query(error, false))?;
+        let info = describe_table(session.connection(), &table.table)
+            .await
+            .map_err(|error| match error.kind() {
+                ErrorKind::Config => AppError::Internal(format!(
+                    "tables.{name}: {error} (table = {:?})",
+                    table.table
+                )),
+                _ => AppError::from_query(error, false),
+            })?;
+        load(session.connection(), &info, table, &options, body).await
+    }
+    .await;
+    *round_trips = session.round_trips();
+    match result {
+        Ok(done) => {
+            session.release();
+            Ok(done)
+        }
+        // Dropping the session discards it: whatever an error left open is
+        // rolled back by the server when the socket closes.
+        Err(error) => Err(Failed {
+            outcome: match &error {
+                AppError::BadRequest { message, .. } if message.starts_with(BODY_FAILED) => {
+                    "client_gone"
+                }
+                _ => "error",
+            },
+            error,
+            round_trips: *round_trips,
+        }),
+    }
+}
+
+const BODY_FAILED: &str = "reading the request body failed";
+
+/// Decodes the body into the table.
+async fn load(
+    connection: &mut Connection,
+    info: &TableInfo,
+    table: &TableConfig,
+    options: &IngestOptions,
+    body: Body,
+) -> Result<Done, AppError> {
+    let stream = body
+        .into_data_stream()
+        .map(|chunk| chunk.map_err(std::io::Error::other));
+    let mut reader = StreamReader::new(stream);
+    let skip = options.import.on_error == OnError::Skip;
+    let mut rejects: Vec<Value> = Vec::new();
+    let mut omitted = 0u64;
+    let mut sink = |rejected: &Rejected| -> Result<(), Error> {
+        if rejects.len() >= MAX_REJECTS {
+            omitted += 1;
+            return Ok(());
+        }
+        let cut = rejected.record.len() > MAX_REJECT_RECORD_BYTES;
+        let record = &rejected.record[..rejected.record.len().min(MAX_REJECT_RECORD_BYTES)];
+        let mut entry = json!({
+            "line": rejected.error.line,
+            "column": rejected.error.column,
+            "error": rejected.error.reason,
+            "record": String::from_utf8_lossy(record),
+        });
+        if cut {
+            entry["record_truncated"] = json!(true);
+        }
+        rejects.push(entry);
+        Ok(())
+    };
+    let progress = Progress::new();
+    let result = match options.format {
+        InputFormat::Ndjson => {
+            let mut decoder = NdjsonDecoder::new(
+                info.columns.clone(),
+                NdjsonOptions {
+                    columns: options.columns.clone(),
+                    defaulted: info.defaulted.clone(),
+                    ignore_unknown: options.ignore_unknown,
+                    max_line_bytes: table.max_line_bytes,
+                    keep_records: skip,
+                },
+            )
+            .map_err(|error| AppError::parameter("columns", error.to_string()))?;
+            run_import(
+                connection,
+                info,
+                &mut decoder,
+                &mut reader,
+                &options.import,
+                &mut sink,
+                &progress,
+            )
+            .await
+        }
+        InputFormat::Csv => {
+            let mut decoder = CsvDecoder::new(
+                info.columns.clone(),
+                CsvOptions {
+                    columns: options.columns.clone(),
+                    max_record_bytes: table.max_line_bytes,
+                    keep_records: skip,
+                },
+            );
+            run_import(
+                connection,
+                info,
+                &mut decoder,
+                &mut reader,
+                &options.import,
+                &mut sink,
+                &progress,
+            )
+            .await
+        }
+    };
+    let summary = result.map_err(import_error)?;
+    Ok(Done {
+        summary,
+        rejects: skip.then_some((rejects, omitted)),
+        dry_run: options.import.dry_run,
+    })
+}
+
+async fn run_import<D: Decoder>(
+    connection: &mut Connection,
+    info: &TableInfo,
+    decoder: &mut D,
+    reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+    options: &ImportOptions,
+    sink: &mut sluice_postgres::import::RejectSink<'_>,
+    progress: &Progress,
+) -> Result<ImportSummary, Error> {
+    let mut reader = reader;
+    import(
+        connection,
+        info,
+        decoder,
+        &mut reader,
+        options,
+        sink,
+        progress,
+    )
+    .await
+}
+
+/// The response for an import that failed.
+fn import_error(error: Error) -> AppError {
+    if let Some(row) = error.as_row_error() {
+        return AppError::Unprocessable {
+            message: row.reason.clone(),
+            line: Some(row.line),
+            column: row.column.clone(),
+            sqlstate: error.code().map(str::to_owned),
+        };
+    }
+    match error.kind() {
+        // A refused row the server could not place (a foreign key is checked
+        // after the last row; a streamed body cannot be read again to find it).
+        ErrorKind::Database
+            if error
+                .code()
+                .is_some_and(|code| code.starts_with("22") || code.starts_with("23")) =>
+        {
+            let message = error.as_db_error().map_or_else(
+                || error.to_string(),
+                |db| match &db.detail {
+                    Some(detail) => format!("{} ({detail})", db.message),
+                    None => db.message.clone(),
+                },
+            );
+            AppError::Unprocessable {
+                message,
+                line: None,
+                column: error.as_db_error().and_then(|db| db.column.clone()),
+                sqlstate: error.code().map(str::to_owned),
+            }
+        }
+        ErrorKind::Data => AppError::Unprocessable {
+            message: error.to_string(),
+            line: None,
+            column: None,
+            sqlstate: None,
+        },
+        ErrorKind::Config => AppError::bad_request(error.to_string()),
+        ErrorKind::Io if error.to_string().starts_with("reading the input failed") => {
+            AppError::bad_request(format!("{BODY_FAILED}: {error}"))
+        }
+        _ => AppError::from_query(error, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(query: &str, content_type: Option<&str>) -> Result<IngestOptions, String> {
+        let pairs: Vec<(String, String)> = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                (key.to_owned(), value.to_owned())
+            })
+            .collect();
+        let mut headers = HeaderMap::new();
+        if let Some(content_type) = content_type {
+            headers.insert(header::CONTENT_TYPE, content_type.parse().unwrap());
+        }
+        parse_options(&pairs, &headers).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn options_follow_sluice_import() {
+        let parsed = options(
+            "on_error=skip&on_conflict=update&key=id,at&columns=a,b&dry_run",
+            Some("text/csv; charset=utf-8"),
+        )
+        .unwrap();
+        assert_eq!(parsed.format, InputFormat::Csv);
+        assert_eq!(parsed.import.on_error, OnError::Skip);
+        assert_eq!(parsed.import.on_conflict, OnConflict::Update);
+        assert_eq!(parsed.import.key, ["id", "at"]);
+        assert_eq!(parsed.columns, Some(vec!["a".into(), "b".into()]));
+        assert!(parsed.import.dry_run);
+
+        let parsed = options("method=insert&batch_size=50&ignore_unknown=true", None).unwrap();
+        assert_eq!(parsed.format, InputFormat::Ndjson);
+        assert_eq!(parsed.import.method, Method::Insert { batch_size: 50 });
+        assert!(parsed.ignore_unknown);
+        assert_eq!(
+            options("format=csv", Some("application/x-ndjson"))
+                .unwrap()
+                .format,
+            InputFormat::Csv
+        );
+
+        for (query, fault) in [
+            ("on_error=maybe", "on_error"),
+            ("on_conflict=update", "key"),
+            ("method=insert&on_error=skip", "on_error"),
+            ("batch_size=10", "batch_size"),
+            ("method=insert&batch_size=0", "batch_size"),
+            ("colour=red", "colour"),
+            ("dry_run=1&dry_run=0", "dry_run"),
+            ("format=xml", "format"),
+        ] {
+            let error = options(query, None).unwrap_err();
+            assert!(error.contains(&format!("{fault:?}")), "{query}: {error}");
+        }
+        assert!(options("", Some("application/x-www-form-urlencoded"))
+            .unwrap_err()
+            .contains("Content-Type"));
+    }
+}
