@@ -7,8 +7,8 @@
 //! lateral subquery, so the result carries one row per piece:
 //!
 //! ```sql
-//! select q.sluice_row, q.<columns…>, p.sluice_column, p.sluice_offset, p.sluice_piece
-//! from (select row_number() over () as sluice_row, s.* from (<query>) as s(<names>)) as q
+//! select q.<columns…>, p.sluice_column, p.sluice_offset, p.sluice_piece
+//! from (<query>) as q(<names>)
 //! left join lateral (
 //!   select 3 as sluice_column, o as sluice_offset, lo_get(q.c3, o, 1048576) as sluice_piece
 //!   from generate_series(0, greatest(<size of q.c3> - 1, 0), 1048576) as o
@@ -17,7 +17,9 @@
 //! ) as p on true
 //! ```
 //!
-//! [`QueryStream`] reassembles the pieces into the original rows and hands each
+//! A new original row begins where the pieces stop continuing the previous ones
+//! (a lower column, an offset back at 0, or a row without objects), so no row
+//! number is needed. [`QueryStream`] reassembles the pieces into the original rows and hands each
 //! row over value by value ([`sluice_core::Chunk`]), so an object of any size, even
 //! beyond `bytea`'s 1 GB limit, streams through in bounded memory. Every `oid`
 //! column of the query is taken to hold large-object references.
@@ -58,8 +60,8 @@ pub(crate) fn rewrite(sql: &str, column_oids: &[Oid]) -> String {
         .collect();
     let columns: Vec<String> = names.iter().map(|name| format!("q.{name}")).collect();
     format!(
-        "select q.sluice_row, {}, p.sluice_column, p.sluice_offset, p.sluice_piece \
-         from (select pg_catalog.row_number() over () as sluice_row, s.* from ({sql}\n) as s({})) as q \
+        "select {}, p.sluice_column, p.sluice_offset, p.sluice_piece \
+         from ({sql}\n) as q({}) \
          left join lateral ({}) as p on true",
         columns.join(", "),
         names.join(", "),
@@ -94,7 +96,10 @@ pub(crate) struct LobPlan {
     pending: VecDeque<Pending>,
     /// Values of the current row's other columns.
     stored: Vec<Option<Vec<u8>>>,
-    current_row: Option<Vec<u8>>,
+    /// Whether a row is under way, and the column and offset of its last piece
+    /// (`None`: the row has no objects).
+    in_row: bool,
+    last_piece: Option<(usize, u64)>,
     /// The large-object column whose pieces are flowing.
     open: Option<usize>,
     /// The next user column to hand over.
@@ -112,7 +117,8 @@ impl LobPlan {
             lob_columns: column_oids.iter().map(|oid| *oid == OID).collect(),
             pending: VecDeque::new(),
             stored: vec![None; column_oids.len()],
-            current_row: None,
+            in_row: false,
+            last_piece: None,
             open: None,
             next_column: 0,
             cursor: 0,
@@ -142,39 +148,53 @@ impl LobPlan {
     }
 
     fn close_row(&mut self) {
-        if self.current_row.is_some() {
+        if self.in_row {
             self.close_value();
             self.catch_up(self.lob_columns.len());
             self.pending.push_back(Pending::RowEnd);
-            self.current_row = None;
+            self.in_row = false;
         }
     }
 
-    /// Reads internal row `index` of `batch` (sluice_row, user columns…,
-    /// sluice_column, sluice_offset, sluice_piece) into pending steps.
+    /// Reads internal row `index` of `batch` (user columns…, sluice_column,
+    /// sluice_offset, sluice_piece) into pending steps.
     fn read(&mut self, batch: &sluice_core::Batch, index: usize) -> Result<(), Error> {
         let row = batch.row(index);
         let users = self.lob_columns.len();
-        let id = row
-            .get(0)
-            .ok_or_else(|| Error::protocol("large-object row without a number"))?;
-        if self.current_row.as_deref() != Some(id) {
+        let number = |bytes: Option<&[u8]>| -> Result<Option<u64>, Error> {
+            bytes
+                .map(|bytes| {
+                    std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|text| text.parse().ok())
+                        .ok_or_else(|| Error::protocol("bad large-object piece position"))
+                })
+                .transpose()
+        };
+        let piece = match (number(row.get(users))?, number(row.get(users + 1))?) {
+            (Some(column), Some(offset)) => Some((column as usize, offset)),
+            _ => None,
+        };
+        let continues = match (self.last_piece, piece) {
+            (Some((last_column, last_offset)), Some((column, offset))) => {
+                column > last_column || (column == last_column && offset > last_offset)
+            }
+            _ => false,
+        };
+        if !self.in_row || !continues {
             self.close_row();
-            self.current_row = Some(id.to_vec());
             for column in 0..users {
-                self.stored[column] = row.get(column + 1).map(<[u8]>::to_vec);
+                self.stored[column] = row.get(column).map(<[u8]>::to_vec);
             }
             self.next_column = 0;
+            self.in_row = true;
             self.pending.push_back(Pending::RowStart);
         }
-        let Some(column) = row.get(users + 1) else {
+        self.last_piece = piece;
+        let Some((column, _)) = piece else {
             // No large object in this row at all.
             return Ok(());
         };
-        let column: usize = std::str::from_utf8(column)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| Error::protocol("bad large-object column number"))?;
         if self.open != Some(column) {
             self.close_value();
             self.catch_up(column);
@@ -211,7 +231,7 @@ impl QueryStream {
                     Pending::ValueStart(column) => Chunk::ValueStart { column },
                     Pending::Piece { column, row } => Chunk::Piece {
                         column,
-                        bytes: self.batch.row(row).get(users + 3).unwrap_or(&[]),
+                        bytes: self.batch.row(row).get(users + 2).unwrap_or(&[]),
                     },
                     Pending::ValueEnd(column) => Chunk::ValueEnd { column },
                     Pending::RowEnd => Chunk::RowEnd,
@@ -246,7 +266,7 @@ mod tests {
     fn the_rewrite_reads_every_oid_column_in_pieces() {
         let sql = rewrite("select id, doc from files", &[23, OID]);
         assert!(
-            sql.contains("from (select id, doc from files\n) as s(\"sluice_c1\", \"sluice_c2\")"),
+            sql.contains("from (select id, doc from files\n) as q(\"sluice_c1\", \"sluice_c2\")"),
             "{sql}"
         );
         assert!(sql.contains("select 1::int4 as sluice_column"), "{sql}");

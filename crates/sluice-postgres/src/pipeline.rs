@@ -189,6 +189,10 @@ impl<'c> Pipeline<'c> {
         let mut rows = Batch::new(self.schema.len());
         let mut written = 0usize;
         let connection = self.connection;
+        let mut feed = Feed {
+            source: Some(source),
+            next: None,
+        };
         if mode == Transaction::Single {
             frontend::query("begin", &mut connection.write_buffer).map_err(Error::io)?;
             expected.push_back(Expected::Control);
@@ -197,7 +201,14 @@ impl<'c> Pipeline<'c> {
         loop {
             // Queue more requests while the window allows.
             while !input_done && !failed && in_flight_bytes < window_bytes {
-                let Some(set) = source.next().await? else {
+                // Wait for input only when nothing is in flight; otherwise take what
+                // is ready and go on answering, so a client that waits for each
+                // result before sending the next set never stalls the pipeline.
+                let idle = expected.is_empty() && written >= connection.write_buffer.len();
+                let Some(ready) = feed.next(idle).await else {
+                    break;
+                };
+                let Some(set) = ready? else {
                     input_done = true;
                     break;
                 };
@@ -378,6 +389,45 @@ impl<'c> Pipeline<'c> {
             Some(error) => Err(error),
             None => Ok(summary),
         }
+    }
+}
+
+type Next<'s, S> =
+    Pin<Box<dyn Future<Output = (Result<Option<ParamSet>, Error>, &'s mut S)> + Send + 's>>;
+
+/// A [`ParamSource`] whose `next()` can be polled without waiting and resumed
+/// later: the future under way owns the source until it completes, so a line read
+/// halfway is never dropped.
+struct Feed<'s, S> {
+    source: Option<&'s mut S>,
+    next: Option<Next<'s, S>>,
+}
+
+impl<'s, S: ParamSource> Feed<'s, S> {
+    /// The next set: waits for it with `wait`, otherwise only takes it if ready.
+    async fn next(&mut self, wait: bool) -> Option<Result<Option<ParamSet>, Error>> {
+        if self.next.is_none() {
+            let source = self
+                .source
+                .take()
+                .expect("the source is home when no read is under way");
+            self.next = Some(Box::pin(async move {
+                let result = source.next().await;
+                (result, source)
+            }));
+        }
+        let future = self.next.as_mut().expect("a read under way");
+        let (result, source) = if wait {
+            future.await
+        } else {
+            match std::future::poll_fn(|context| Poll::Ready(future.as_mut().poll(context))).await {
+                Poll::Ready(done) => done,
+                Poll::Pending => return None,
+            }
+        };
+        self.next = None;
+        self.source = Some(source);
+        Some(result)
     }
 }
 

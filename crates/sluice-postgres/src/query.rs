@@ -154,7 +154,7 @@ impl QueryStream {
         let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
         if options.lob_inline && oids.contains(&crate::lob::OID) {
             // Replace the unnamed statement by the rewritten one; its columns are
-            // the row number, the user's columns, then the piece columns.
+            // the user's columns, then the piece columns.
             let rewritten = crate::lob::rewrite(sql, &oids);
             frontend::parse(
                 "",
@@ -178,10 +178,9 @@ impl QueryStream {
                     column.type_name = "lo".into();
                 }
             }
-            let mut internal = vec![0i16];
-            internal.extend(&result_formats);
+            let mut internal = result_formats.clone();
             // The OID columns themselves travel as text; their bytes come as pieces.
-            for (format, oid) in internal[1..].iter_mut().zip(&oids) {
+            for (format, oid) in internal.iter_mut().zip(&oids) {
                 if *oid == crate::lob::OID {
                     *format = 0;
                 }

@@ -225,3 +225,59 @@ async fn an_invalid_line_in_single_mode_rolls_everything_back() {
     assert_eq!(seen.last().unwrap(), &(3, Seen::Invalid));
     assert_eq!(db.query_text("select count(*) from log"), "0");
 }
+
+/// Hands over the next set only once the previous result came back: a client
+/// that waits for each answer, as an interactive one does.
+struct Interactive {
+    sent: u64,
+    total: u64,
+    answered: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    notify: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl ParamSource for Interactive {
+    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
+        if self.sent == self.total {
+            return Ok(None);
+        }
+        while self.answered.load(std::sync::atomic::Ordering::SeqCst) < self.sent {
+            self.notify.notified().await;
+        }
+        self.sent += 1;
+        Ok(Some(ParamSet {
+            line: self.sent,
+            values: Ok(vec![Some(self.sent.to_string())]),
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_client_waiting_for_each_answer_does_not_stall_the_pipeline() {
+    let db = TestDb::new();
+    let config: Config = db.url().parse().unwrap();
+    let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    let pipeline = Pipeline::prepare(&mut connection, "select $1::int")
+        .await
+        .unwrap();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mut source = Interactive {
+        sent: 0,
+        total: 50,
+        answered: answered.clone(),
+        notify: notify.clone(),
+    };
+    let mut report = |_line: u64, _outcome: CallOutcome<'_>| -> Result<(), Error> {
+        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        notify.notify_one();
+        Ok(())
+    };
+    let summary = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        pipeline.run(&mut source, Transaction::Each, 1 << 20, &mut report),
+    )
+    .await
+    .expect("the pipeline must not wait for a full window")
+    .unwrap();
+    assert_eq!(summary.succeeded, 50);
+}
