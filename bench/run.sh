@@ -71,6 +71,11 @@ log() { printf '[bench] %s\n' "$*" >&2; }
 # unaligned tuples-only output so results can be read into variables.
 pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 
+# sluice has no TLS; psql and psycopg (libpq, sslmode=prefer) would encrypt when
+# the server offers it and pay for that. Compare like with like: plain TCP for
+# every client unless PGSSLMODE is set.
+export PGSSLMODE=${PGSSLMODE:-disable}
+
 # The table generator is shared with the other bench scripts.
 source "$ROOT/bench/lib/payment_events.sh"
 
