@@ -157,15 +157,16 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
         .as_ref()
         .filter(|path| path.as_os_str() != "-")
     {
-        Some(path) => Box::new(BufReader::new(tokio::fs::File::open(path).await.map_err(
-            |error| {
+        Some(path) => Box::new(BufReader::with_capacity(
+            256 * 1024,
+            tokio::fs::File::open(path).await.map_err(|error| {
                 Error::new(
                     ErrorKind::Io,
                     format!("cannot read {}: {error}", path.display()),
                 )
-            },
-        )?)),
-        None => Box::new(BufReader::new(tokio::io::stdin())),
+            })?,
+        )),
+        None => Box::new(BufReader::with_capacity(256 * 1024, tokio::io::stdin())),
     };
     let mut output: Box<dyn std::io::Write + Send> = match &arguments.output {
         Some(path) => Box::new(std::io::BufWriter::new(
