@@ -136,7 +136,7 @@ impl FromStr for Config {
 }
 
 impl Config {
-    /// Adds a run-time setting sent at startup (e.g. `IntervalStyle`, `iso_8601`).
+    /// Adds a run-time setting sent at startup (e.g. `statement_timeout`, `5min`).
     pub fn setting(mut self, name: &str, value: &str) -> Config {
         self.settings.push((name.to_owned(), value.to_owned()));
         self
