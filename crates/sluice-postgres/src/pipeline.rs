@@ -189,6 +189,8 @@ impl<'c> Pipeline<'c> {
         let mut rows = Batch::new(self.schema.len());
         let mut written = 0usize;
         let connection = self.connection;
+        // Single mode: calls written since the last Flush or Sync.
+        let mut unflushed = false;
         let mut feed = Feed {
             source: Some(source),
             next: None,
@@ -258,6 +260,8 @@ impl<'c> Pipeline<'c> {
                 if mode == Transaction::Each {
                     frontend::sync(&mut connection.write_buffer);
                     ready_pending += 1;
+                } else {
+                    unflushed = true;
                 }
                 let bytes = connection.write_buffer.len() - before;
                 in_flight_bytes += bytes;
@@ -270,6 +274,7 @@ impl<'c> Pipeline<'c> {
                 // Sync ends the pipeline; COMMIT on a transaction a failed call
                 // aborted rolls it back, so only an invalid line needs ROLLBACK.
                 frontend::sync(&mut connection.write_buffer);
+                unflushed = false;
                 let end = if failed { "rollback" } else { "commit" };
                 frontend::query(end, &mut connection.write_buffer).map_err(Error::io)?;
                 expected.push_back(Expected::Control);
@@ -284,6 +289,13 @@ impl<'c> Pipeline<'c> {
                 && written >= connection.write_buffer.len()
             {
                 break;
+            }
+            // Before waiting on the server, make it send what it has: without a
+            // Sync (single mode keeps one transaction open) it would hold its
+            // answers, and an input that is not ready yet would wait for them.
+            if unflushed {
+                frontend::flush(&mut connection.write_buffer);
+                unflushed = false;
             }
             // Write what is queued and read what has arrived, whichever can go.
             exchange(connection, &mut written).await?;

@@ -253,6 +253,12 @@ impl ParamSource for Interactive {
 
 #[tokio::test]
 async fn a_client_waiting_for_each_answer_does_not_stall_the_pipeline() {
+    for mode in [Transaction::Each, Transaction::Single] {
+        interactive(mode).await;
+    }
+}
+
+async fn interactive(mode: Transaction) {
     let db = TestDb::new();
     let config: Config = db.url().parse().unwrap();
     let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
@@ -274,7 +280,7 @@ async fn a_client_waiting_for_each_answer_does_not_stall_the_pipeline() {
     };
     let summary = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        pipeline.run(&mut source, Transaction::Each, 1 << 20, &mut report),
+        pipeline.run(&mut source, mode, 1 << 20, &mut report),
     )
     .await
     .expect("the pipeline must not wait for a full window")
