@@ -257,11 +257,7 @@ async fn run_query(
         context.token = state.inner.auth.check(&headers, Need::Query(&name))?;
         let Query(pairs) =
             query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
-        let format_param = pairs
-            .iter()
-            .find(|(key, _)| key == "format")
-            .map(|(_, value)| value.as_str());
-        let format = choose_format(format_param, &headers)?;
+        let format = format_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
         let database = state.database(&config.database)?;
         let source = database
@@ -276,6 +272,24 @@ async fn run_query(
         Ok((source, format, config.limits.clone()))
     }
     .await;
+    stream_or_reject(prepared, context, &state).await
+}
+
+/// The format asked for by `?format=`, else by `Accept`.
+fn format_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Format, AppError> {
+    let format_param = pairs
+        .iter()
+        .find(|(key, _)| key == "format")
+        .map(|(_, value)| value.as_str());
+    choose_format(format_param, headers)
+}
+
+/// Streams a prepared query's result, or answers and logs why it was rejected.
+async fn stream_or_reject(
+    prepared: Result<(crate::db::Source, Format, crate::config::Limits), AppError>,
+    context: RequestContext,
+    state: &AppState,
+) -> Response {
     match prepared {
         Ok((source, format, limits)) => respond(
             source,
@@ -332,11 +346,7 @@ async fn run_sql(
         context.token = state.inner.auth.check(&headers, Need::Sql)?;
         let Query(pairs) =
             query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
-        let format_param = pairs
-            .iter()
-            .find(|(key, _)| key == "format")
-            .map(|(_, value)| value.as_str());
-        let format = choose_format(format_param, &headers)?;
+        let format = format_of(&pairs, &headers)?;
         let request: SqlRequest = serde_json::from_slice(&body).map_err(|error| {
             AppError::bad_request(format!(
                 "expected a JSON body {{\"sql\": \"...\", \"params\": [...]}}: {error}"
@@ -368,30 +378,7 @@ async fn run_sql(
         Ok((source, format, sql.limits.clone()))
     }
     .await;
-    match prepared {
-        Ok((source, format, limits)) => respond(
-            source,
-            format,
-            format.encoder(JsonOptions::default()),
-            limits,
-            context,
-            state.shutdown_token(),
-            state.tracker(),
-        )
-        .await
-        .unwrap_or_else(IntoResponse::into_response),
-        Err(error) => {
-            context.finish(
-                error.status().as_u16(),
-                "rejected",
-                0,
-                0,
-                0,
-                Some(&error.to_string()),
-            );
-            error.into_response()
-        }
-    }
+    stream_or_reject(prepared, context, &state).await
 }
 
 /// An untyped ad-hoc parameter: text for PostgreSQL (which converts it), the
