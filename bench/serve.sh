@@ -62,6 +62,10 @@ mkdir -p "$DATA" "$RESULTS"
 log() { printf '[serve-bench] %s\n' "$*" >&2; }
 pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 
+# sluice has no TLS; psql (libpq, sslmode=prefer) would encrypt when the server
+# offers it. Compare like with like: plain TCP unless PGSSLMODE is set.
+export PGSSLMODE=${PGSSLMODE:-disable}
+
 have=$(pg -c "select count(*) from payment_events" 2>/dev/null || echo missing)
 if [[ $have != "$ROWS" ]]; then
     echo "payment_events has '$have' rows, want $ROWS: run 'ROWS=$ROWS bash bench/run.sh' first" >&2
