@@ -169,14 +169,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     Ok(TableInfo {
         name,
         defaulted,
-        columns: raw
-            .into_iter()
-            .map(|(column, oid)| Column {
-                name: column,
-                kind: types::kind_of(oid, &catalog, 0),
-                type_name: types::name_of(oid, &catalog),
-            })
-            .collect(),
+        columns: types::schema_of(&raw, &catalog).columns,
     })
 }
 

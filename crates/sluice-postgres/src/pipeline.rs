@@ -21,7 +21,7 @@ use bytes::BufMut;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use sluice_core::{Batch, Column, DbError, Error, Schema};
+use sluice_core::{Batch, DbError, Error, Schema};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::connection::Connection;
@@ -128,16 +128,7 @@ impl<'c> Pipeline<'c> {
         let drained = connection.drain_until_ready().await;
         let catalog = catalog?;
         drained?;
-        let schema = Schema {
-            columns: columns
-                .iter()
-                .map(|(name, oid)| Column {
-                    name: name.clone(),
-                    kind: types::kind_of(*oid, &catalog, 0),
-                    type_name: types::name_of(*oid, &catalog),
-                })
-                .collect(),
-        };
+        let schema = types::schema_of(&columns, &catalog);
         Ok(Pipeline {
             connection,
             bytes_columns: schema

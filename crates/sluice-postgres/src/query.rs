@@ -19,7 +19,7 @@
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use sluice_core::{Batch, BatchSource, Chunk, Column, Error, Schema};
+use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
 
 use crate::connection::Connection;
 use crate::error::db_error;
@@ -132,16 +132,7 @@ impl QueryStream {
             Ok(catalog) => catalog,
             Err(error) => return Err(abort(connection, error).await),
         };
-        let schema = Schema {
-            columns: columns
-                .iter()
-                .map(|(name, oid)| Column {
-                    name: name.clone(),
-                    kind: types::kind_of(*oid, &catalog, 0),
-                    type_name: types::name_of(*oid, &catalog),
-                })
-                .collect(),
-        };
+        let schema = types::schema_of(&columns, &catalog);
         // Binary only where the raw bytes are the canonical form: no hex on the
         // server, half the bytes on the wire.
         let mut result_formats: Vec<i16> = schema

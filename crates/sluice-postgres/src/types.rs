@@ -184,6 +184,24 @@ pub(crate) fn kind_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>, depth: usiz
     }
 }
 
+/// The schema of result columns given by name and type OID, once the catalog
+/// entries they need have been looked up with [`resolve`].
+pub(crate) fn schema_of(
+    columns: &[(String, Oid)],
+    catalog: &HashMap<Oid, CatalogType>,
+) -> sluice_core::Schema {
+    sluice_core::Schema {
+        columns: columns
+            .iter()
+            .map(|(name, oid)| sluice_core::Column {
+                name: name.clone(),
+                kind: kind_of(*oid, catalog, 0),
+                type_name: name_of(*oid, catalog),
+            })
+            .collect(),
+    }
+}
+
 /// The type's name, from the static table or the catalog.
 pub(crate) fn name_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>) -> String {
     builtin(oid)
