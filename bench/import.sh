@@ -73,29 +73,16 @@ GEN_VERSION=1
 for v in ROWS REPS EXECUTEMANY_ROWS SINGLE_INSERT_ROWS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
 done
-[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required: apt-get install time" >&2; exit 2; }
-command -v psql >/dev/null || { echo "psql is required: apt-get install postgresql-client" >&2; exit 2; }
+LOG_PREFIX=bench
+# Tool checks, URL masking, log, pg, plain TCP, report helpers.
+source "$ROOT/bench/lib/common.sh"
 # A prefix can't be longer than the file.
 (( EXECUTEMANY_ROWS <= ROWS )) || EXECUTEMANY_ROWS=$ROWS
 (( SINGLE_INSERT_ROWS <= ROWS )) || SINGLE_INSERT_ROWS=$ROWS
 
-# The same URL with any password masked, for everything we print or commit.
-URL_SHOWN=$(sed -E 's#^([a-z]+://[^:/@]+):[^@]*@#\1:***@#' <<<"$URL")
-
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$DATA" "$RESULTS"
-
-log() { printf '[bench] %s\n' "$*" >&2; }
-
-# psql for the harness's own SQL: no ~/.psqlrc, stop on the first error,
-# unaligned tuples-only output so results can be read into variables.
-pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
-
-# sluice has no TLS; psql and psycopg (libpq, sslmode=prefer) would encrypt when
-# the server offers it and pay for that. Compare like with like: plain TCP for
-# every client unless PGSSLMODE is set.
-export PGSSLMODE=${PGSSLMODE:-disable}
 
 # The table generator is shared with the other bench scripts.
 source "$ROOT/bench/lib/payment_events.sh"
@@ -340,24 +327,6 @@ if [[ $SCALE_CHECK == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- report --
-
-# shell_words ARG...: the args as a readable, copy-pasteable command line.
-shell_words() {
-    local a
-    for a in "$@"; do
-        # shellcheck disable=SC2016  # the literal placeholder $URL
-        if [[ $a == '$URL' ]]; then printf ' "$URL"'
-        elif [[ $a =~ ^[][A-Za-z0-9_./=:@%+,-]+$ ]]; then printf ' %s' "$a"
-        elif [[ $a != *\'* ]]; then printf " '%s'" "$a"
-        elif [[ $a != *[\"\$\`]* ]]; then printf ' "%s"' "$a"
-        else printf ' %q' "$a"
-        fi
-    done
-}
-
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-# fmt_int 1234567 -> 1,234,567 (not locale-dependent).
-fmt_int() { sed -E ':a; s/([0-9])([0-9]{3})($|,)/\1,\2\3/; ta' <<<"$1"; }
 
 REF_S=""
 if [[ -s $WORK/psql.$LOAD_TABLE.samples ]]; then

@@ -88,16 +88,14 @@ HUGE_BYTES=$((2 * HUGE_HALF))
 PSYCOPG_PIECE=$((64 * 1024 * 1024))
 # Bump when the generator SQL changes, so existing tables get regenerated.
 LOB_GEN_VERSION=1
-export PGSSLMODE=${PGSSLMODE:-disable}
 
 for v in REPS HUGE_REPS PROXY_PORT; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
 done
-[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required: apt-get install time" >&2; exit 2; }
-command -v psql >/dev/null || { echo "psql is required: apt-get install postgresql-client" >&2; exit 2; }
+LOG_PREFIX=lob-bench
+# Tool checks, URL masking, log, pg, plain TCP, report helpers.
+source "$ROOT/bench/lib/common.sh"
 
-# The same URL with any password masked, for everything we print or commit.
-URL_SHOWN=$(sed -E 's#^([a-z]+://[^:/@]+):[^@]*@#\1:***@#' <<<"$URL")
 LOAD_AVG_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 WORK=$(mktemp -d)
@@ -109,12 +107,6 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$DATA" "$RESULTS"
-
-log() { printf '[lob-bench] %s\n' "$*" >&2; }
-
-# psql for the harness's own SQL: no ~/.psqlrc, stop on the first error,
-# unaligned tuples-only output so results can be read into variables.
-pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 
 # ----------------------------------------------------------- test tables --
 
@@ -565,23 +557,6 @@ median() {
 }
 
 # ---------------------------------------------------------------- report --
-
-# shell_words ARG...: the args as a readable, copy-pasteable command line (as
-# import.sh's).
-shell_words() {
-    local a
-    for a in "$@"; do
-        # shellcheck disable=SC2016  # the literal placeholder $URL
-        if [[ $a == '$URL' ]]; then printf ' "$URL"'
-        elif [[ $a =~ ^[][A-Za-z0-9_./=:@%+,-]+$ ]]; then printf ' %s' "$a"
-        elif [[ $a != *\'* ]]; then printf " '%s'" "$a"
-        elif [[ $a != *[\"\$\`]* ]]; then printf ' "%s"' "$a"
-        else printf ' %q' "$a"
-        fi
-    done
-}
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-fmt_int() { sed -E ':a; s/([0-9])([0-9]{3})($|,)/\1,\2\3/; ta' <<<"$1"; }
 
 # trips_of KEY: the round-trips cell: sluice's --stats, else the proxy's.
 trips_of() {

@@ -55,26 +55,13 @@ GEN_VERSION=1
 
 [[ $ROWS =~ ^[1-9][0-9]*$ ]] || { echo "ROWS must be a positive integer" >&2; exit 2; }
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "REPS must be a positive integer" >&2; exit 2; }
-[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required: apt-get install time" >&2; exit 2; }
-command -v psql >/dev/null || { echo "psql is required: apt-get install postgresql-client" >&2; exit 2; }
-
-# The same URL with any password masked, for everything we print or commit.
-URL_SHOWN=$(sed -E 's#^([a-z]+://[^:/@]+):[^@]*@#\1:***@#' <<<"$URL")
+LOG_PREFIX=bench
+# Tool checks, URL masking, log, pg, plain TCP, report helpers.
+source "$ROOT/bench/lib/common.sh"
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$DATA" "$RESULTS"
-
-log() { printf '[bench] %s\n' "$*" >&2; }
-
-# psql for the harness's own SQL: no ~/.psqlrc, stop on the first error,
-# unaligned tuples-only output so results can be read into variables.
-pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
-
-# sluice has no TLS; psql and psycopg (libpq, sslmode=prefer) would encrypt when
-# the server offers it and pay for that. Compare like with like: plain TCP for
-# every client unless PGSSLMODE is set.
-export PGSSLMODE=${PGSSLMODE:-disable}
 
 # The table generator is shared with the other bench scripts.
 source "$ROOT/bench/lib/payment_events.sh"
@@ -268,8 +255,6 @@ if [[ $SCALE_CHECK == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- report --
-
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
 REF_S=""
 if [[ -s $WORK/psql.payment_events.samples ]]; then

@@ -48,9 +48,10 @@ DEMO_PORT=${DEMO_PORT:-18481}
 for tool in curl psql sqlite3; do
     command -v "$tool" >/dev/null || { echo "$tool is required (apt-get install $tool)" >&2; exit 2; }
 done
-[[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required: apt-get install time" >&2; exit 2; }
+LOG_PREFIX=serve-bench
+# Tool checks, URL masking, log, pg, plain TCP, report helpers.
+source "$ROOT/bench/lib/common.sh"
 
-URL_SHOWN=$(sed -E 's#^([a-z]+://[^:/@]+):[^@]*@#\1:***@#' <<<"$URL")
 WORK=$(mktemp -d)
 SERVER_PID=
 cleanup() {
@@ -59,12 +60,6 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$DATA" "$RESULTS"
-log() { printf '[serve-bench] %s\n' "$*" >&2; }
-pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
-
-# sluice has no TLS; psql (libpq, sslmode=prefer) would encrypt when the server
-# offers it. Compare like with like: plain TCP unless PGSSLMODE is set.
-export PGSSLMODE=${PGSSLMODE:-disable}
 
 have=$(pg -c "select count(*) from payment_events" 2>/dev/null || echo missing)
 if [[ $have != "$ROWS" ]]; then
