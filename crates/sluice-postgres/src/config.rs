@@ -70,12 +70,9 @@ impl FromStr for Config {
 
     fn from_str(text: &str) -> Result<Config, Error> {
         let parsed = tokio_postgres::Config::from_str(text)
-            .map_err(|error| Error::config(format!("invalid connection string: {error}")))?;
+            .map_err(|error| describe_parse_error(text, &error))?;
         if matches!(parsed.get_ssl_mode(), SslMode::Require) {
-            return Err(Error::config(
-                "sslmode=require is not supported yet: sluice connects without TLS \
-                 (use sslmode=disable or prefer, or a local TLS-terminating proxy)",
-            ));
+            return Err(ssl_mode_error("require"));
         }
         let default_port = env("PGPORT")
             .and_then(|port| port.parse().ok())
@@ -135,6 +132,109 @@ impl FromStr for Config {
     }
 }
 
+/// Words a parse failure: tokio-postgres's own `Display` only says "invalid
+/// connection string"; the setting at fault is in its source.
+fn describe_parse_error(text: &str, error: &tokio_postgres::Error) -> Error {
+    let reason = std::error::Error::source(error)
+        .map(ToString::to_string)
+        .unwrap_or_else(|| error.to_string());
+    if reason.contains("`sslmode`") {
+        if let Some(mode) = setting_value(text, "sslmode") {
+            return ssl_mode_error(&mode);
+        }
+    }
+    Error::config(format!("invalid connection string: {reason}"))
+}
+
+/// The error for an `sslmode` this build cannot honour, or one that does not exist.
+fn ssl_mode_error(mode: &str) -> Error {
+    match mode {
+        "require" | "verify-ca" | "verify-full" => Error::config(format!(
+            "sslmode={mode} needs TLS, which this build does not support yet \
+             (connect with sslmode=disable or prefer, or through a local TLS-terminating proxy)"
+        )),
+        "allow" => Error::config(
+            "sslmode=allow is not supported by this build: use sslmode=disable or prefer",
+        ),
+        other => Error::config(format!(
+            "sslmode={other} is not a valid setting \
+             (disable, allow, prefer, require, verify-ca or verify-full)"
+        )),
+    }
+}
+
+/// The value of setting `name` in a URL's query string or a `key=value` string, as
+/// written (URL percent-escapes decoded, quotes removed); the last occurrence wins,
+/// as in libpq. Only used to word errors, so it need not validate the rest.
+fn setting_value(text: &str, name: &str) -> Option<String> {
+    let text = text.trim();
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        let query = text.split_once('?')?.1;
+        return query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .filter(|(key, _)| *key == name)
+            .map(|(_, value)| percent_decode(value))
+            .last();
+    }
+    let mut found = None;
+    let mut rest = text;
+    while let Some((key, after_key)) = rest.split_once('=') {
+        let key = key.split_whitespace().last().unwrap_or("");
+        let after_key = after_key.trim_start();
+        let (value, after_value) = key_value_token(after_key);
+        if key == name {
+            found = Some(value);
+        }
+        rest = after_value;
+    }
+    found
+}
+
+/// One value of a `key=value` string: quoted (`'a b'`, `\'` escapes) or up to the
+/// next whitespace; returns it and the text after it.
+fn key_value_token(text: &str) -> (String, &str) {
+    let Some(quoted) = text.strip_prefix('\'') else {
+        let end = text.find(char::is_whitespace).unwrap_or(text.len());
+        return (text[..end].to_owned(), &text[end..]);
+    };
+    let mut value = String::new();
+    let mut characters = quoted.char_indices();
+    while let Some((index, character)) = characters.next() {
+        match character {
+            '\\' => value.extend(characters.next().map(|(_, escaped)| escaped)),
+            '\'' => return (value, &quoted[index + 1..]),
+            other => value.push(other),
+        }
+    }
+    (value, "")
+}
+
+/// Decodes `%XX` escapes (and `+` is left alone, as in a URL's query).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escape = bytes.get(index + 1..index + 3).and_then(|hex| {
+            std::str::from_utf8(hex)
+                .ok()
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        });
+        match (bytes[index], escape) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                index += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
 impl Config {
     /// Adds a run-time setting sent at startup (e.g. `statement_timeout`, `5min`).
     pub fn setting(mut self, name: &str, value: &str) -> Config {
@@ -175,5 +275,58 @@ mod tests {
         assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
         let error = "postgres://a@b:notaport/c".parse::<Config>().unwrap_err();
         assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
+    }
+
+    fn message(text: &str) -> String {
+        text.parse::<Config>().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_setting_and_the_reason() {
+        for text in [
+            "postgres://a@b/c?sslmode=verify-full",
+            "postgres://a@b/c?application_name=x&sslmode=verify%2Dfull",
+            "host=b sslmode=verify-full",
+            "host=b sslmode = 'verify-full' dbname=c",
+        ] {
+            assert_eq!(
+                message(text),
+                "sslmode=verify-full needs TLS, which this build does not support yet \
+                 (connect with sslmode=disable or prefer, or through a local TLS-terminating proxy)",
+                "{text}"
+            );
+        }
+        assert!(message("host=b sslmode=verify-ca").starts_with("sslmode=verify-ca needs TLS"));
+        assert!(
+            message("postgres://a@b/c?sslmode=require").starts_with("sslmode=require needs TLS")
+        );
+        assert!(message("host=b sslmode=allow").starts_with("sslmode=allow is not supported"));
+        assert!(message("host=b sslmode=bogus").starts_with("sslmode=bogus is not a valid setting"));
+        assert_eq!(
+            message("postgres://a@b/c?frobnicate=1"),
+            "invalid connection string: unknown option `frobnicate`"
+        );
+        assert_eq!(
+            message("host=b port=x"),
+            "invalid connection string: invalid value for option `port`"
+        );
+    }
+
+    #[test]
+    fn setting_values_are_found_in_both_forms() {
+        assert_eq!(
+            setting_value("host=a sslmode=x", "sslmode").as_deref(),
+            Some("x")
+        );
+        assert_eq!(
+            setting_value("host='a b' sslmode='it\\'s' dbname=d", "sslmode").as_deref(),
+            Some("it's")
+        );
+        assert_eq!(
+            setting_value("postgresql://u@h/d?sslmode=a&sslmode=b", "sslmode").as_deref(),
+            Some("b")
+        );
+        assert_eq!(setting_value("host=a", "sslmode"), None);
+        assert_eq!(setting_value("postgres://u@h/d", "sslmode"), None);
     }
 }

@@ -241,7 +241,7 @@ impl Connection {
                 )
             })
         };
-        match self.read_message().await.map_err(login_error)? {
+        match self.read_login_message().await? {
             Message::AuthenticationOk => return Ok(()),
             Message::AuthenticationCleartextPassword => {
                 frontend::password_message(password()?, &mut self.write_buffer)
@@ -275,7 +275,7 @@ impl Connection {
                 )
                 .map_err(Error::io)?;
                 self.send().await?;
-                match self.read_message().await.map_err(login_error)? {
+                match self.read_login_message().await? {
                     Message::AuthenticationSaslContinue(body) => {
                         scram.update(body.data()).map_err(|error| {
                             Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
@@ -286,7 +286,7 @@ impl Connection {
                 frontend::sasl_response(scram.message(), &mut self.write_buffer)
                     .map_err(Error::io)?;
                 self.send().await?;
-                match self.read_message().await.map_err(login_error)? {
+                match self.read_login_message().await? {
                     Message::AuthenticationSaslFinal(body) => {
                         scram.finish(body.data()).map_err(|error| {
                             Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
@@ -294,7 +294,7 @@ impl Connection {
                     }
                     _ => return Err(Error::protocol("expected SASL final message")),
                 }
-                return match self.read_message().await.map_err(login_error)? {
+                return match self.read_login_message().await? {
                     Message::AuthenticationOk => Ok(()),
                     _ => Err(Error::protocol("expected authentication to complete")),
                 };
@@ -308,9 +308,20 @@ impl Connection {
             }
         }
         self.send().await?;
-        match self.read_message().await.map_err(login_error)? {
+        match self.read_login_message().await? {
             Message::AuthenticationOk => Ok(()),
             _ => Err(Error::protocol("expected authentication to complete")),
+        }
+    }
+
+    /// The next message while logging in. The server may refuse at any step (too
+    /// many clients before it even asks for a password, a wrong password after it):
+    /// its `ErrorResponse` becomes the error, with the server's own message and
+    /// SQLSTATE, rather than a complaint about an unexpected message.
+    async fn read_login_message(&mut self) -> Result<Message, Error> {
+        match self.read_message().await.map_err(login_error)? {
+            Message::ErrorResponse(body) => Err(login_error(db_error(&body))),
+            message => Ok(message),
         }
     }
 

@@ -32,6 +32,13 @@
 //! (for example if the watcher was killed too) are removed by the next test process
 //! that starts an ephemeral cluster, once their owning process is dead.
 //!
+//! # Dedicated clusters
+//!
+//! A test that needs server settings of its own (a tiny `max_connections`,
+//! `pg_hba.conf` lines for an authentication method) starts its own ephemeral cluster
+//! with [`ClusterBuilder`], whatever `SLUICE_TEST_PG_URL` says; the server binaries
+//! are then required. Dropping the [`Cluster`] stops it.
+//!
 //! # Isolation
 //!
 //! Each [`TestDb`] is a new, empty schema named `t_<pid>_<counter>_<random>`; its
@@ -58,37 +65,23 @@
 
 #![warn(missing_docs)]
 
+mod cluster;
+
+pub use cluster::{Cluster, ClusterBuilder};
+
 use std::collections::hash_map::RandomState;
-use std::ffi::{CString, OsStr};
-use std::fs::{self, File};
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 /// Environment variable naming an existing server to use instead of an ephemeral one.
 const ENV_URL: &str = "SLUICE_TEST_PG_URL";
-/// Prefix of the ephemeral clusters' directories in the temp dir.
-const DIR_PREFIX: &str = "sluice-test-pg-";
-/// Database created in the ephemeral cluster.
-const TEST_DATABASE: &str = "sluice_test";
-/// How long the ephemeral server may take to accept connections.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many ports are tried when the chosen one turns out to be taken.
-const PORT_ATTEMPTS: usize = 5;
-
-const SERVER_BINARIES_NOT_FOUND: &str = "PostgreSQL server binaries (initdb, postgres) not found: \
-     install them (Debian/Ubuntu: apt-get install postgresql) or set SLUICE_TEST_PG_URL";
-const PSQL_NOT_FOUND: &str = "psql (the PostgreSQL client) not found: install it \
+pub(crate) const PSQL_NOT_FOUND: &str = "psql (the PostgreSQL client) not found: install it \
      (Debian/Ubuntu: apt-get install postgresql-client) or put it on PATH";
 
 /// The shared server of this test process.
@@ -283,7 +276,7 @@ fn random_suffix(salt: u64) -> String {
 
 /// Runs `psql -X -q -w -v ON_ERROR_STOP=1 <extra_args> -d <url> -f -` with `sql` on
 /// its stdin. Returns its stdout, or a description of the failure (with stderr).
-fn run_psql(
+pub(crate) fn run_psql(
     psql: &Path,
     url: &str,
     pgoptions: Option<&str>,
@@ -336,7 +329,7 @@ fn run_psql(
 fn init_server() -> Result<Server, String> {
     match std::env::var(ENV_URL) {
         Ok(url) if !url.trim().is_empty() => external_server(url.trim().to_owned()),
-        _ => start_ephemeral(),
+        _ => shared_cluster(),
     }
 }
 
@@ -347,463 +340,21 @@ fn external_server(url: String) -> Result<Server, String> {
             "{ENV_URL} must be a postgres:// or postgresql:// URL, got {url:?}"
         ));
     }
-    let psql = find_binary("psql", None).ok_or_else(|| PSQL_NOT_FOUND.to_owned())?;
+    let psql = cluster::find_binary("psql", None).ok_or_else(|| PSQL_NOT_FOUND.to_owned())?;
     run_psql(&psql, &url, None, &[], "SELECT 1;")
         .map_err(|e| format!("{ENV_URL} is set but its server cannot be used: {e}"))?;
     Ok(Server { url, psql })
 }
 
-/// Directories that may hold PostgreSQL binaries, best first (PATH excluded).
-fn candidate_bindirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Ok(out) = Command::new("pg_config")
-        .arg("--bindir")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-    {
-        if out.status.success() {
-            let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            if !dir.is_empty() {
-                dirs.push(PathBuf::from(dir));
-            }
-        }
-    }
-    // Debian/Ubuntu layout: /usr/lib/postgresql/<version>/bin, newest first.
-    if let Ok(entries) = fs::read_dir("/usr/lib/postgresql") {
-        let mut versioned: Vec<(Vec<u64>, PathBuf)> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let version: Option<Vec<u64>> = name.split('.').map(|p| p.parse().ok()).collect();
-                version.map(|v| (v, e.path().join("bin")))
-            })
-            .collect();
-        versioned.sort_by(|a, b| b.0.cmp(&a.0));
-        dirs.extend(versioned.into_iter().map(|(_, dir)| dir));
-    }
-    dirs
-}
-
-fn is_executable(path: &Path) -> bool {
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
-/// Finds `name`: in `preferred` first, then the candidate bindirs, then PATH.
-fn find_binary(name: &str, preferred: Option<&Path>) -> Option<PathBuf> {
-    preferred
-        .into_iter()
-        .map(Path::to_path_buf)
-        .chain(candidate_bindirs())
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-        .or_else(|| find_in_path(name))
-}
-
-/// `initdb` and `postgres`, from the same directory when possible.
-fn find_server_binaries() -> Option<(PathBuf, PathBuf)> {
-    for dir in candidate_bindirs() {
-        let (initdb, postgres) = (dir.join("initdb"), dir.join("postgres"));
-        if is_executable(&initdb) && is_executable(&postgres) {
-            return Some((initdb, postgres));
-        }
-    }
-    Some((find_in_path("initdb")?, find_in_path("postgres")?))
-}
-
-// ---------------------------------------------------------------------------
-// Ephemeral cluster
-// ---------------------------------------------------------------------------
-
-fn start_ephemeral() -> Result<Server, String> {
-    let (initdb, postgres) =
-        find_server_binaries().ok_or_else(|| SERVER_BINARIES_NOT_FOUND.to_owned())?;
-    let psql = find_binary("psql", postgres.parent()).ok_or_else(|| PSQL_NOT_FOUND.to_owned())?;
-
-    // SAFETY: geteuid has no preconditions.
-    let run_as = if unsafe { libc::geteuid() } == 0 {
-        Some(lookup_user("nobody").map_err(|e| {
-            format!("running as root, so the test cluster must run as `nobody`, but: {e}")
-        })?)
-    } else {
-        None
+/// An ephemeral cluster that lives as long as this process.
+fn shared_cluster() -> Result<Server, String> {
+    let cluster = cluster::start_shared()?;
+    let server = Server {
+        url: cluster.url().to_owned(),
+        psql: cluster.psql().to_path_buf(),
     };
-    let parent = cluster_parent_dir(run_as.is_some());
-    remove_stale_clusters(&parent);
-
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
-        .tempdir_in(&parent)
-        .map_err(|e| format!("could not create a directory in {}: {e}", parent.display()))?
-        .keep();
-    // From here on the watcher removes `dir` once this process is gone.
-    spawn_cleanup_watcher(&dir);
-    if let Some((uid, gid)) = run_as {
-        std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-            .map_err(|e| format!("could not chown {} to nobody: {e}", dir.display()))?;
-    }
-    let root_hint = if run_as.is_some() {
-        " (running as root, the cluster is run as `nobody`, which must be able to reach its directory)"
-    } else {
-        ""
-    };
-
-    // initdb
-    let data = dir.join("data");
-    let mut cmd = Command::new(&initdb);
-    cmd.args([
-        "-A",
-        "trust",
-        "-U",
-        "postgres",
-        "-E",
-        "UTF8",
-        "--no-locale",
-        "--no-sync",
-        "-D",
-    ])
-    .arg(&data)
-    .current_dir(&dir)
-    .stdin(Stdio::null());
-    if let Some((uid, gid)) = run_as {
-        cmd.uid(uid).gid(gid);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not run {}{root_hint}: {e}", initdb.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}){root_hint}:\n{}{}",
-            initdb.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-
-    // Unix sockets are not needed (clients use TCP); skip them if the path is too long.
-    let socket_dir = if dir.as_os_str().len() + "/.s.PGSQL.65535.lock".len() < 100 {
-        dir.clone()
-    } else {
-        PathBuf::new()
-    };
-    let log_path = dir.join("server.log");
-    let mut last_error = String::new();
-    for _attempt in 0..PORT_ATTEMPTS {
-        let port = free_port()?;
-        let log = File::create(&log_path)
-            .map_err(|e| format!("could not create {}: {e}", log_path.display()))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| format!("could not dup log file: {e}"))?;
-        let mut cmd = Command::new(&postgres);
-        cmd.arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(&socket_dir)
-            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-F"])
-            .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-            .args(["-c", "full_page_writes=off", "-c", "max_connections=200"])
-            .args(["-c", "shared_buffers=128MB"])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2);
-        if let Some((uid, gid)) = run_as {
-            cmd.uid(uid).gid(gid);
-        }
-        die_with_parent(&mut cmd);
-        let mut child = spawn_from_keeper_thread(cmd)
-            .map_err(|e| format!("could not start {}: {e}", postgres.display()))?;
-        let admin_url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
-        match wait_until_ready(&mut child, port, &psql, &admin_url) {
-            Ready::Yes => {
-                let sql = format!("CREATE DATABASE {TEST_DATABASE};");
-                run_psql(&psql, &admin_url, None, &[], &sql)
-                    .map_err(|e| format!("could not create database {TEST_DATABASE}: {e}"))?;
-                // The child is not waited for: it lives as long as this process.
-                drop(child);
-                return Ok(Server {
-                    url: format!("postgres://postgres@127.0.0.1:{port}/{TEST_DATABASE}"),
-                    psql,
-                });
-            }
-            Ready::Exited(status) => {
-                let log = read_log(&log_path);
-                last_error = format!(
-                    "postgres exited with {status} during startup{root_hint}; server log:\n{log}"
-                );
-                let port_taken =
-                    log.contains("could not bind") || log.contains("Address already in use");
-                if !port_taken {
-                    break;
-                }
-            }
-            Ready::TimedOut(detail) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "postgres did not accept connections within {STARTUP_TIMEOUT:?} ({detail}); server log:\n{}",
-                    read_log(&log_path)
-                ));
-            }
-        }
-    }
-    Err(last_error)
-}
-
-fn read_log(path: &Path) -> String {
-    let mut text = String::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            let mut bytes = Vec::new();
-            let _ = f.read_to_end(&mut bytes);
-            text.push_str(&String::from_utf8_lossy(&bytes));
-        }
-        Err(e) => text.push_str(&format!("(could not read {}: {e})", path.display())),
-    }
-    text
-}
-
-/// A TCP port of 127.0.0.1 that was free a moment ago.
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| format!("could not bind 127.0.0.1:0 to find a free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("could not get a free port: {e}"))
-}
-
-enum Ready {
-    Yes,
-    Exited(ExitStatus),
-    TimedOut(String),
-}
-
-fn wait_until_ready(child: &mut Child, port: u16, psql: &Path, admin_url: &str) -> Ready {
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut last;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ready::Exited(status),
-            Ok(None) => {}
-            Err(e) => return Ready::TimedOut(format!("could not check the postgres process: {e}")),
-        }
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(_) => match run_psql(psql, admin_url, None, &[], "SELECT 1;") {
-                Ok(_) => return Ready::Yes,
-                Err(e) => last = e,
-            },
-            Err(e) => last = format!("connect to {addr}: {e}"),
-        }
-        if Instant::now() >= deadline {
-            return Ready::TimedOut(format!("last attempt: {last}"));
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Makes the child get SIGQUIT (PostgreSQL's "immediate shutdown") when its parent
-/// thread exits. Applied after std's uid/gid change, which would otherwise clear it.
-fn die_with_parent(cmd: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the closure only makes async-signal-safe system calls.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGQUIT as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent may have died before the prctl: then nobody will signal us.
-                if libc::getppid() != parent {
-                    return Err(io::Error::other("parent exited during spawn"));
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
-}
-
-type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
-
-/// Spawns `cmd` from a thread that never exits, so that PR_SET_PDEATHSIG (which is
-/// tied to the spawning *thread*) only fires when the whole process is gone.
-fn spawn_from_keeper_thread(cmd: Command) -> io::Result<Child> {
-    static KEEPER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
-    let keeper = KEEPER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<SpawnRequest>();
-        thread::Builder::new()
-            .name("sluice-testkit-postgres-keeper".into())
-            .spawn(move || {
-                // The sender lives in a static, so this loop never ends; park just in case.
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
-                }
-                loop {
-                    thread::park();
-                }
-            })
-            .expect("sluice-testkit: could not start the postgres keeper thread");
-        tx
-    });
-    let (reply_tx, reply_rx) = mpsc::channel();
-    keeper
-        .send((cmd, reply_tx))
-        .map_err(|_| io::Error::other("postgres keeper thread is gone"))?;
-    reply_rx
-        .recv()
-        .map_err(|_| io::Error::other("postgres keeper thread is gone"))?
-}
-
-/// Starts a detached `sh` that waits until this process is gone (EOF on a pipe whose
-/// only write end this process holds, close-on-exec), then until the postmaster has
-/// removed its pid file, and then removes `dir`. Best effort: on failure the next
-/// run's stale cleanup removes `dir`.
-fn spawn_cleanup_watcher(dir: &Path) {
-    const SCRIPT: &str = r#"trap '' INT HUP TERM QUIT
-while read -r _; do :; done
-i=0
-while [ -e "$1/data/postmaster.pid" ] && [ "$i" -lt 600 ]; do
-  sleep 0.1 2>/dev/null || sleep 1
-  i=$((i+1))
-done
-rm -rf "$1"
-"#;
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a valid array of two ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return;
-    }
-    // SAFETY: pipe2 just returned these two fresh descriptors, owned by nobody else.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let spawned = Command::new("/bin/sh")
-        .args([
-            OsStr::new("-c"),
-            OsStr::new(SCRIPT),
-            OsStr::new("sluice-testkit-cleanup"),
-        ])
-        .arg(dir)
-        .current_dir("/")
-        .stdin(Stdio::from(read_end))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn();
-    if spawned.is_ok() {
-        // Keep the write end open (and never written) for the life of the process.
-        std::mem::forget(write_end);
-    }
-}
-
-/// Where the cluster directory goes: the temp dir, except that when the cluster runs
-/// as `nobody` (we are root) and the temp dir is not reachable by other users (e.g.
-/// TMPDIR under /root), `/tmp` is used instead.
-fn cluster_parent_dir(as_nobody: bool) -> PathBuf {
-    let temp = std::env::temp_dir();
-    if !as_nobody {
-        return temp;
-    }
-    let reachable = temp.ancestors().all(|dir| {
-        fs::metadata(dir)
-            .map(|m| m.permissions().mode() & 0o001 != 0)
-            .unwrap_or(false)
-    });
-    if reachable || !Path::new("/tmp").is_dir() {
-        temp
-    } else {
-        PathBuf::from("/tmp")
-    }
-}
-
-/// Removes `sluice-test-pg-<pid>-*` directories in `parent` whose process is dead.
-fn remove_stale_clusters(parent: &Path) {
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    let own_pid = std::process::id();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
-            continue;
-        };
-        let Some(pid) = rest
-            .split('-')
-            .next()
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if pid <= 0 || pid as u32 == own_pid {
-            continue;
-        }
-        let is_dir = entry
-            .path()
-            .symlink_metadata()
-            .map(|m| m.is_dir())
-            .unwrap_or(false);
-        if is_dir && !process_alive(pid) {
-            let _ = fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-fn process_alive(pid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    if unsafe { libc::kill(pid, 0) } == 0 {
-        return true;
-    }
-    io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-/// uid and gid of a user, via getpwnam_r.
-fn lookup_user(name: &str) -> Result<(u32, u32), String> {
-    let cname = CString::new(name).map_err(|_| format!("bad user name {name:?}"))?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: an all-zero passwd is a valid value to be overwritten.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the duration of the call; buf's length is passed.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "getpwnam_r({name}) failed: {}",
-            io::Error::from_raw_os_error(rc)
-        ));
-    }
-    if result.is_null() {
-        return Err(format!("user {name:?} does not exist"));
-    }
-    Ok((pwd.pw_uid, pwd.pw_gid))
+    cluster.keep_for_process();
+    Ok(server)
 }
 
 #[cfg(test)]
