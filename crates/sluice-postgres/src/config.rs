@@ -171,11 +171,10 @@ fn setting_value(text: &str, name: &str) -> Option<String> {
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
         let query = text.split_once('?')?.1;
         return query
-            .split('&')
+            .rsplit('&')
             .filter_map(|pair| pair.split_once('='))
-            .filter(|(key, _)| *key == name)
-            .map(|(_, value)| percent_decode(value))
-            .last();
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| percent_decode(value));
     }
     let mut found = None;
     let mut rest = text;
