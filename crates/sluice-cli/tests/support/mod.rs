@@ -1,0 +1,123 @@
+//! Running the `sluice` binary from tests: a clean environment, input streamed from
+//! a generator, output counted rather than held, and the child's own peak memory
+//! (from `wait4`, so other tests in this process do not count).
+
+#![allow(dead_code)] // each test file uses a different part of this module
+
+use std::io::{BufWriter, Read, Write};
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
+use std::thread;
+
+/// A `sluice` command with a clean environment for the variables it reads.
+pub fn sluice() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command
+        .env_remove("SLUICE_DB")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .stdin(Stdio::null());
+    command
+}
+
+/// What a measured run produced.
+#[derive(Debug)]
+pub struct Measured {
+    /// How the child exited (from `wait4`).
+    pub status: ExitStatus,
+    /// Bytes written to standard output.
+    pub stdout_bytes: u64,
+    /// Lines written to standard output.
+    pub stdout_lines: u64,
+    /// Everything written to standard error.
+    pub stderr: String,
+    /// The child's peak resident set size in KiB.
+    pub peak_rss_kib: i64,
+}
+
+impl Measured {
+    /// Panics with stderr unless the run exited 0.
+    pub fn assert_success(&self) -> &Measured {
+        assert!(
+            self.status.success(),
+            "sluice failed with {}; stderr:\n{}",
+            self.status,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `command`, feeding its standard input from `feed` on another thread (none
+/// when `feed` is `None`), counting its output as it streams, and returns the
+/// measures once it has exited.
+// The child is reaped by wait4 below, which std's Child::wait cannot do while also
+// returning the child's resource usage.
+#[allow(clippy::zombie_processes)]
+pub fn run_measured(
+    command: &mut Command,
+    feed: Option<Box<dyn FnOnce(&mut dyn Write) + Send>>,
+) -> Measured {
+    if feed.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("could not start sluice");
+    let feeder = feed.map(|feed| {
+        let stdin = child.stdin.take().expect("piped stdin");
+        thread::spawn(move || write_input(stdin, feed))
+    });
+    let mut stderr_pipe = child.stderr.take().expect("piped stderr");
+    let stderr_reader = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr_pipe.read_to_string(&mut text);
+        text
+    });
+    let (stdout_bytes, stdout_lines) = count_output(child.stdout.take().expect("piped stdout"));
+    let (status, peak_rss_kib) = wait_with_usage(child.id());
+    if let Some(feeder) = feeder {
+        feeder.join().expect("the input generator panicked");
+    }
+    Measured {
+        status,
+        stdout_bytes,
+        stdout_lines,
+        stderr: stderr_reader.join().expect("stderr reader"),
+        peak_rss_kib,
+    }
+}
+
+fn write_input(stdin: ChildStdin, feed: Box<dyn FnOnce(&mut dyn Write) + Send>) {
+    let mut writer = BufWriter::with_capacity(1 << 16, stdin);
+    feed(&mut writer);
+    // The child may have stopped reading (an error): that is its exit status's story.
+    let _ = writer.flush();
+}
+
+fn count_output(mut stdout: impl Read) -> (u64, u64) {
+    let mut buffer = vec![0u8; 1 << 16];
+    let (mut bytes, mut lines) = (0u64, 0u64);
+    loop {
+        let read = stdout.read(&mut buffer).expect("reading sluice's output");
+        if read == 0 {
+            return (bytes, lines);
+        }
+        bytes += read as u64;
+        lines += memchr_count(&buffer[..read]);
+    }
+}
+
+fn memchr_count(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&byte| byte == b'\n').count() as u64
+}
+
+/// Waits for child `pid` and returns its exit status and peak RSS in KiB.
+fn wait_with_usage(pid: u32) -> (ExitStatus, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: rusage is plain data filled in by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, which std has not reaped.
+    let waited = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid as libc::pid_t, "wait4 failed");
+    (ExitStatus::from_raw(status), usage.ru_maxrss)
+}
