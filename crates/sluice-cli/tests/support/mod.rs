@@ -19,6 +19,9 @@ pub fn sluice() -> Command {
     command
 }
 
+/// Writes a run's standard input (on its own thread, while the output is read).
+pub type Feed = Box<dyn FnOnce(&mut dyn Write) + Send>;
+
 /// What a measured run produced.
 #[derive(Debug)]
 pub struct Measured {
@@ -55,7 +58,7 @@ impl Measured {
 #[allow(clippy::zombie_processes)]
 pub fn run_measured(
     command: &mut Command,
-    feed: Option<Box<dyn FnOnce(&mut dyn Write) + Send>>,
+    feed: Option<Feed>,
 ) -> Measured {
     if feed.is_some() {
         command.stdin(Stdio::piped());
@@ -86,7 +89,7 @@ pub fn run_measured(
     }
 }
 
-fn write_input(stdin: ChildStdin, feed: Box<dyn FnOnce(&mut dyn Write) + Send>) {
+fn write_input(stdin: ChildStdin, feed: Feed) {
     let mut writer = BufWriter::with_capacity(1 << 16, stdin);
     feed(&mut writer);
     // The child may have stopped reading (an error): that is its exit status's story.
