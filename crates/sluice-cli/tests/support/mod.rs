@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses a different part of this module
 
 use std::io::{BufWriter, Read, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::thread;
 
@@ -115,7 +116,6 @@ fn memchr_count(bytes: &[u8]) -> u64 {
 
 /// Waits for child `pid` and returns its exit status and peak RSS in KiB.
 fn wait_with_usage(pid: u32) -> (ExitStatus, i64) {
-    use std::os::unix::process::ExitStatusExt;
     let mut status = 0;
     // SAFETY: rusage is plain data filled in by the kernel.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -123,4 +123,61 @@ fn wait_with_usage(pid: u32) -> (ExitStatus, i64) {
     let waited = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid as libc::pid_t, "wait4 failed");
     (ExitStatus::from_raw(status), usage.ru_maxrss)
+}
+
+/// Upper bound for commands that should finish quickly; only there so that a hang
+/// fails the test instead of blocking the run forever.
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Runs `command` to completion with `stdin` as its input, capturing its output;
+/// kills it and panics if it runs longer than [`COMMAND_TIMEOUT`].
+pub fn run(command: &mut Command, stdin: &[u8]) -> std::process::Output {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("could not start sluice");
+    let mut input = child.stdin.take().expect("piped stdin");
+    let stdin = stdin.to_vec();
+    // sluice may exit before reading everything (an error): not the test's concern.
+    let writer = thread::spawn(move || drop(input.write_all(&stdin)));
+    let (finished, waiting) = std::sync::mpsc::channel();
+    let pid = child.id();
+    let watchdog = thread::spawn(move || {
+        if waiting.recv_timeout(COMMAND_TIMEOUT).is_err() {
+            // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    });
+    let output = child.wait_with_output().expect("waiting for sluice");
+    let _ = finished.send(());
+    let _ = watchdog.join();
+    let _ = writer.join();
+    assert!(
+        output.status.signal() != Some(libc::SIGKILL),
+        "sluice did not finish within {COMMAND_TIMEOUT:?}"
+    );
+    output
+}
+
+/// Standard error of a finished run, with the check that nothing panicked.
+pub fn stderr_of(output: &std::process::Output) -> String {
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !text.contains("panicked") && !text.contains("RUST_BACKTRACE"),
+        "sluice panicked:\n{text}"
+    );
+    text
+}
+
+/// Asserts the exit code (printing stderr when it differs) and returns stderr.
+pub fn assert_exit(output: &std::process::Output, code: i32) -> String {
+    let stderr = stderr_of(output);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "exit status {}; stderr:\n{stderr}",
+        output.status
+    );
+    stderr
 }
