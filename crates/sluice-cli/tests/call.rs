@@ -80,3 +80,112 @@ fn a_failure_in_single_mode_exits_1_and_commits_nothing() {
     );
     assert_eq!(db.query_text("select sum(balance) from accounts"), "200");
 }
+
+const DEBIT: &str = "update accounts set balance = balance - $2 where id = $1";
+
+fn accounts(db: &TestDb) {
+    db.execute(
+        "create table accounts (id int primary key, balance int check (balance >= 0));
+         insert into accounts values (1, 100), (2, 100);",
+    );
+}
+
+#[test]
+fn an_unreadable_line_in_single_mode_exits_5_and_commits_nothing() {
+    let db = TestDb::new();
+    accounts(&db);
+    let output = call(
+        &["--db", db.url(), "--sql", DEBIT],
+        b"[1, 10]\n[2, 5]\nnot json\n[1, 1]\n",
+    );
+    assert_eq!(output.status.code(), Some(5));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("line 3") && stderr.contains("nothing was committed"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains("{\"line\":3,\"error\":{\"message\":\"invalid JSON"),
+        "{stdout}"
+    );
+    assert_eq!(db.query_text("select sum(balance) from accounts"), "200");
+}
+
+#[test]
+fn each_mode_commits_the_good_calls_and_exits_0() {
+    let db = TestDb::new();
+    accounts(&db);
+    let output = call(
+        &[
+            "--db",
+            db.url(),
+            "--sql",
+            DEBIT,
+            "--transaction",
+            "each",
+            "--stats",
+        ],
+        b"[1, 10]\n[2, 500]\nnot json\n[1, 5]\n",
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines[0], "{\"line\":1,\"affected\":1}");
+    assert!(lines[1].starts_with("{\"line\":2,\"error\":{\"code\":\"23514\""));
+    assert!(lines[2].starts_with("{\"line\":3,\"error\":{\"message\":\"invalid JSON"));
+    assert_eq!(lines[3], "{\"line\":4,\"affected\":1}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("calls: 4\nsucceeded: 2\nfailed: 2\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.query_text("select string_agg(balance::text, ',' order by id) from accounts"),
+        "85,100"
+    );
+}
+
+/// `round trips for the query: N` from `--stats`.
+fn query_round_trips(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("round trips for the query: "))
+        .unwrap_or_else(|| panic!("no round trips in the stats:\n{stderr}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_window_bounds_the_calls_in_flight() {
+    let db = TestDb::new();
+    let input: String = (1..=300).map(|value| format!("[{value}]\n")).collect();
+    let run = |window: &str| {
+        let output = call(
+            &[
+                "--db",
+                db.url(),
+                "--sql",
+                "select $1::int * 2 as doubled",
+                "--window-bytes",
+                window,
+                "--stats",
+            ],
+            input.as_bytes(),
+        );
+        assert_eq!(output.status.code(), Some(0));
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (
+            String::from_utf8(output.stdout).unwrap(),
+            query_round_trips(&stderr),
+        )
+    };
+    let (pipelined, pipelined_trips) = run("1048576");
+    let (one_at_a_time, one_at_a_time_trips) = run("1");
+    assert_eq!(pipelined, one_at_a_time, "same answers, in order");
+    assert_eq!(pipelined.lines().count(), 300);
+    // A window of one byte holds one call: each waits for its answer.
+    assert!(one_at_a_time_trips >= 300, "{one_at_a_time_trips}");
+    assert!(pipelined_trips <= 10, "{pipelined_trips}");
+}

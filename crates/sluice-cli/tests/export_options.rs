@@ -38,7 +38,10 @@ fn anonymous_records_are_written_as_their_text() {
     assert_eq!(text, r#"(1,"a b",,"""q""")"#);
     assert_eq!(
         stdout(&output),
-        format!("{{\"r\":{}}}\n", server_json(&db, &format!("{record}::text")))
+        format!(
+            "{{\"r\":{}}}\n",
+            server_json(&db, &format!("{record}::text"))
+        )
     );
 }
 
@@ -101,7 +104,9 @@ fn url_parts(url: &str) -> UrlParts {
         Some((user, password)) => (user, Some(password.to_owned())),
         None => (credentials, None),
     };
-    let (host_port, database) = address.split_once('/').expect("the test URL names its database");
+    let (host_port, database) = address
+        .split_once('/')
+        .expect("the test URL names its database");
     let (host, port) = host_port.rsplit_once(':').unwrap_or((host_port, "5432"));
     UrlParts {
         user: user.to_owned(),
@@ -115,7 +120,9 @@ fn url_parts(url: &str) -> UrlParts {
 #[test]
 fn connection_settings_come_from_pg_variables_and_sluice_db() {
     let db = TestDb::new();
-    db.execute("create table marker (schema_name text); insert into marker values (current_schema());");
+    db.execute(
+        "create table marker (schema_name text); insert into marker values (current_schema());",
+    );
     let parts = url_parts(sluice_testkit::server_url());
     let identity = "select current_user as who, current_database() as db, \
                     inet_server_port()::text as port";
@@ -139,10 +146,15 @@ fn connection_settings_come_from_pg_variables_and_sluice_db() {
 
     // SLUICE_DB stands in for --db (here with the test's search_path in it).
     let output = run(
-        sluice()
-            .env("SLUICE_DB", db.url())
-            .args(["export", "--query", "select schema_name from marker"]),
+        sluice().env("SLUICE_DB", db.url()).args([
+            "export",
+            "--query",
+            "select schema_name from marker",
+        ]),
         b"",
     );
-    assert_eq!(stdout(&output), format!("{{\"schema_name\":\"{}\"}}\n", db.schema()));
+    assert_eq!(
+        stdout(&output),
+        format!("{{\"schema_name\":\"{}\"}}\n", db.schema())
+    );
 }

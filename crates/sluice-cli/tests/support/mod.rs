@@ -57,10 +57,7 @@ impl Measured {
 // The child is reaped by wait4 below, which std's Child::wait cannot do while also
 // returning the child's resource usage.
 #[allow(clippy::zombie_processes)]
-pub fn run_measured(
-    command: &mut Command,
-    feed: Option<Feed>,
-) -> Measured {
+pub fn run_measured(command: &mut Command, feed: Option<Feed>) -> Measured {
     if feed.is_some() {
         command.stdin(Stdio::piped());
     }
