@@ -177,13 +177,14 @@ impl NdjsonDecoder {
                 Some(slot) => slots[slot] = Some(value),
                 None if self.options.ignore_unknown => {}
                 None => {
-                    return reject(
-                        output,
-                        Some(self.table[index].name.clone()),
+                    // Say why the column is left out: the two causes need different fixes.
+                    let reason = if self.options.columns.is_some() {
+                        "the column is not among the columns to import (--columns)"
+                    } else {
                         "the column has a default and the first record did not set it, so \
                          it is not imported (name it with --columns)"
-                            .into(),
-                    )
+                    };
+                    return reject(output, Some(self.table[index].name.clone()), reason.into());
                 }
             }
         }
@@ -477,6 +478,20 @@ mod tests {
         assert_eq!(output.batch.num_rows(), 1);
         assert_eq!(output.rejected[0].error.line, 2);
         assert_eq!(output.rejected[0].error.column.as_deref(), Some("id"));
+    }
+
+    #[test]
+    fn a_key_outside_the_named_columns_is_named_as_such() {
+        let options = NdjsonOptions {
+            columns: Some(vec!["id".into()]),
+            defaulted: vec!["ok".into()],
+            ..NdjsonOptions::default()
+        };
+        let (output, _) = decode("{\"id\": 1, \"ok\": true}\n", options);
+        assert_eq!(
+            output.rejected[0].error.to_string(),
+            "line 1, column ok: the column is not among the columns to import (--columns)"
+        );
     }
 
     #[test]
