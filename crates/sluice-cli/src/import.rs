@@ -15,6 +15,7 @@ use sluice_postgres::{
 };
 use tokio::io::AsyncRead;
 
+use crate::console::err_line;
 use crate::report::{exit_code, ProgressLine, Stats};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -163,7 +164,7 @@ pub async fn run(arguments: ImportArgs) -> u8 {
     match run_import(&arguments).await {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("sluice: {error}");
+            err_line!("sluice: {error}");
             exit_code(&error)
         }
     }
@@ -247,7 +248,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                 writeln!(file, "{line}").map_err(Error::output)
             }
             None => {
-                eprintln!("sluice: rejected {}", rejected.error);
+                err_line!("sluice: rejected {}", rejected.error);
                 Ok(())
             }
         }
@@ -317,9 +318,11 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let summary = result?;
     connection.close().await;
     if summary.rejected > 0 {
-        eprintln!(
+        err_line!(
             "sluice: {} of {} records imported, {} rejected",
-            summary.accepted, summary.records, summary.rejected
+            summary.accepted,
+            summary.records,
+            summary.rejected
         );
     }
     if arguments.stats {

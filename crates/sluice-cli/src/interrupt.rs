@@ -13,6 +13,7 @@ use std::time::Duration;
 use sluice_core::{Error, ErrorKind};
 use sluice_postgres::{CancelToken, Config};
 
+use crate::console::err_line;
 use crate::exit;
 
 #[derive(Default)]
@@ -79,7 +80,7 @@ impl Interrupt {
 
     fn report(&self) {
         if !self.shared.reported.swap(true, Ordering::SeqCst) {
-            eprintln!("sluice: interrupted; the query was cancelled");
+            err_line!("sluice: interrupted; the query was cancelled");
         }
     }
 }

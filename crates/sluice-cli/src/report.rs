@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::{peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress};
 
+use crate::console::err_line;
 use crate::exit;
 
 /// The exit code for an error, by kind.
@@ -28,7 +29,7 @@ pub fn print_error(error: &Error, sql: &str) {
         // Already reported by the interrupt handler.
         return;
     }
-    eprintln!("sluice: {error}");
+    err_line!("sluice: {error}");
     let Some(position) = error.as_db_error().and_then(|db| db.position) else {
         return;
     };
@@ -38,8 +39,8 @@ pub fn print_error(error: &Error, sql: &str) {
         let characters = line.chars().count();
         if remaining <= characters {
             let line = line.trim_end_matches('\r');
-            eprintln!("  {line}");
-            eprintln!("  {}^", " ".repeat(remaining));
+            err_line!("  {line}");
+            err_line!("  {}^", " ".repeat(remaining));
             return;
         }
         remaining -= characters + 1;
@@ -76,17 +77,17 @@ impl Stats {
             0.0
         };
         for (key, value) in &self.figures {
-            eprintln!("{key}: {value}");
+            err_line!("{key}: {value}");
         }
-        eprintln!("round trips: {}", total.round_trips);
-        eprintln!("round trips connecting: {}", self.connect.round_trips);
-        eprintln!("round trips for the query: {}", self.operation.round_trips);
-        eprintln!("wire bytes sent: {}", total.bytes_sent);
-        eprintln!("wire bytes received: {}", total.bytes_received);
-        eprintln!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
+        err_line!("round trips: {}", total.round_trips);
+        err_line!("round trips connecting: {}", self.connect.round_trips);
+        err_line!("round trips for the query: {}", self.operation.round_trips);
+        err_line!("wire bytes sent: {}", total.bytes_sent);
+        err_line!("wire bytes received: {}", total.bytes_received);
+        err_line!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
         match peak_rss_bytes() {
-            Some(bytes) => eprintln!("peak memory: {}", mebibytes(bytes)),
-            None => eprintln!("peak memory: unknown"),
+            Some(bytes) => err_line!("peak memory: {}", mebibytes(bytes)),
+            None => err_line!("peak memory: unknown"),
         }
     }
 }

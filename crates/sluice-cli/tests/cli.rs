@@ -523,3 +523,118 @@ fn params_bind_in_order() {
         serde_json::json!({"d": -1, "second": "3"})
     );
 }
+
+// ---------------------------------------------------------------------------
+// Closed standard streams
+// ---------------------------------------------------------------------------
+
+/// Runs sluice with standard output and standard error both on a pipe nobody
+/// reads, and `stdin` on standard input; returns the exit status.
+fn run_with_closed_output(arguments: &[&str], stdin: &[u8]) -> ExitStatus {
+    use std::io::Write;
+    let pipe = sluice_testkit::closed_pipe();
+    let mut child = Guarded::spawn(
+        sluice()
+            .args(arguments)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(pipe.try_clone().expect("dup")))
+            .stderr(Stdio::from(pipe)),
+    );
+    let mut input = child.0.stdin.take().expect("piped stdin");
+    input.write_all(stdin).expect("write stdin");
+    drop(input);
+    child
+        .wait_timeout(COMMAND_TIMEOUT)
+        .unwrap_or_else(|| panic!("sluice did not finish within {COMMAND_TIMEOUT:?}"))
+}
+
+#[test]
+fn closed_stdout_and_stderr_never_panic() {
+    let db = TestDb::new();
+    db.execute("create table items (id int primary key, label text)");
+    let directory = tempfile::tempdir().expect("temp dir");
+    let file = directory.path().join("out.ndjson");
+    let file = file.to_str().expect("UTF-8 temp path");
+    let url = db.url();
+    let query = "select g as id from generate_series(1, 3) g";
+    // (arguments, standard input, expected exit code)
+    let cases: [(Vec<&str>, &[u8], i32); 7] = [
+        // --stats after the rows went to a file.
+        (
+            vec![
+                "export", "--db", url, "--query", query, "--stats", "-o", file,
+            ],
+            b"",
+            0,
+        ),
+        // --stats after the rows went to the closed standard output.
+        (
+            vec!["export", "--db", url, "--query", query, "--stats"],
+            b"",
+            0,
+        ),
+        // An error line and the caret under the SQL.
+        (vec!["export", "--db", url, "--query", "selec 1"], b"", 1),
+        (
+            vec![
+                "export",
+                "--db",
+                "postgres://a@b:notaport/c",
+                "--query",
+                query,
+            ],
+            b"",
+            2,
+        ),
+        (
+            vec![
+                "import", "--db", url, "--table", "items", "--format", "csv", "--stats",
+            ],
+            b"id,label\n1,a\n2,b\n",
+            0,
+        ),
+        // A rejected record and the summary line, then --stats.
+        (
+            vec![
+                "import",
+                "--db",
+                url,
+                "--table",
+                "items",
+                "--format",
+                "csv",
+                "--on-error",
+                "skip",
+                "--stats",
+            ],
+            b"id,label\n3,c\nx,d\n",
+            0,
+        ),
+        (
+            vec![
+                "call",
+                "--db",
+                url,
+                "--sql",
+                "select $1::int",
+                "--output",
+                file,
+                "--stats",
+            ],
+            b"[1]\n",
+            0,
+        ),
+    ];
+    for (arguments, stdin, expected) in cases {
+        let status = run_with_closed_output(&arguments, stdin);
+        assert_eq!(
+            status.code(),
+            Some(expected),
+            "{arguments:?} ended with {status}"
+        );
+    }
+    assert_eq!(
+        db.query_text("select string_agg(id::text, ',' order by id) from items"),
+        "1,2,3"
+    );
+}
