@@ -144,7 +144,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
     match call(&arguments).await {
         Ok(code) => code,
         Err(error) => {
-            crate::report::print_error(&error, &arguments.sql);
+            crate::report::print_error(&error, &arguments.sql, None);
             exit_code(&error)
         }
     }

@@ -13,6 +13,9 @@ use crate::exit;
 /// The exit code for an error, by kind.
 pub fn exit_code(error: &Error) -> u8 {
     match error.kind() {
+        // A FATAL error ends the session (pg_terminate_backend, a shutdown): the
+        // database went away; the statement did not fail.
+        ErrorKind::Database if ends_the_session(error) => exit::CONNECTION,
         ErrorKind::Database => exit::DATABASE,
         ErrorKind::Config => exit::USAGE,
         ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed => exit::CONNECTION,
@@ -22,14 +25,24 @@ pub fn exit_code(error: &Error) -> u8 {
     }
 }
 
-/// Prints `error` as one line; when the database points into the SQL, the line of
-/// SQL follows with a caret under the position.
-pub fn print_error(error: &Error, sql: &str) {
+fn ends_the_session(error: &Error) -> bool {
+    error
+        .as_db_error()
+        .is_some_and(|db| matches!(db.severity.as_str(), "FATAL" | "PANIC"))
+}
+
+/// Prints `error` as one line, `note` (what became of the output) after it; when
+/// the database points into the SQL, the line of SQL follows with a caret under
+/// the position.
+pub fn print_error(error: &Error, sql: &str, note: Option<&str>) {
     if error.kind() == ErrorKind::Cancelled {
         // Already reported by the interrupt handler.
         return;
     }
-    err_line!("sluice: {error}");
+    match note {
+        Some(note) => err_line!("sluice: {error}; {note}"),
+        None => err_line!("sluice: {error}"),
+    }
     let Some(position) = error.as_db_error().and_then(|db| db.position) else {
         return;
     };
