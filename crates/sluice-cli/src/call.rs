@@ -13,6 +13,7 @@ use sluice_postgres::{
 };
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 
+use crate::console::err_line;
 use crate::report::{exit_code, Stats};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -143,7 +144,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
     match call(&arguments).await {
         Ok(code) => code,
         Err(error) => {
-            crate::report::print_error(&error, &arguments.sql);
+            crate::report::print_error(&error, &arguments.sql, None);
             exit_code(&error)
         }
     }
@@ -254,16 +255,17 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     if summary.failed > 0 {
         match (mode, &failure) {
             (Transaction::Single, Some((line, reason))) => {
-                eprintln!("sluice: line {line}: {reason}; nothing was committed");
+                err_line!("sluice: line {line}: {reason}; nothing was committed");
                 code = if reason.starts_with("ERROR") || reason.starts_with("FATAL") {
                     crate::exit::DATABASE
                 } else {
                     crate::exit::BAD_INPUT
                 };
             }
-            _ => eprintln!(
+            _ => err_line!(
                 "sluice: {} of {} calls failed; the others were committed",
-                summary.failed, summary.calls
+                summary.failed,
+                summary.calls
             ),
         }
     }

@@ -1,6 +1,6 @@
 //! `sluice export`: one query, streamed to a file or standard output.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,7 +10,7 @@ use sluice_formats::{BytesEncoding, Format, JsonOptions};
 use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
 
 use crate::interrupt::Interrupt;
-use crate::output::BlockingWriter;
+use crate::output::{BlockingWriter, StagedFile};
 use crate::report::{exit_code, print_error, ProgressLine, Stats};
 
 /// Arguments of `sluice export`.
@@ -34,9 +34,16 @@ pub struct ExportArgs {
     #[arg(long, default_value = "ndjson", value_parser = parse_format)]
     format: Format,
 
-    /// Write to this file instead of standard output.
+    /// Write to this file instead of standard output. The rows go to a temporary
+    /// file beside it, renamed to FILE once the export has succeeded: a failed
+    /// export removes it and leaves an existing FILE untouched.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+
+    /// When the export fails, keep what was written as FILE.partial instead of
+    /// removing it.
+    #[arg(long, requires = "output")]
+    keep_partial: bool,
 
     /// Fetch this many rows per round trip through a portal. By default the whole
     /// result streams from one execute and TCP flow control paces the server
@@ -75,29 +82,56 @@ fn parse_bytes_encoding(text: &str) -> Result<BytesEncoding, String> {
 
 /// Runs the export and returns the process exit code.
 pub async fn run(arguments: ExportArgs) -> u8 {
-    match export(&arguments).await {
-        Ok(()) => 0,
-        Err(error) => {
-            print_error(&error, &arguments.query);
-            exit_code(&error)
-        }
-    }
+    let interrupt = Interrupt::install();
+    let mut staged = None;
+    let result = export(&arguments, &interrupt, &mut staged).await;
+    let Err(error) = result else {
+        return 0;
+    };
+    let note = staged.and_then(|staged| staged.abandon(arguments.keep_partial));
+    print_error(&error, &arguments.query, note.as_deref());
+    exit_code(&error)
 }
 
-async fn export(arguments: &ExportArgs) -> Result<(), Error> {
+fn cannot_write(path: &Path, error: std::io::Error) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!("cannot write {}: {error}", path.display()),
+    )
+    .with_source(error)
+}
+
+/// Opens the output; a staged file is also handed to the Ctrl-C handler, which
+/// removes it (or keeps it, with --keep-partial) before exiting.
+fn open_output(
+    arguments: &ExportArgs,
+    interrupt: &Interrupt,
+) -> Result<(BlockingWriter, Option<Arc<StagedFile>>), Error> {
+    let Some(path) = &arguments.output else {
+        return Ok((BlockingWriter::stdout().map_err(Error::output)?, None));
+    };
+    let (writer, staged) =
+        BlockingWriter::create(path).map_err(|error| cannot_write(path, error))?;
+    if let Some(staged) = &staged {
+        let staged = staged.clone();
+        let keep = arguments.keep_partial;
+        interrupt.on_interrupt(move || staged.abandon(keep));
+    }
+    Ok((writer, staged))
+}
+
+/// Exports; `staged` receives the output file as soon as there is one, for the
+/// caller to abandon on failure. Success commits it.
+async fn export(
+    arguments: &ExportArgs,
+    interrupt: &Interrupt,
+    staged: &mut Option<Arc<StagedFile>>,
+) -> Result<(), Error> {
     let started = Instant::now();
     let config: Config = arguments.db.parse()?;
-    let mut writer = match &arguments.output {
-        Some(path) => BlockingWriter::create(path).map_err(|error| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot write {}: {error}", path.display()),
-            )
-        })?,
-        None => BlockingWriter::stdout().map_err(Error::output)?,
-    };
+    let (mut writer, output_file) = open_output(arguments, interrupt)?;
+    staged.clone_from(&output_file);
 
-    let interrupt = Interrupt::install();
     let meter = Meter::new();
     let connection = Connection::connect(&config, &meter).await?;
     let connected = meter.snapshot();
@@ -123,7 +157,7 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
             return Err(interrupt.wait_for_cancel().await);
         }
         Ok(summary) => summary,
-        Err(error) if error.kind() == ErrorKind::OutputClosed => {
+        Err(error) if error.kind() == ErrorKind::OutputClosed && output_file.is_none() => {
             // The reader has all it wanted (`| head`): stop the server's work and
             // leave quietly, as Unix tools do.
             let _ = cancel.cancel(&config).await;
@@ -139,6 +173,12 @@ async fn export(arguments: &ExportArgs) -> Result<(), Error> {
     };
     if let Some(connection) = stream.into_connection() {
         connection.close().await;
+    }
+    if let Some(file) = output_file {
+        writer
+            .sync()
+            .and_then(|()| file.commit())
+            .map_err(|error| cannot_write(file.target(), error))?;
     }
     if arguments.stats {
         Stats {

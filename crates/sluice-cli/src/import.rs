@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use sluice_core::{Decoder, Error, ErrorKind, Meter, Progress, Rejected};
-use sluice_formats::{CsvDecoder, CsvOptions, NdjsonDecoder, NdjsonOptions};
+use sluice_formats::{
+    CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch, NdjsonDecoder, NdjsonOptions,
+};
 use sluice_postgres::import::RejectSink;
 use sluice_postgres::{
     describe_table, import, locate_refused_row, Config, Connection, ImportOptions, ImportSummary,
@@ -15,6 +17,7 @@ use sluice_postgres::{
 };
 use tokio::io::AsyncRead;
 
+use crate::console::err_line;
 use crate::report::{exit_code, ProgressLine, Stats};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -62,9 +65,17 @@ pub struct ImportArgs {
     format: Option<InputFormat>,
 
     /// The columns to fill, comma-separated. NDJSON default: the keys of the first
-    /// record; CSV default: the header line.
+    /// record. CSV: the file's columns in order (a header line must name exactly
+    /// these); default: the header line, or all the table's columns without one.
     #[arg(long, value_delimiter = ',')]
     columns: Option<Vec<String>>,
+
+    /// CSV: whether line 1 is a header, as COPY's HEADER option. true (default):
+    /// it names the columns (and must name --columns, when given). false: there is
+    /// no header, line 1 is data. match: it must name the table's columns (or
+    /// --columns) in order.
+    #[arg(long, value_name = "true|false|match", value_parser = parse_header)]
+    header: Option<CsvHeader>,
 
     /// abort: any bad record rolls everything back (default). skip: commit the good
     /// rows and report each bad one.
@@ -109,6 +120,10 @@ pub struct ImportArgs {
     /// Print records, rows, round trips, time and peak memory to standard error.
     #[arg(long)]
     stats: bool,
+}
+
+fn parse_header(text: &str) -> Result<CsvHeader, String> {
+    text.parse()
 }
 
 /// Imports with a fresh decoder from `make`. When the database refuses the load
@@ -163,10 +178,36 @@ pub async fn run(arguments: ImportArgs) -> u8 {
     match run_import(&arguments).await {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("sluice: {error}");
+            err_line!("sluice: {}", message(&error));
             exit_code(&error)
         }
     }
+}
+
+/// The error line, in this command's terms: a CSV header that does not match
+/// is told against the option that set what it had to hold.
+fn message(error: &Error) -> String {
+    let Some(mismatch) = HeaderMismatch::of(error) else {
+        return error.to_string();
+    };
+    let (expected, label, hint) = match mismatch.expected_from {
+        ExpectedNames::Columns => (
+            "--columns",
+            "--columns",
+            "if line 1 is data, not a header, say --header false",
+        ),
+        ExpectedNames::Table => (
+            "the table's columns (--header match)",
+            "table",
+            "--header true fills only the columns the header names",
+        ),
+    };
+    format!(
+        "line 1: the CSV header does not match {expected}: {} (header: {}; {label}: {}); {hint}",
+        mismatch.difference(),
+        HeaderMismatch::list(&mismatch.found),
+        HeaderMismatch::list(&mismatch.expected),
+    )
 }
 
 async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
@@ -186,6 +227,11 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
         }
         _ => InputFormat::Ndjson,
     });
+    if arguments.header.is_some() && format == InputFormat::Ndjson {
+        return Err(Error::config(
+            "--header goes with CSV input; this input is read as NDJSON (say --format csv)",
+        ));
+    }
     let (mut reader, total_bytes): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = match path {
         Some(path) => {
             let file = tokio::fs::File::open(path).await.map_err(|error| {
@@ -247,7 +293,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                 writeln!(file, "{line}").map_err(Error::output)
             }
             None => {
-                eprintln!("sluice: rejected {}", rejected.error);
+                err_line!("sluice: rejected {}", rejected.error);
                 Ok(())
             }
         }
@@ -291,6 +337,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                 Ok(CsvDecoder::new(
                     table.columns.clone(),
                     CsvOptions {
+                        header: arguments.header.unwrap_or_default(),
                         columns: arguments.columns.clone(),
                         max_record_bytes: arguments.max_line_bytes,
                         keep_records,
@@ -317,9 +364,11 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let summary = result?;
     connection.close().await;
     if summary.rejected > 0 {
-        eprintln!(
+        err_line!(
             "sluice: {} of {} records imported, {} rejected",
-            summary.accepted, summary.records, summary.rejected
+            summary.accepted,
+            summary.records,
+            summary.rejected
         );
     }
     if arguments.stats {

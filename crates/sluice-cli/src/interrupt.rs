@@ -4,7 +4,9 @@
 //! the process with the documented code. Once a query runs, the handler first sends
 //! PostgreSQL a cancel request. The export path usually sees the server's "canceling
 //! statement" error before the handler is done; [`Interrupt::happened`] lets it tell
-//! that apart from a real failure and end the same way.
+//! that apart from a real failure and end the same way. Before exiting, the handler
+//! runs the cleanup registered with [`Interrupt::on_interrupt`] (an export removes
+//! its incomplete output file), since `exit` runs no destructors.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,13 +15,18 @@ use std::time::Duration;
 use sluice_core::{Error, ErrorKind};
 use sluice_postgres::{CancelToken, Config};
 
+use crate::console::err_line;
 use crate::exit;
+
+/// Work to do before exiting on Ctrl-C; returns a note for the "interrupted" line.
+type Cleanup = Box<dyn FnOnce() -> Option<String> + Send>;
 
 #[derive(Default)]
 struct Shared {
     happened: AtomicBool,
     reported: AtomicBool,
     target: Mutex<Option<(CancelToken, Config)>>,
+    cleanup: Mutex<Option<Cleanup>>,
 }
 
 /// The installed Ctrl-C handler.
@@ -57,6 +64,12 @@ impl Interrupt {
         *self.shared.target.lock().expect("interrupt state") = Some((token, config));
     }
 
+    /// On Ctrl-C, runs `cleanup` before exiting and adds the note it returns to the
+    /// "interrupted" line.
+    pub fn on_interrupt(&self, cleanup: impl FnOnce() -> Option<String> + Send + 'static) {
+        *self.shared.cleanup.lock().expect("interrupt state") = Some(Box::new(cleanup));
+    }
+
     /// True once Ctrl-C was pressed.
     pub fn happened(&self) -> bool {
         self.shared.happened.load(Ordering::SeqCst)
@@ -79,7 +92,12 @@ impl Interrupt {
 
     fn report(&self) {
         if !self.shared.reported.swap(true, Ordering::SeqCst) {
-            eprintln!("sluice: interrupted; the query was cancelled");
+            let cleanup = self.shared.cleanup.lock().expect("interrupt state").take();
+            let note = cleanup
+                .and_then(|cleanup| cleanup())
+                .map(|note| format!("; {note}"))
+                .unwrap_or_default();
+            err_line!("sluice: interrupted; the query was cancelled{note}");
         }
     }
 }

@@ -10,6 +10,7 @@ use sluice_lab::LabOptions;
 use sluice_postgres::Config;
 use sluice_proxy::shaping::parse_duration;
 
+use crate::console::{err_line, out_line};
 use crate::report::exit_code;
 
 /// Arguments of `sluice lab`.
@@ -100,7 +101,7 @@ pub async fn run(arguments: LabArgs) -> u8 {
     match lab(&arguments).await {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("sluice: {error}");
+            err_line!("sluice: {error}");
             exit_code(&error)
         }
     }
@@ -109,13 +110,13 @@ pub async fn run(arguments: LabArgs) -> u8 {
 async fn lab(arguments: &LabArgs) -> Result<(), Error> {
     let config: Config = arguments.db.parse()?;
     let options = arguments.options();
-    let mut progress = |line: &str| eprintln!("sluice lab: {line}");
+    let mut progress = |line: &str| err_line!("sluice lab: {line}");
     let results = tokio::select! {
         results = sluice_lab::run(&config, &options, &mut progress) => results?,
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("sluice lab: interrupted; dropping the lab's tables");
+            err_line!("sluice lab: interrupted; dropping the lab's tables");
             if let Err(error) = sluice_lab::clean_up(&config).await {
-                eprintln!("sluice: cleaning up failed: {error}");
+                err_line!("sluice: cleaning up failed: {error}");
             }
             return Err(Error::new(ErrorKind::Cancelled, "interrupted"));
         }
@@ -130,9 +131,9 @@ async fn lab(arguments: &LabArgs) -> Result<(), Error> {
         )
     })?;
     for line in results.recommendations() {
-        println!("- {line}");
+        out_line!("- {line}");
     }
-    eprintln!(
+    err_line!(
         "sluice lab: report written to {} (took {})",
         arguments.out.join("index.html").display(),
         sluice_lab::human_duration(results.elapsed)

@@ -2,8 +2,11 @@
 //! round trips counted. This binary is a thin shell over the library crates: it
 //! parses arguments, wires a source to an encoder and an output, and turns errors
 //! into one clear line and an exit code.
+// A print that panics on a closed pipe must not come back: see `console`.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod call;
+mod console;
 mod export;
 mod import;
 mod interrupt;
@@ -16,6 +19,8 @@ mod serve;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use crate::console::err_line;
 
 /// Exit codes, documented in README.md.
 pub mod exit {
@@ -65,7 +70,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("sluice: could not start the async runtime: {error}");
+            err_line!("sluice: could not start the async runtime: {error}");
             return ExitCode::from(exit::IO);
         }
     };

@@ -1,16 +1,26 @@
-//! Where exported bytes go: a file or standard output, written directly.
+//! Where exported bytes go: standard output, or a file that appears complete or
+//! not at all.
 //!
 //! Rust's `Stdout` is line-buffered, which would cost a system call per NDJSON row;
 //! sluice writes standard output through a duplicate of its file descriptor instead,
 //! in the large chunks [`sluice_core::pump`] hands over. The writes are blocking:
 //! the CLI runs one export per process, so blocking a runtime worker while the pipe
 //! is full is exactly the back-pressure wanted.
+//!
+//! `--output FILE` is a [`StagedFile`]: the rows go to a temporary file beside FILE,
+//! which is renamed over FILE once the export has succeeded. An export that fails
+//! part-way (the server gone, Ctrl-C) never leaves whole-looking rows under FILE's
+//! name, and an existing FILE stays as it was.
 
-use std::fs::File;
+use std::fs::{File, Permissions};
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use tempfile::TempPath;
 use tokio::io::AsyncWrite;
 
 /// A blocking file presented as an async writer.
@@ -28,11 +38,38 @@ impl BlockingWriter {
         })
     }
 
-    /// A file, created or truncated.
-    pub fn create(path: &std::path::Path) -> io::Result<BlockingWriter> {
-        Ok(BlockingWriter {
-            file: File::create(path)?,
+    /// Opens `--output`: a [`StagedFile`] for a regular file or a new one; anything
+    /// else (a device such as `/dev/null`, a FIFO) is written directly, since it
+    /// cannot be renamed over and its reader wants the bytes as they come.
+    pub fn create(path: &Path) -> io::Result<(BlockingWriter, Option<Arc<StagedFile>>)> {
+        let staged = match std::fs::metadata(path) {
+            Ok(metadata) if metadata.is_file() => {
+                // Through a symbolic link, replace the file it points to, not the link.
+                StagedFile::create(&std::fs::canonicalize(path)?)?
+            }
+            Err(error)
+                if error.kind() == io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(path).is_err() =>
+            {
+                StagedFile::create(path)?
+            }
+            _ => None,
+        };
+        Ok(match staged {
+            Some((file, staged)) => (BlockingWriter { file }, Some(Arc::new(staged))),
+            None => (
+                BlockingWriter {
+                    file: File::create(path)?,
+                },
+                None,
+            ),
         })
+    }
+
+    /// Makes what was written durable, so the rename that follows cannot outlive
+    /// the data in a crash.
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_all()
     }
 }
 
@@ -51,5 +88,106 @@ impl AsyncWrite for BlockingWriter {
 
     fn poll_shutdown(self: Pin<&mut Self>, _context: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+/// An output file being written under a temporary name in the target's directory
+/// (so the final rename is atomic), until [`StagedFile::commit`] or
+/// [`StagedFile::abandon`]. Shared with the Ctrl-C handler, which abandons it;
+/// whichever comes first takes the temporary file, so it is handled once.
+pub struct StagedFile {
+    target: PathBuf,
+    temporary: Mutex<Option<TempPath>>,
+}
+
+impl StagedFile {
+    /// Creates the temporary file beside `target`, or `None` when `target` names no
+    /// file (`/`, `dir/..`), which is left to fail as a plain create does.
+    fn create(target: &Path) -> io::Result<Option<(File, StagedFile)>> {
+        let Some(name) = target.file_name() else {
+            return Ok(None);
+        };
+        let directory = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        // The temporary file's errors name its own path; a missing directory is
+        // said in plain words first.
+        if !std::fs::metadata(directory)?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", directory.display()),
+            ));
+        }
+        let (file, temporary) = tempfile::Builder::new()
+            .prefix(&format!(".{}.", name.to_string_lossy()))
+            .suffix(".tmp")
+            // As a new file gets: 0666 less the umask (the default would be 0600).
+            .permissions(Permissions::from_mode(0o666))
+            .tempfile_in(directory)?
+            .into_parts();
+        let staged = StagedFile {
+            target: target.to_path_buf(),
+            temporary: Mutex::new(Some(temporary)),
+        };
+        Ok(Some((file, staged)))
+    }
+
+    /// Where the file goes.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Where `--keep-partial` keeps an incomplete file: `FILE.partial`.
+    pub fn partial_path(&self) -> PathBuf {
+        let mut name = self.target.file_name().unwrap_or_default().to_os_string();
+        name.push(".partial");
+        self.target.with_file_name(name)
+    }
+
+    fn take(&self) -> Option<TempPath> {
+        self.temporary
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Renames the complete file over the target (atomically replacing one that
+    /// exists). On failure the temporary file is removed.
+    pub fn commit(&self) -> io::Result<()> {
+        match self.take() {
+            Some(temporary) => temporary.persist(&self.target).map_err(|error| error.error),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the incomplete file, or with `keep` renames it to `FILE.partial`;
+    /// returns what happened, in words for the error line (`None` once committed
+    /// or abandoned already).
+    pub fn abandon(&self, keep: bool) -> Option<String> {
+        let temporary = self.take()?;
+        let target = self.target.display();
+        if !keep {
+            let removed = match temporary.close() {
+                Ok(()) => "has been removed".to_owned(),
+                Err(error) => format!("could not be removed ({error})"),
+            };
+            return Some(format!(
+                "the output was incomplete and {removed} ({target} not written)"
+            ));
+        }
+        let partial = self.partial_path();
+        Some(match temporary.persist(&partial) {
+            Ok(()) => format!(
+                "the output was incomplete and is kept as {} ({target} not written)",
+                partial.display()
+            ),
+            Err(error) => format!(
+                "the output was incomplete, could not be kept as {} ({}) and has been \
+                 removed ({target} not written)",
+                partial.display(),
+                error.error
+            ),
+        })
     }
 }

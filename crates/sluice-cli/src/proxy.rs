@@ -10,6 +10,7 @@ use sluice_proxy::shaping::{parse_bandwidth, parse_duration};
 use sluice_proxy::{Proxy, ProxyHandle, Shaping};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::console::{err_line, err_text};
 use crate::report::exit_code;
 
 /// Arguments of `sluice proxy`.
@@ -45,7 +46,7 @@ pub async fn run(arguments: ProxyArgs) -> u8 {
     match serve(&arguments).await {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("sluice: {error}");
+            err_line!("sluice: {error}");
             exit_code(&error)
         }
     }
@@ -53,7 +54,7 @@ pub async fn run(arguments: ProxyArgs) -> u8 {
 
 fn write_report(proxy: &ProxyHandle, path: Option<&PathBuf>) -> Result<(), Error> {
     let report = proxy.report();
-    eprint!("{}", report.to_text());
+    err_text!("{}", report.to_text());
     if let Some(path) = path {
         let text = if path.extension().is_some_and(|ext| ext == "csv") {
             report.to_csv()
@@ -66,7 +67,7 @@ fn write_report(proxy: &ProxyHandle, path: Option<&PathBuf>) -> Result<(), Error
                 format!("cannot write {}: {error}", path.display()),
             )
         })?;
-        eprintln!("report written to {}", path.display());
+        err_line!("report written to {}", path.display());
     }
     Ok(())
 }
@@ -85,7 +86,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
                 format!("cannot listen on {}: {error}", arguments.listen),
             )
         })?;
-    eprintln!(
+    err_line!(
         "sluice proxy: {} → {} (rtt {:?}, jitter {:?}, bandwidth {})",
         proxy.address(),
         arguments.upstream,
@@ -110,7 +111,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
                 let report = proxy.report();
                 let trips = report.round_trips();
                 if trips != last_trips {
-                    eprintln!(
+                    err_line!(
                         "sluice proxy: {} connections, {trips} round trips",
                         report.connections.len()
                     );

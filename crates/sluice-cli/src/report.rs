@@ -7,11 +7,15 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::{peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress};
 
+use crate::console::err_line;
 use crate::exit;
 
 /// The exit code for an error, by kind.
 pub fn exit_code(error: &Error) -> u8 {
     match error.kind() {
+        // A FATAL error ends the session (pg_terminate_backend, a shutdown): the
+        // database went away; the statement did not fail.
+        ErrorKind::Database if ends_the_session(error) => exit::CONNECTION,
         ErrorKind::Database => exit::DATABASE,
         ErrorKind::Config => exit::USAGE,
         ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed => exit::CONNECTION,
@@ -21,14 +25,24 @@ pub fn exit_code(error: &Error) -> u8 {
     }
 }
 
-/// Prints `error` as one line; when the database points into the SQL, the line of
-/// SQL follows with a caret under the position.
-pub fn print_error(error: &Error, sql: &str) {
+fn ends_the_session(error: &Error) -> bool {
+    error
+        .as_db_error()
+        .is_some_and(|db| matches!(db.severity.as_str(), "FATAL" | "PANIC"))
+}
+
+/// Prints `error` as one line, `note` (what became of the output) after it; when
+/// the database points into the SQL, the line of SQL follows with a caret under
+/// the position.
+pub fn print_error(error: &Error, sql: &str, note: Option<&str>) {
     if error.kind() == ErrorKind::Cancelled {
         // Already reported by the interrupt handler.
         return;
     }
-    eprintln!("sluice: {error}");
+    match note {
+        Some(note) => err_line!("sluice: {error}; {note}"),
+        None => err_line!("sluice: {error}"),
+    }
     let Some(position) = error.as_db_error().and_then(|db| db.position) else {
         return;
     };
@@ -38,8 +52,8 @@ pub fn print_error(error: &Error, sql: &str) {
         let characters = line.chars().count();
         if remaining <= characters {
             let line = line.trim_end_matches('\r');
-            eprintln!("  {line}");
-            eprintln!("  {}^", " ".repeat(remaining));
+            err_line!("  {line}");
+            err_line!("  {}^", " ".repeat(remaining));
             return;
         }
         remaining -= characters + 1;
@@ -76,17 +90,17 @@ impl Stats {
             0.0
         };
         for (key, value) in &self.figures {
-            eprintln!("{key}: {value}");
+            err_line!("{key}: {value}");
         }
-        eprintln!("round trips: {}", total.round_trips);
-        eprintln!("round trips connecting: {}", self.connect.round_trips);
-        eprintln!("round trips for the query: {}", self.operation.round_trips);
-        eprintln!("wire bytes sent: {}", total.bytes_sent);
-        eprintln!("wire bytes received: {}", total.bytes_received);
-        eprintln!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
+        err_line!("round trips: {}", total.round_trips);
+        err_line!("round trips connecting: {}", self.connect.round_trips);
+        err_line!("round trips for the query: {}", self.operation.round_trips);
+        err_line!("wire bytes sent: {}", total.bytes_sent);
+        err_line!("wire bytes received: {}", total.bytes_received);
+        err_line!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
         match peak_rss_bytes() {
-            Some(bytes) => eprintln!("peak memory: {}", mebibytes(bytes)),
-            None => eprintln!("peak memory: unknown"),
+            Some(bytes) => err_line!("peak memory: {}", mebibytes(bytes)),
+            None => err_line!("peak memory: unknown"),
         }
     }
 }

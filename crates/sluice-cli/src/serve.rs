@@ -10,6 +10,7 @@ use sluice_server::demo::{self, Prepared, DEMO_ROWS};
 use sluice_server::server::{effective_listen, serve};
 use sluice_server::{AppState, Config};
 
+use crate::console::err_line;
 use crate::exit;
 
 /// Arguments of `sluice serve`.
@@ -54,6 +55,9 @@ fn init_logging(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // On a failed write the subscriber would report it with `eprintln!`, which
+        // panics when standard error is a closed pipe; a lost log line is not worth that.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if json {
         builder.json().init();
@@ -70,7 +74,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let config = match load(&arguments).await {
         Ok(config) => config,
         Err(message) => {
-            eprintln!("sluice: {message}");
+            err_line!("sluice: {message}");
             return exit::USAGE;
         }
     };
@@ -83,8 +87,8 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let state = AppState::new(config);
     let (address, warning) = effective_listen(requested, state.auth_enabled());
     match warning {
-        Some(warning) => eprintln!("sluice: {warning}"),
-        None if !state.auth_enabled() => eprintln!(
+        Some(warning) => err_line!("sluice: {warning}"),
+        None if !state.auth_enabled() => err_line!(
             "sluice: no [[tokens]] configured: listening on localhost only, named queries need no token"
         ),
         None => {}
@@ -92,33 +96,33 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let (healthy, databases) = state.health().await;
     if !healthy {
         for (name, status) in databases.iter().filter(|(_, status)| **status != "ok") {
-            eprintln!("sluice: database {name:?} is {status}: requests get 503 until it is back");
+            err_line!("sluice: database {name:?} is {status}: requests get 503 until it is back");
         }
     }
     let shutdown = shutdown_signal();
     let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,
         Err(error) => {
-            eprintln!("sluice: cannot listen on {address}: {error}");
+            err_line!("sluice: cannot listen on {address}: {error}");
             return exit::IO;
         }
     };
     let bound = listener.local_addr().unwrap_or(address);
-    eprintln!(
+    err_line!(
         "sluice serve: listening on http://{bound} with {} named quer{}: {}",
         names.len(),
         if names.len() == 1 { "y" } else { "ies" },
         names.join(", ")
     );
     if demo_mode {
-        eprintln!("  try: curl -s http://{bound}/queries/payment_events | head -n 3");
-        eprintln!("       curl -s 'http://{bound}/queries/daily_totals?since=2024-06-01' -H 'Accept: text/csv'");
-        eprintln!("       curl -s http://{bound}/openapi.json");
+        err_line!("  try: curl -s http://{bound}/queries/payment_events | head -n 3");
+        err_line!("       curl -s 'http://{bound}/queries/daily_totals?since=2024-06-01' -H 'Accept: text/csv'");
+        err_line!("       curl -s http://{bound}/openapi.json");
     }
     match serve(state, listener, shutdown, grace).await {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("sluice: serving failed: {error}");
+            err_line!("sluice: serving failed: {error}");
             exit::IO
         }
     }
@@ -145,8 +149,8 @@ async fn load(arguments: &ServeArgs) -> Result<Config, String> {
         .map_err(|error| format!("preparing the demo database failed: {error}"))?
         .map_err(|error| error.to_string())?;
     match prepared {
-        Prepared::Reused => eprintln!("sluice: demo database {} (reused)", path.display()),
-        Prepared::Created(seconds) => eprintln!(
+        Prepared::Reused => err_line!("sluice: demo database {} (reused)", path.display()),
+        Prepared::Created(seconds) => err_line!(
             "sluice: demo database {} created: {rows} payment events in {seconds:.1} s",
             path.display()
         ),

@@ -323,6 +323,16 @@ fn ctrl_c_cancels_the_query() {
         Some(130),
         "sluice exited with {status}; stderr:\n{stderr}"
     );
+    // The incomplete output is removed before exiting, and the line says so.
+    assert_eq!(
+        stderr,
+        format!(
+            "sluice: interrupted; the query was cancelled; the output was incomplete and \
+             has been removed ({} not written)\n",
+            output_path.display()
+        )
+    );
+    assert_eq!(directory_listing(directory.path()), Vec::<String>::new());
 
     assert!(
         eventually(Duration::from_secs(5), || sluice_sessions_with(
@@ -330,6 +340,213 @@ fn ctrl_c_cancels_the_query() {
         ) == 0),
         "the query is still in pg_stat_activity 5 s after sluice exited"
     );
+}
+
+/// The names in `directory`, sorted (hidden ones too: temporary files are).
+fn directory_listing(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .expect("read the directory")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+// ---------------------------------------------------------------------------
+// Output files: complete or absent
+// ---------------------------------------------------------------------------
+
+/// Exports rows 1 to 100,000 of `g` to `output`, the server pausing at row 50,000;
+/// once rows have reached the temporary file and the server is in the pause, the
+/// backend is terminated. Returns the exit status and stderr.
+fn export_killed_mid_way(db: &TestDb, output: &Path, extra: &[&str]) -> (ExitStatus, String) {
+    let marker = unique_marker();
+    let sql = format!(
+        "select g, case when g = 50000 then pg_sleep(60) end as pause \
+         from generate_series(1, 100000) g /* {marker} */"
+    );
+    let mut sluice = Guarded::spawn(
+        sluice()
+            .args(["export", "--db", db.url(), "--query", &sql, "--output"])
+            .arg(output)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let stderr = read_all_in_background(sluice.0.stderr.take().expect("piped stderr"));
+    let directory = output.parent().expect("a directory");
+    let temporary_has_rows = || {
+        std::fs::read_dir(directory)
+            .expect("read the directory")
+            .any(|entry| {
+                let entry = entry.expect("entry");
+                entry.file_name().to_string_lossy().ends_with(".tmp")
+                    && entry.metadata().is_ok_and(|metadata| metadata.len() > 0)
+            })
+    };
+    let pausing = || {
+        db.query_text(&format!(
+            "select count(*) from pg_stat_activity where query like '%{marker}%' \
+             and wait_event = 'PgSleep' and pid <> pg_backend_pid()"
+        )) == "1"
+    };
+    assert!(
+        eventually(Duration::from_secs(60), || pausing()
+            && temporary_has_rows()),
+        "the export never paused with rows written"
+    );
+    db.execute(&format!(
+        "select pg_terminate_backend(pid) from pg_stat_activity \
+         where query like '%{marker}%' and pid <> pg_backend_pid()"
+    ));
+    let status = sluice
+        .wait_timeout(COMMAND_TIMEOUT)
+        .expect("sluice did not exit after its backend was terminated");
+    let stderr = text(&stderr.join().expect("stderr reader"));
+    assert_no_panic(&stderr);
+    (status, stderr)
+}
+
+#[test]
+fn an_export_that_fails_mid_way_leaves_no_file_that_looks_complete() {
+    let db = TestDb::new();
+    for format in ["ndjson", "csv"] {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let file = directory.path().join(format!("out.{format}"));
+        std::fs::write(&file, "previous\n").unwrap();
+
+        let (status, stderr) = export_killed_mid_way(&db, &file, &["--format", format]);
+        assert_eq!(status.code(), Some(3), "{format}: {stderr}");
+        assert!(
+            stderr.starts_with("sluice: FATAL 57P01: terminating connection"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.ends_with(&format!(
+                "; the output was incomplete and has been removed ({} not written)\n",
+                file.display()
+            )),
+            "{stderr}"
+        );
+        // The previous file is untouched and no temporary file is left behind.
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "previous\n");
+        assert_eq!(
+            directory_listing(directory.path()),
+            [format!("out.{format}")]
+        );
+
+        let (status, stderr) =
+            export_killed_mid_way(&db, &file, &["--format", format, "--keep-partial"]);
+        assert_eq!(status.code(), Some(3), "{format}: {stderr}");
+        let partial = directory.path().join(format!("out.{format}.partial"));
+        assert!(
+            stderr.ends_with(&format!(
+                "; the output was incomplete and is kept as {} ({} not written)\n",
+                partial.display(),
+                file.display()
+            )),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "previous\n");
+        assert_eq!(
+            directory_listing(directory.path()),
+            [format!("out.{format}"), format!("out.{format}.partial")]
+        );
+        assert_whole_rows(format, &std::fs::read_to_string(&partial).unwrap());
+    }
+}
+
+/// Asserts `text` is rows 1, 2, … of the export, each whole (after the CSV header).
+fn assert_whole_rows(format: &str, text: &str) {
+    assert!(
+        text.ends_with('\n'),
+        "the last row is cut: {:?}",
+        &text[text.len().saturating_sub(80)..]
+    );
+    let mut lines = text.lines();
+    if format == "csv" {
+        assert_eq!(lines.next(), Some("g,pause"));
+    }
+    let mut count = 0;
+    for (index, line) in lines.enumerate() {
+        let expected = match format {
+            "csv" => format!("{},", index + 1),
+            _ => format!("{{\"g\":{},\"pause\":null}}", index + 1),
+        };
+        assert_eq!(line, expected);
+        count += 1;
+    }
+    assert!((1..50_000).contains(&count), "{count} rows");
+}
+
+#[test]
+fn a_successful_export_replaces_the_file_whole_with_a_new_file_s_permissions() {
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().expect("temp dir");
+    let file = directory.path().join("out.ndjson");
+    std::fs::write(&file, "previous\n").unwrap();
+    // What a newly created file gets here: 0666 less the umask.
+    let fresh = directory.path().join("fresh");
+    std::fs::File::create(&fresh).unwrap();
+    let mode = |path: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    };
+    let output = export(
+        db.url(),
+        "select g from generate_series(1, 3) g",
+        &["--output", file.to_str().unwrap()],
+    );
+    assert_success(&output);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "{\"g\":1}\n{\"g\":2}\n{\"g\":3}\n"
+    );
+    assert_eq!(mode(&file), mode(&fresh));
+    assert_eq!(directory_listing(directory.path()), ["fresh", "out.ndjson"]);
+
+    // Through a symbolic link, the file it points to is replaced; the link stays.
+    let link = directory.path().join("link.ndjson");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let output = export(
+        db.url(),
+        "select 7 as g",
+        &["--output", link.to_str().unwrap()],
+    );
+    assert_success(&output);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{\"g\":7}\n");
+
+    // A device is written directly; it cannot be renamed over.
+    let output = export(db.url(), "select 1 as g", &["--output", "/dev/null"]);
+    assert_success(&output);
+
+    // A missing directory is an I/O error naming the file, as before.
+    let missing = directory.path().join("missing").join("out.ndjson");
+    let output = export(
+        db.url(),
+        "select 1 as g",
+        &["--output", missing.to_str().unwrap()],
+    );
+    let stderr = assert_exit_code(&output, 4);
+    assert!(
+        stderr.starts_with(&format!(
+            "sluice: cannot write {}: No such file or directory",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    let output = export(db.url(), "select 1 as g", &["--keep-partial"]);
+    assert_exit_code(&output, 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -521,5 +738,120 @@ fn params_bind_in_order() {
             &["--param", "2", "--param", "3"]
         ),
         serde_json::json!({"d": -1, "second": "3"})
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Closed standard streams
+// ---------------------------------------------------------------------------
+
+/// Runs sluice with standard output and standard error both on a pipe nobody
+/// reads, and `stdin` on standard input; returns the exit status.
+fn run_with_closed_output(arguments: &[&str], stdin: &[u8]) -> ExitStatus {
+    use std::io::Write;
+    let pipe = sluice_testkit::closed_pipe();
+    let mut child = Guarded::spawn(
+        sluice()
+            .args(arguments)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(pipe.try_clone().expect("dup")))
+            .stderr(Stdio::from(pipe)),
+    );
+    let mut input = child.0.stdin.take().expect("piped stdin");
+    input.write_all(stdin).expect("write stdin");
+    drop(input);
+    child
+        .wait_timeout(COMMAND_TIMEOUT)
+        .unwrap_or_else(|| panic!("sluice did not finish within {COMMAND_TIMEOUT:?}"))
+}
+
+#[test]
+fn closed_stdout_and_stderr_never_panic() {
+    let db = TestDb::new();
+    db.execute("create table items (id int primary key, label text)");
+    let directory = tempfile::tempdir().expect("temp dir");
+    let file = directory.path().join("out.ndjson");
+    let file = file.to_str().expect("UTF-8 temp path");
+    let url = db.url();
+    let query = "select g as id from generate_series(1, 3) g";
+    // (arguments, standard input, expected exit code)
+    let cases: [(Vec<&str>, &[u8], i32); 7] = [
+        // --stats after the rows went to a file.
+        (
+            vec![
+                "export", "--db", url, "--query", query, "--stats", "-o", file,
+            ],
+            b"",
+            0,
+        ),
+        // --stats after the rows went to the closed standard output.
+        (
+            vec!["export", "--db", url, "--query", query, "--stats"],
+            b"",
+            0,
+        ),
+        // An error line and the caret under the SQL.
+        (vec!["export", "--db", url, "--query", "selec 1"], b"", 1),
+        (
+            vec![
+                "export",
+                "--db",
+                "postgres://a@b:notaport/c",
+                "--query",
+                query,
+            ],
+            b"",
+            2,
+        ),
+        (
+            vec![
+                "import", "--db", url, "--table", "items", "--format", "csv", "--stats",
+            ],
+            b"id,label\n1,a\n2,b\n",
+            0,
+        ),
+        // A rejected record and the summary line, then --stats.
+        (
+            vec![
+                "import",
+                "--db",
+                url,
+                "--table",
+                "items",
+                "--format",
+                "csv",
+                "--on-error",
+                "skip",
+                "--stats",
+            ],
+            b"id,label\n3,c\nx,d\n",
+            0,
+        ),
+        (
+            vec![
+                "call",
+                "--db",
+                url,
+                "--sql",
+                "select $1::int",
+                "--output",
+                file,
+                "--stats",
+            ],
+            b"[1]\n",
+            0,
+        ),
+    ];
+    for (arguments, stdin, expected) in cases {
+        let status = run_with_closed_output(&arguments, stdin);
+        assert_eq!(
+            status.code(),
+            Some(expected),
+            "{arguments:?} ended with {status}"
+        );
+    }
+    assert_eq!(
+        db.query_text("select string_agg(id::text, ',' order by id) from items"),
+        "1,2,3"
     );
 }

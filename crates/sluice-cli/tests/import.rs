@@ -181,3 +181,182 @@ fn export_then_import_moves_a_table() {
         "0"
     );
 }
+
+/// Imports `csv` (from a file, as psql's `\copy … csv` writes it) into `pairs`
+/// (a int, b text) with `extra` arguments; returns the run and the rows, `a:b;…`.
+fn import_csv(db: &TestDb, csv: &str, extra: &[&str]) -> (Output, String) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("pairs.csv");
+    std::fs::write(&path, csv).unwrap();
+    let mut arguments = vec![
+        "import",
+        "--db",
+        db.url(),
+        "--table",
+        "pairs",
+        "--stats",
+        path.to_str().unwrap(),
+    ];
+    arguments.extend_from_slice(extra);
+    let output = sluice(&arguments, None);
+    let rows =
+        db.query_text("select coalesce(string_agg(a || ':' || b, ';' order by a), '') from pairs");
+    db.execute("truncate pairs");
+    (output, rows)
+}
+
+#[test]
+fn a_headerless_csv_is_refused_unless_header_false_and_then_keeps_every_row() {
+    let db = TestDb::new();
+    db.execute("create table pairs (a int, b text)");
+    let headerless = "1,one\n2,two\n3,three\n";
+
+    // The header line is read, not skipped: "1,one" is not "a,b".
+    let (output, rows) = import_csv(&db, headerless, &["--columns", "a,b"]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "sluice: line 1: the CSV header does not match --columns: column 1 is \"1\" where \
+         \"a\" was expected (header: \"1\", \"one\"; --columns: \"a\", \"b\"); if line 1 is \
+         data, not a header, say --header false\n"
+    );
+    assert_eq!(rows, "");
+
+    for extra in [
+        &["--header", "false", "--columns", "a,b"][..],
+        &["--header", "false"],
+    ] {
+        let (output, rows) = import_csv(&db, headerless, extra);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).starts_with("records: 3\n"),
+            "{}",
+            stderr(&output)
+        );
+        assert_eq!(rows, "1:one;2:two;3:three", "{extra:?}");
+    }
+    let (output, rows) = import_csv(
+        &db,
+        "2,two\n1,one\n",
+        &["--header", "false", "--columns", "b,a"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with("sluice: line 1, column a: "),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(rows, "");
+
+    // A header that names --columns, or the table's columns, is still a header.
+    let with_header = "a,b\n1,one\n";
+    for extra in [
+        &["--columns", "a,b"][..],
+        &[],
+        &["--header", "true"],
+        &["--header", "match"],
+    ] {
+        let (output, rows) = import_csv(&db, with_header, extra);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(rows, "1:one", "{extra:?}");
+    }
+}
+
+#[test]
+fn line_numbers_stay_physical_lines_with_or_without_a_header() {
+    let db = TestDb::new();
+    db.execute("create table pairs (a int, b text)");
+    let (output, _) = import_csv(&db, "x,one\n2,two\n", &["--header", "false"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output)
+            .starts_with("sluice: line 1, column a: invalid input syntax for type integer"),
+        "{}",
+        stderr(&output)
+    );
+    let (output, _) = import_csv(&db, "a,b\nx,one\n", &["--header", "match"]);
+    assert!(
+        stderr(&output).starts_with("sluice: line 2, column a: "),
+        "{}",
+        stderr(&output)
+    );
+    // A record that breaks a line inside quotes still counts its lines.
+    let (output, _) = import_csv(
+        &db,
+        "1,\"multi\nline\"\n2,\"x\",extra\n",
+        &["--header", "false"],
+    );
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "sluice: line 3: expected 2 fields, found 3\n"
+    );
+}
+
+#[test]
+fn header_match_needs_the_table_s_columns_in_order() {
+    let db = TestDb::new();
+    db.execute("create table pairs (a int, b text)");
+    let (output, rows) = import_csv(&db, "b,a\none,1\n", &["--header", "match"]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "sluice: line 1: the CSV header does not match the table's columns (--header match): \
+         column 1 is \"b\" where \"a\" was expected (header: \"b\", \"a\"; table: \"a\", \"b\"); \
+         --header true fills only the columns the header names\n"
+    );
+    assert_eq!(rows, "");
+    // Without match, the header's order is the file's.
+    let (output, rows) = import_csv(&db, "b,a\none,1\n", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(rows, "1:one");
+}
+
+#[test]
+fn header_is_refused_for_ndjson() {
+    let db = TestDb::new();
+    db.execute("create table pairs (a int, b text)");
+    let output = sluice(
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            "pairs",
+            "--header",
+            "false",
+        ],
+        Some(b"{\"a\": 1}\n"),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "sluice: --header goes with CSV input; this input is read as NDJSON (say --format csv)\n"
+    );
+    let output = sluice(
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            "pairs",
+            "--format",
+            "csv",
+            "--header",
+            "maybe",
+        ],
+        Some(b"a,b\n"),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(db.query_text("select count(*) from pairs"), "0");
+}

@@ -284,3 +284,53 @@ fn thirty_two_clients_streaming_200k_rows_each_get_identical_bodies_in_bounded_m
     );
     assert!(peak < 256 << 20, "server peak RSS {peak} bytes");
 }
+
+#[test]
+fn a_closed_stderr_neither_stops_the_server_nor_its_requests() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("demo.sqlite").display().to_string();
+    // The listening line cannot be read back from a closed stderr: pick the port here.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "serve",
+            "--demo",
+            "--demo-file",
+            &file,
+            "--demo-rows",
+            "100",
+        ])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        // Every request writes a log line, which fails.
+        .env("SLUICE_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(sluice_testkit::closed_pipe()))
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/queries/payment_events");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut bodies = Vec::new();
+    while bodies.len() < 3 {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the server exited with {status}");
+        }
+        assert!(Instant::now() < deadline, "the server never answered");
+        match runtime.block_on(async { reqwest::get(&url).await?.text().await }) {
+            Ok(body) => bodies.push(body),
+            // Not listening yet.
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    for body in &bodies {
+        assert_eq!(body.lines().count(), 100);
+    }
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+}

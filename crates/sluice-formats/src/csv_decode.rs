@@ -1,4 +1,5 @@
-//! [`CsvDecoder`]: CSV with a header line into rows, by PostgreSQL's CSV rules.
+//! [`CsvDecoder`]: CSV into rows, by PostgreSQL's CSV rules, with or without a
+//! header line ([`CsvHeader`], COPY's `HEADER true|false|match`).
 //!
 //! Hand-written rather than through the `csv` crate because PostgreSQL's rules
 //! depend on something that crate does not report: whether a field was quoted. An
@@ -6,16 +7,59 @@
 //! rules are the usual ones: `,` separates, `"` quotes (anywhere in a field), `""`
 //! inside quotes is a quote, line breaks inside quotes are data, lines end in `\n`
 //! or `\r\n`, and a line holding only `\.` ends the data.
+//!
+//! A header line is always read and checked, never skipped unread: when the caller
+//! names the columns, a header naming others is a [`HeaderMismatch`] (the file is
+//! probably headerless, and its first row would otherwise be lost). Line numbers are
+//! physical lines of the input whether or not line 1 is a header.
+
+use std::fmt;
+use std::str::FromStr;
 
 use sluice_core::{Column, Decoded, Decoder, Error, Kind, Rejected, RowError};
 
 use crate::pg_input::decode_hex;
 
+/// How the first line of the input is read: COPY's `HEADER` option.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CsvHeader {
+    /// `true`: line 1 names the columns to fill; with [`CsvOptions::columns`] it
+    /// must name exactly those, in order. The default.
+    #[default]
+    Present,
+    /// `match`: line 1 must name [`CsvOptions::columns`], or else all the table's
+    /// columns, in order.
+    Match,
+    /// `false`: there is no header and line 1 is data; the columns are
+    /// [`CsvOptions::columns`], or else all the table's columns in order.
+    Absent,
+}
+
+impl FromStr for CsvHeader {
+    type Err = String;
+
+    /// `true`, `false` or `match`, and the other spellings of a boolean COPY takes
+    /// (`on`/`off`, `1`/`0`, `yes`/`no`).
+    fn from_str(text: &str) -> Result<CsvHeader, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "on" | "1" | "yes" => Ok(CsvHeader::Present),
+            "false" | "off" | "0" | "no" => Ok(CsvHeader::Absent),
+            "match" => Ok(CsvHeader::Match),
+            other => Err(format!(
+                "unknown header setting {other:?}: expected true, false or match"
+            )),
+        }
+    }
+}
+
 /// Settings of [`CsvDecoder`]; each states its default.
 #[derive(Debug, Clone)]
 pub struct CsvOptions {
-    /// Names for the file's columns, overriding its header line (which is still
-    /// skipped). Default (`None`): the header line names them.
+    /// Whether line 1 is a header, and what it must hold. Default: [`CsvHeader::Present`].
+    pub header: CsvHeader,
+    /// The columns to fill, in the file's order. A header line must then name
+    /// exactly these (see [`CsvHeader`]). Default (`None`): the header line names
+    /// them, or without one, all the table's columns.
     pub columns: Option<Vec<String>>,
     /// Longest record accepted, in bytes; a longer one is rejected without being
     /// held in memory. Default: 64 MiB.
@@ -27,6 +71,7 @@ pub struct CsvOptions {
 impl Default for CsvOptions {
     fn default() -> CsvOptions {
         CsvOptions {
+            header: CsvHeader::Present,
             columns: None,
             max_record_bytes: 64 * 1024 * 1024,
             keep_records: false,
@@ -34,7 +79,90 @@ impl Default for CsvOptions {
     }
 }
 
-/// Decodes CSV with a header line; see the module docs.
+/// Where the names a header line had to hold came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpectedNames {
+    /// The caller's column list, [`CsvOptions::columns`].
+    Columns,
+    /// The table's columns, all of them in order ([`CsvHeader::Match`] without a list).
+    Table,
+}
+
+/// A header line that does not name the expected columns in the expected order.
+/// The import stops at line 1: the error (of kind
+/// [`ErrorKind::Data`](sluice_core::ErrorKind::Data), at line 1)
+/// carries this as its source; [`HeaderMismatch::of`] finds it for callers who
+/// word it their own way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderMismatch {
+    /// The names on the header line, in order.
+    pub found: Vec<String>,
+    /// The names it had to hold, in order.
+    pub expected: Vec<String>,
+    /// Where `expected` came from.
+    pub expected_from: ExpectedNames,
+}
+
+impl HeaderMismatch {
+    /// The mismatch behind an import error, when a header line caused it.
+    pub fn of(error: &Error) -> Option<&HeaderMismatch> {
+        std::error::Error::source(error)?.downcast_ref::<HeaderMismatch>()
+    }
+
+    /// The first difference, in words: `column 2 is "x" where "b" was expected`.
+    pub fn difference(&self) -> String {
+        let position = self
+            .found
+            .iter()
+            .zip(&self.expected)
+            .position(|(found, expected)| found != expected)
+            .unwrap_or(self.found.len().min(self.expected.len()));
+        match (self.found.get(position), self.expected.get(position)) {
+            (Some(found), Some(expected)) => format!(
+                "column {} is {found:?} where {expected:?} was expected",
+                position + 1
+            ),
+            (None, Some(missing)) => format!(
+                "it ends after {} names, without {missing:?}",
+                self.found.len()
+            ),
+            (Some(extra), None) => format!(
+                "it has {extra:?} after the {} names expected",
+                self.expected.len()
+            ),
+            (None, None) => "the names are the same".to_owned(),
+        }
+    }
+
+    /// Names as a list for messages: `"a", "b"`.
+    pub fn list(names: &[String]) -> String {
+        names
+            .iter()
+            .map(|name| format!("{name:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Display for HeaderMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let from = match self.expected_from {
+            ExpectedNames::Columns => "the columns given",
+            ExpectedNames::Table => "the table's columns",
+        };
+        write!(
+            f,
+            "the header does not match {from}: {} (header: {}; expected: {})",
+            self.difference(),
+            HeaderMismatch::list(&self.found),
+            HeaderMismatch::list(&self.expected)
+        )
+    }
+}
+
+impl std::error::Error for HeaderMismatch {}
+
+/// Decodes CSV, with or without a header line; see the module docs.
 pub struct CsvDecoder {
     table: Vec<Column>,
     options: CsvOptions,
@@ -52,6 +180,43 @@ pub struct CsvDecoder {
 }
 
 impl CsvDecoder {
+    /// True while the header line is still to come.
+    fn expects_header(&self) -> bool {
+        self.target_columns.is_none() && self.options.header != CsvHeader::Absent
+    }
+
+    /// Reports a record over the size limit that starts on `line`. A header cannot
+    /// be skipped like a record: line 2 would then be read as the header.
+    fn reject_too_long(&mut self, line: u64, output: &mut Decoded) -> Result<(), Error> {
+        let maximum = self.options.max_record_bytes;
+        if self.expects_header() {
+            return Err(Error::bad_row(
+                Rejected::too_long(line, "header", maximum).error,
+            ));
+        }
+        self.records += 1;
+        output
+            .rejected
+            .push(Rejected::too_long(line, "record", maximum));
+        Ok(())
+    }
+
+    /// Settles the columns at the first record: reads it as the header (true:
+    /// nothing more to do with it) or, without a header, takes the columns given
+    /// or the table's (false: the record is data).
+    fn first_record(&mut self, record: &[u8]) -> Result<bool, Error> {
+        if self.options.header != CsvHeader::Absent {
+            self.header(record)?;
+            return Ok(true);
+        }
+        let names = match &self.options.columns {
+            Some(columns) => columns.clone(),
+            None => self.table_names(),
+        };
+        self.target_columns = Some(self.resolve(&names, false)?);
+        Ok(false)
+    }
+
     /// A decoder filling columns of `table`.
     pub fn new(table: Vec<Column>, options: CsvOptions) -> CsvDecoder {
         CsvDecoder {
@@ -123,38 +288,78 @@ impl CsvDecoder {
         each(field, quoted);
     }
 
+    /// The names of a header record.
+    fn header_names(record: &[u8]) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut field = Vec::new();
+        Self::fields(record, &mut field, |value, _| {
+            names.push(String::from_utf8_lossy(value).into_owned())
+        });
+        names
+    }
+
+    /// Reads the header line (line 1): sets the columns, or fails if the line does
+    /// not name the columns it must.
     fn header(&mut self, record: &[u8]) -> Result<(), Error> {
-        let names: Vec<String> = match &self.options.columns {
-            Some(names) => names.clone(),
-            None => {
-                let mut names = Vec::new();
-                let mut field = Vec::new();
-                Self::fields(record, &mut field, |value, _| {
-                    names.push(String::from_utf8_lossy(value).into_owned())
-                });
-                names
-            }
+        let found = Self::header_names(record);
+        let (names, expected_from) = match (&self.options.columns, self.options.header) {
+            (Some(columns), _) => (columns.clone(), Some(ExpectedNames::Columns)),
+            (None, CsvHeader::Match) => (self.table_names(), Some(ExpectedNames::Table)),
+            (None, _) => (found.clone(), None),
+        };
+        // A bad column list is the caller's error, whatever the file holds.
+        let columns = self.resolve(&names, expected_from.is_none())?;
+        if let Some(expected_from) = expected_from.filter(|_| found != names) {
+            let mismatch = HeaderMismatch {
+                found,
+                expected: names,
+                expected_from,
+            };
+            let row = RowError {
+                line: 1,
+                column: None,
+                reason: mismatch.to_string(),
+            };
+            return Err(Error::bad_row(row).with_source(mismatch));
+        }
+        self.target_columns = Some(columns);
+        Ok(())
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        self.table
+            .iter()
+            .map(|column| column.name.clone())
+            .collect()
+    }
+
+    /// The table's columns of `names`, in their order; `from_header` says whether
+    /// the names came from the file, for the error.
+    fn resolve(&self, names: &[String], from_header: bool) -> Result<Vec<Column>, Error> {
+        let whose = if from_header {
+            "the CSV header"
+        } else {
+            "the column list"
         };
         let mut columns = Vec::with_capacity(names.len());
         for name in names {
             let column = self
                 .table
                 .iter()
-                .find(|column| column.name == name)
+                .find(|column| &column.name == name)
                 .ok_or_else(|| {
                     Error::config(format!(
-                        "the CSV names a column {name:?} that the table does not have"
+                        "{whose} names a column {name:?} that the table does not have"
                     ))
                 })?;
-            if columns.iter().any(|seen: &Column| seen.name == name) {
+            if columns.iter().any(|seen: &Column| &seen.name == name) {
                 return Err(Error::config(format!(
-                    "the CSV names column {name:?} twice"
+                    "{whose} names column {name:?} twice"
                 )));
             }
             columns.push(column.clone());
         }
-        self.target_columns = Some(columns);
-        Ok(())
+        Ok(columns)
     }
 
     fn record(&mut self, record: &[u8], line: u64, output: &mut Decoded) {
@@ -273,12 +478,7 @@ impl Decoder for CsvDecoder {
                 }
                 None => {
                     if !self.skipping && rest.len() > self.options.max_record_bytes {
-                        self.records += 1;
-                        output.rejected.push(Rejected::too_long(
-                            self.lines_done + 1,
-                            "record",
-                            self.options.max_record_bytes,
-                        ));
+                        self.reject_too_long(self.lines_done + 1, output)?;
                         self.skipping = true;
                     }
                     if self.skipping {
@@ -300,8 +500,11 @@ impl Decoder for CsvDecoder {
                 self.skipping = false;
                 continue;
             }
-            if self.target_columns.is_none() {
-                self.header(record)?;
+            if record.len() > self.options.max_record_bytes {
+                self.reject_too_long(line, output)?;
+                continue;
+            }
+            if self.target_columns.is_none() && self.first_record(record)? {
                 continue;
             }
             if record == b"\\." {
@@ -407,5 +610,154 @@ mod tests {
             .decode(b"id,nope\n", true, &mut Decoded::default())
             .unwrap_err();
         assert!(error.to_string().contains("\"nope\""), "{error}");
+    }
+
+    fn options(header: CsvHeader, columns: Option<&[&str]>) -> CsvOptions {
+        CsvOptions {
+            header,
+            columns: columns.map(|names| names.iter().map(|name| name.to_string()).collect()),
+            ..CsvOptions::default()
+        }
+    }
+
+    fn decode_all(options: CsvOptions, input: &[u8]) -> Result<(CsvDecoder, Decoded), Error> {
+        let mut decoder = CsvDecoder::new(table(), options);
+        let mut output = Decoded::default();
+        let consumed = decoder.decode(input, true, &mut output)?;
+        assert_eq!(consumed, input.len());
+        Ok((decoder, output))
+    }
+
+    fn reasons(output: &Decoded) -> Vec<String> {
+        output
+            .rejected
+            .iter()
+            .map(|rejected| rejected.error.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn without_a_header_line_1_is_data_and_keeps_its_number() {
+        let input = b"1,a,\\xzz\n2,b,\\x01\n3,c\n";
+        let (decoder, output) = decode_all(options(CsvHeader::Absent, None), input).unwrap();
+        let names: Vec<&str> = decoder
+            .target_columns()
+            .unwrap()
+            .iter()
+            .map(|column| column.name.as_str())
+            .collect();
+        assert_eq!(names, ["id", "name", "blob"], "all the table's columns");
+        assert_eq!(output.lines, [2]);
+        assert_eq!(
+            reasons(&output),
+            [
+                "line 1, column blob: not a valid bytea value",
+                "line 3: expected 3 fields, found 2"
+            ]
+        );
+        assert_eq!(decoder.records_seen(), 3);
+
+        let input = b"one,1\ntwo,2\n";
+        let columns = Some(&["name", "id"][..]);
+        let (_, output) = decode_all(options(CsvHeader::Absent, columns), input).unwrap();
+        assert_eq!(output.lines, [1, 2]);
+        assert_eq!(output.batch.row(0).get(0), Some(&b"one"[..]));
+    }
+
+    #[test]
+    fn a_header_must_name_the_columns_given() {
+        let columns = Some(&["id", "name"][..]);
+        for header in [CsvHeader::Present, CsvHeader::Match] {
+            let (_, output) = decode_all(options(header, columns), b"id,name\n1,one\n").unwrap();
+            assert_eq!(output.lines, [2]);
+
+            // A headerless file: its first row is not taken for a header and lost.
+            let Err(error) = decode_all(options(header, columns), b"1,one\n2,two\n") else {
+                panic!("a header that is not the columns given must fail");
+            };
+            assert_eq!(error.kind(), sluice_core::ErrorKind::Data);
+            assert_eq!(error.as_row_error().map(|row| row.line), Some(1));
+            let mismatch = HeaderMismatch::of(&error).expect("a header mismatch");
+            assert_eq!(mismatch.found, ["1", "one"]);
+            assert_eq!(mismatch.expected, ["id", "name"]);
+            assert_eq!(mismatch.expected_from, ExpectedNames::Columns);
+            assert_eq!(
+                error.to_string(),
+                "line 1: the header does not match the columns given: column 1 is \"1\" \
+                 where \"id\" was expected (header: \"1\", \"one\"; expected: \"id\", \"name\")"
+            );
+        }
+        let Err(error) = decode_all(options(CsvHeader::Present, columns), b"name,id\n") else {
+            panic!("the same names in another order must fail");
+        };
+        assert_eq!(
+            HeaderMismatch::of(&error).unwrap().difference(),
+            "column 1 is \"name\" where \"id\" was expected"
+        );
+    }
+
+    #[test]
+    fn match_without_columns_needs_every_column_of_the_table_in_order() {
+        let input = b"id,name,blob\n1,a,\n";
+        let (_, output) = decode_all(options(CsvHeader::Match, None), input).unwrap();
+        assert_eq!(output.lines, [2]);
+
+        let Err(error) = decode_all(options(CsvHeader::Match, None), b"id,name\n1,a\n") else {
+            panic!("a header without every column must fail with match");
+        };
+        let mismatch = HeaderMismatch::of(&error).unwrap();
+        assert_eq!(mismatch.expected_from, ExpectedNames::Table);
+        assert_eq!(
+            mismatch.difference(),
+            "it ends after 2 names, without \"blob\""
+        );
+        let Err(error) = decode_all(options(CsvHeader::Match, None), b"id,name,blob,x\n") else {
+            panic!("an extra name must fail with match");
+        };
+        assert_eq!(
+            HeaderMismatch::of(&error).unwrap().difference(),
+            "it has \"x\" after the 3 names expected"
+        );
+        // Unknown names in the caller's list are the caller's error, not the file's.
+        let columns = Some(&["id", "nope"][..]);
+        let Err(error) = decode_all(options(CsvHeader::Match, columns), b"id,nope\n") else {
+            panic!("an unknown column must fail");
+        };
+        assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
+        assert!(HeaderMismatch::of(&error).is_none());
+    }
+
+    #[test]
+    fn records_over_the_limit_are_rejected_but_a_header_over_it_fails() {
+        let limited = |header| CsvOptions {
+            max_record_bytes: 8,
+            ..options(header, None)
+        };
+        let input = b"1,a,\n2,aaaaaaaaaa,\n3,b,\n";
+        let (_, output) = decode_all(limited(CsvHeader::Absent), input).unwrap();
+        assert_eq!(output.lines, [1, 3]);
+        assert_eq!(
+            reasons(&output),
+            ["line 2: the record is longer than the maximum of 8 bytes"]
+        );
+        let Err(error) = decode_all(limited(CsvHeader::Present), b"id,name,blob\n1,a,\n") else {
+            panic!("a header over the limit must fail");
+        };
+        assert_eq!(
+            error.to_string(),
+            "line 1: the header is longer than the maximum of 8 bytes"
+        );
+    }
+
+    #[test]
+    fn header_settings_spell_like_copy() {
+        assert_eq!("true".parse(), Ok(CsvHeader::Present));
+        assert_eq!("FALSE".parse(), Ok(CsvHeader::Absent));
+        assert_eq!("off".parse(), Ok(CsvHeader::Absent));
+        assert_eq!("match".parse(), Ok(CsvHeader::Match));
+        assert!("first"
+            .parse::<CsvHeader>()
+            .unwrap_err()
+            .contains("\"first\""));
     }
 }

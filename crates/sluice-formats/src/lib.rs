@@ -26,7 +26,7 @@ mod pg_literal;
 use std::str::FromStr;
 
 pub use crate::csv::CsvEncoder;
-pub use crate::csv_decode::{CsvDecoder, CsvOptions};
+pub use crate::csv_decode::{CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch};
 pub use crate::json::JsonEncoder;
 pub use crate::json_value::{BytesEncoding, JsonOptions};
 pub use crate::ndjson_decode::{NdjsonDecoder, NdjsonOptions};

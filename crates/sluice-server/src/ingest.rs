@@ -28,7 +28,9 @@ use axum::Json;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use sluice_core::{Decoder, Error, ErrorKind, Progress, Rejected};
-use sluice_formats::{CsvDecoder, CsvOptions, NdjsonDecoder, NdjsonOptions};
+use sluice_formats::{
+    CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch, NdjsonDecoder, NdjsonOptions,
+};
 use sluice_postgres::{
     describe_table, import, Connection, ImportOptions, ImportSummary, Method, OnConflict, OnError,
     TableInfo,
@@ -52,7 +54,7 @@ pub const MAX_REJECT_RECORD_BYTES: usize = 4096;
 pub enum InputFormat {
     /// One JSON object per line.
     Ndjson,
-    /// CSV with a header line (or `columns`).
+    /// CSV, with a header line unless `header=false`.
     Csv,
 }
 
@@ -61,8 +63,10 @@ pub enum InputFormat {
 pub struct IngestOptions {
     /// The body's format.
     pub format: InputFormat,
-    /// The columns to fill (NDJSON) or the CSV's column names.
+    /// The columns to fill (NDJSON) or the CSV's columns in order.
     pub columns: Option<Vec<String>>,
+    /// CSV: whether line 1 is a header (`header=true|false|match`).
+    pub header: CsvHeader,
     /// NDJSON: skip keys that name no column.
     pub ignore_unknown: bool,
     /// Everything else.
@@ -72,6 +76,7 @@ pub struct IngestOptions {
 const KNOWN: &[&str] = &[
     "format",
     "columns",
+    "header",
     "on_error",
     "on_conflict",
     "key",
@@ -133,6 +138,16 @@ fn input_format(format: Option<&str>, headers: &HeaderMap) -> Result<InputFormat
              text/csv, or say ?format=ndjson|csv"
         ))),
     }
+}
+
+/// `header=true|false|match`; a bare `header` is true, as in COPY.
+fn header_setting(value: &str) -> Result<CsvHeader, AppError> {
+    if value.trim().is_empty() {
+        return Ok(CsvHeader::Present);
+    }
+    value
+        .parse()
+        .map_err(|message: String| AppError::parameter("header", message))
 }
 
 /// Reads the query parameters of `POST /tables/{name}`: each known and given once.
@@ -221,6 +236,13 @@ pub fn parse_options(
     if ignore_unknown && format == InputFormat::Csv {
         return Err(AppError::parameter("ignore_unknown", "goes with NDJSON"));
     }
+    let header = get("header").map(header_setting).transpose()?;
+    if header.is_some() && format == InputFormat::Ndjson {
+        return Err(AppError::parameter(
+            "header",
+            "goes with CSV (NDJSON has no header line)",
+        ));
+    }
     let dry_run = get("dry_run")
         .map(|value| flag("dry_run", value))
         .transpose()?
@@ -230,6 +252,7 @@ pub fn parse_options(
         columns: get("columns")
             .map(list)
             .filter(|columns| !columns.is_empty()),
+        header: header.unwrap_or_default(),
         ignore_unknown,
         import: ImportOptions {
             on_error,
@@ -483,6 +506,7 @@ async fn load(
             let mut decoder = CsvDecoder::new(
                 info.columns.clone(),
                 CsvOptions {
+                    header: options.header,
                     columns: options.columns.clone(),
                     max_record_bytes: table.max_line_bytes,
                     keep_records: skip,
@@ -530,8 +554,38 @@ async fn run_import<D: Decoder>(
     .await
 }
 
+/// A CSV header that does not match, told in this endpoint's parameters.
+fn header_mismatch(mismatch: &HeaderMismatch) -> AppError {
+    let (expected, label, hint) = match mismatch.expected_from {
+        ExpectedNames::Columns => (
+            "columns=",
+            "columns",
+            "if line 1 is data, not a header, add header=false",
+        ),
+        ExpectedNames::Table => (
+            "the table's columns (header=match)",
+            "table",
+            "header=true fills only the columns the header names",
+        ),
+    };
+    AppError::Unprocessable {
+        message: format!(
+            "the CSV header does not match {expected}: {} (header: {}; {label}: {}); {hint}",
+            mismatch.difference(),
+            HeaderMismatch::list(&mismatch.found),
+            HeaderMismatch::list(&mismatch.expected),
+        ),
+        line: Some(1),
+        column: None,
+        sqlstate: None,
+    }
+}
+
 /// The response for an import that failed.
 fn import_error(error: Error) -> AppError {
+    if let Some(mismatch) = HeaderMismatch::of(&error) {
+        return header_mismatch(mismatch);
+    }
     if let Some(row) = error.as_row_error() {
         return AppError::Unprocessable {
             message: row.reason.clone(),
@@ -608,7 +662,16 @@ mod tests {
         assert_eq!(parsed.import.on_conflict, OnConflict::Update);
         assert_eq!(parsed.import.key, ["id", "at"]);
         assert_eq!(parsed.columns, Some(vec!["a".into(), "b".into()]));
+        assert_eq!(parsed.header, CsvHeader::Present);
         assert!(parsed.import.dry_run);
+        for (query, header) in [
+            ("header=false", CsvHeader::Absent),
+            ("header=match", CsvHeader::Match),
+            ("header", CsvHeader::Present),
+        ] {
+            let parsed = options(query, Some("text/csv")).unwrap();
+            assert_eq!(parsed.header, header, "{query}");
+        }
 
         let parsed = options("method=insert&batch_size=50&ignore_unknown=true", None).unwrap();
         assert_eq!(parsed.format, InputFormat::Ndjson);
@@ -630,6 +693,9 @@ mod tests {
             ("colour=red", "colour"),
             ("dry_run=1&dry_run=0", "dry_run"),
             ("format=xml", "format"),
+            ("format=csv&header=maybe", "header"),
+            // NDJSON has no header line: refused rather than ignored.
+            ("header=false", "header"),
         ] {
             let error = options(query, None).unwrap_err();
             assert!(error.contains(&format!("{fault:?}")), "{query}: {error}");

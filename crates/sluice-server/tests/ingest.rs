@@ -465,3 +465,83 @@ async fn sqlite_is_read_only() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn header_says_whether_line_1_of_a_csv_body_is_a_header() {
+    let (db, state) = setup(&["payments"]);
+    let headerless = "1,1.50\n2,2.50\n3,3.50\n";
+    let send = |query: &str, body: &str| {
+        oneshot(
+            &state,
+            post(
+                &format!("/tables/payments?{query}"),
+                Some(WRITER),
+                Some("text/csv"),
+                body.to_owned(),
+            ),
+        )
+    };
+
+    // Read as a header, "1,1.50" is not the columns given: a 422 at line 1, nothing kept.
+    let response = send("columns=id,amount", headerless).await;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let error = json(response).await;
+    assert_eq!(error["line"], 1, "{error}");
+    assert_eq!(
+        error["error"],
+        "the CSV header does not match columns=: column 1 is \"1\" where \"id\" was expected \
+         (header: \"1\", \"1.50\"; columns: \"id\", \"amount\"); if line 1 is data, not a \
+         header, add header=false",
+        "{error}"
+    );
+    assert_eq!(count(&db), 0);
+
+    let response = send("columns=id,amount&header=false", headerless).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let summary = json(response).await;
+    assert_eq!(
+        (summary["records"].as_u64(), summary["written"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(count(&db), 3);
+
+    // Line numbers stay the body's lines: with no header, a bad line 1 is line 1.
+    let response = send("columns=id,amount&header=false", "4,x\n").await;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let error = json(response).await;
+    assert_eq!(
+        (error["line"].as_u64(), error["column"].as_str()),
+        (Some(1), Some("amount")),
+        "{error}"
+    );
+
+    // match: the table's columns, all of them, in order.
+    let response = send("header=match", "id,amount,note\n5,5.00,x\n").await;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let error = json(response).await;
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the CSV header does not match the table's columns (header=match): it ends after 3 names, without \"at\""),
+        "{error}"
+    );
+    let response = send("header=match", "id,amount,note,at\n5,5.00,x,2024-01-01\n").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(count(&db), 4);
+
+    // NDJSON has no header line: refused, not ignored.
+    let response = oneshot(
+        &state,
+        post(
+            "/tables/payments?header=false",
+            Some(WRITER),
+            None,
+            ndjson(6..=6),
+        ),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(json(response).await["parameter"], "header");
+    assert_eq!(count(&db), 4);
+}

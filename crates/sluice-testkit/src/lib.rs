@@ -103,6 +103,27 @@ fn server() -> &'static Server {
     }
 }
 
+/// The write end of a pipe whose read end is already closed: every write to it
+/// fails with EPIPE, as a command's output does in `command 2>&1 | head -1` once
+/// `head` has left. For testing that a child process survives closed standard
+/// streams: pass it (or a `try_clone` of it) as the child's stdout or stderr.
+///
+/// # Panics
+///
+/// If the pipe cannot be created.
+pub fn closed_pipe() -> OwnedFd {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array on success. Close-on-exec
+    // keeps the write end out of children spawned by other tests meanwhile.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        panic!("pipe2 failed: {}", io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two fresh descriptors, owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    write
+}
+
 /// URL of the shared server itself (no schema option), starting it if needed.
 ///
 /// This is `SLUICE_TEST_PG_URL` when that is set, otherwise
