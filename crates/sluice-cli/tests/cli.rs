@@ -17,20 +17,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sluice_testkit::TestDb;
 
+mod support;
+use support::sluice;
+
 /// Upper bound for commands that should finish quickly; only there so a hang fails
 /// the test instead of blocking the run forever.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A `sluice` command with a clean environment for the variables it reads.
-fn sluice() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    command
-        .env_remove("SLUICE_DB")
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .stdin(Stdio::null());
-    command
-}
 
 /// A child process that is killed (and reaped) if the test ends before it does.
 struct Guarded(Child);

@@ -19,21 +19,28 @@ const FLAT_MARGIN_KIB: i64 = 2 * 1024;
 const SMALL: u64 = 200_000;
 const LARGE: u64 = 5_000_000;
 
-fn assert_flat(what: &str, small: &Measured, large: &Measured) {
+/// Asserts both runs stayed under the limit and the larger did not grow past the
+/// margin; `unit` names what the sizes count.
+fn assert_flat(
+    what: &str,
+    unit: &str,
+    (small_size, small): (u64, &Measured),
+    (large_size, large): (u64, &Measured),
+) {
     eprintln!(
-        "{what}: peak RSS {} KiB at {SMALL} rows, {} KiB at {LARGE}",
+        "{what}: peak RSS {} KiB at {small_size} {unit}, {} KiB at {large_size}",
         small.peak_rss_kib, large.peak_rss_kib
     );
-    for (size, run) in [(SMALL, small), (LARGE, large)] {
+    for (size, run) in [(small_size, small), (large_size, large)] {
         assert!(
             run.peak_rss_kib < RSS_LIMIT_KIB,
-            "{what} at {size} rows: peak RSS {} KiB, limit {RSS_LIMIT_KIB} KiB",
+            "{what} at {size} {unit}: peak RSS {} KiB, limit {RSS_LIMIT_KIB} KiB",
             run.peak_rss_kib
         );
     }
     assert!(
         large.peak_rss_kib - small.peak_rss_kib <= FLAT_MARGIN_KIB,
-        "{what}: peak RSS grew from {} KiB at {SMALL} rows to {} KiB at {LARGE}",
+        "{what}: peak RSS grew from {} KiB at {small_size} {unit} to {} KiB at {large_size}",
         small.peak_rss_kib,
         large.peak_rss_kib
     );
@@ -69,7 +76,12 @@ fn export_memory_is_flat_from_200k_to_5m_rows() {
     for format in ["ndjson", "csv"] {
         let small = export(&db, SMALL, format);
         let large = export(&db, LARGE, format);
-        assert_flat(&format!("export {format}"), &small, &large);
+        assert_flat(
+            &format!("export {format}"),
+            "rows",
+            (SMALL, &small),
+            (LARGE, &large),
+        );
     }
 }
 
@@ -113,7 +125,7 @@ fn import_memory_is_flat_from_200k_to_5m_rows() {
     let db = TestDb::new();
     let small = import(&db, "small", SMALL);
     let large = import(&db, "large", LARGE);
-    assert_flat("import ndjson", &small, &large);
+    assert_flat("import ndjson", "rows", (SMALL, &small), (LARGE, &large));
 }
 
 fn call(db: &TestDb, sets: u64) -> Measured {
@@ -144,21 +156,10 @@ fn call_memory_is_flat_up_to_a_million_parameter_sets() {
     let db = TestDb::new();
     let small = call(&db, 100_000);
     let large = call(&db, 1_000_000);
-    eprintln!(
-        "call: peak RSS {} KiB at 100,000 sets, {} KiB at 1,000,000",
-        small.peak_rss_kib, large.peak_rss_kib
-    );
-    for (sets, run) in [(100_000, &small), (1_000_000, &large)] {
-        assert!(
-            run.peak_rss_kib < RSS_LIMIT_KIB,
-            "call with {sets} sets: peak RSS {} KiB",
-            run.peak_rss_kib
-        );
-    }
-    assert!(
-        large.peak_rss_kib - small.peak_rss_kib <= FLAT_MARGIN_KIB,
-        "call: peak RSS grew from {} KiB at 100,000 sets to {} KiB at 1,000,000",
-        small.peak_rss_kib,
-        large.peak_rss_kib
+    assert_flat(
+        "call",
+        "parameter sets",
+        (100_000, &small),
+        (1_000_000, &large),
     );
 }
