@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use sluice_core::{Error, ErrorKind};
 use sluice_proxy::shaping::{parse_bandwidth, parse_duration};
-use sluice_proxy::{Proxy, ProxyHandle, Shaping};
+use sluice_proxy::{Proxy, ProxyHandle, Report, Shaping, DEFAULT_MAX_CONNECTIONS};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::console::{err_line, err_text};
@@ -36,9 +36,29 @@ pub struct ProxyArgs {
     #[arg(long, value_parser = parse_bandwidth)]
     bandwidth: Option<u64>,
 
+    /// Client connections open at once; a client beyond them is refused with
+    /// PostgreSQL's error 53300 (too_many_connections), before any connection to
+    /// the server. Keep it below the server's max_connections.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_MAX_CONNECTIONS,
+        value_parser = parse_connection_limit
+    )]
+    max_connections: usize,
+
     /// Write the report here on exit and on SIGUSR1: JSON, or CSV for a `.csv` name.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+}
+
+/// A limit of open connections: a whole number, at least 1.
+fn parse_connection_limit(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("the proxy must allow at least 1 connection".to_owned()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err(format!("{text:?} is not a number of connections")),
+    }
 }
 
 /// Runs the proxy until Ctrl-C or SIGTERM and returns the exit code.
@@ -79,6 +99,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
         bandwidth: arguments.bandwidth,
     };
     let proxy = Proxy::new(&arguments.listen, &arguments.upstream, shaping)
+        .max_connections(arguments.max_connections)
         .start()
         .map_err(|error| {
             Error::new(
@@ -87,21 +108,22 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
             )
         })?;
     err_line!(
-        "sluice proxy: {} → {} (rtt {:?}, jitter {:?}, bandwidth {})",
+        "sluice proxy: {} → {} (rtt {:?}, jitter {:?}, bandwidth {}, at most {} connections)",
         proxy.address(),
         arguments.upstream,
         shaping.rtt,
         shaping.jitter,
         shaping
             .bandwidth
-            .map_or("unlimited".to_owned(), |rate| format!("{rate} B/s"))
+            .map_or("unlimited".to_owned(), |rate| format!("{rate} B/s")),
+        arguments.max_connections
     );
     let signal_error = |error: std::io::Error| Error::new(ErrorKind::Io, error.to_string());
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut dump = signal(SignalKind::user_defined1()).map_err(signal_error)?;
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
-    let mut last_trips = 0;
+    let mut last = (0, 0);
     loop {
         tokio::select! {
             _ = interrupt.recv() => break,
@@ -109,17 +131,31 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
             _ = dump.recv() => write_report(&proxy, arguments.report.as_ref())?,
             _ = ticker.tick() => {
                 let report = proxy.report();
-                let trips = report.round_trips();
-                if trips != last_trips {
-                    err_line!(
-                        "sluice proxy: {} connections, {trips} round trips",
-                        report.connections.len()
-                    );
-                    last_trips = trips;
+                let now = (report.round_trips(), report.refused_connections);
+                if now != last {
+                    err_line!("sluice proxy: {}", summary(&report));
+                    last = now;
                 }
             }
         }
     }
     proxy.stop();
     write_report(&proxy, arguments.report.as_ref())
+}
+
+/// The live summary line: connections, round trips, refusals.
+fn summary(report: &Report) -> String {
+    let mut line = format!(
+        "{} connections ({} open), {} round trips",
+        report.connections.len(),
+        report.open_connections,
+        report.round_trips()
+    );
+    if report.refused_connections > 0 {
+        line += &format!(
+            ", {} refused at the limit of {}",
+            report.refused_connections, report.max_connections
+        );
+    }
+    line
 }

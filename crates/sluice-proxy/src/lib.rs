@@ -8,19 +8,25 @@
 //! - [`observe`]: reads the PostgreSQL protocol in both directions (never changing
 //!   a byte) to count round trips, bytes, executions and rows per statement text
 //!   and per connection, and to name the seeds' anti-patterns;
-//! - [`Proxy`]: the listener tying them together, with a [`Report`] on demand.
+//! - [`Proxy`]: the listener tying them together, with a [`Report`] on demand;
+//!   it admits at most [`DEFAULT_MAX_CONNECTIONS`] clients at once (or the
+//!   limit set with [`Proxy::max_connections`]) and refuses the others with a
+//!   PostgreSQL error, without reaching the server.
 //!
-//! It uses plain threads and blocking sockets rather than async I/O because
-//! delays of a fraction of a millisecond need a sleeping thread's precision;
-//! async timers tick in whole milliseconds. A proxy serves few connections, so a
-//! few threads per connection cost nothing that matters.
+//! Connections use plain threads and blocking sockets rather than async I/O
+//! because delays of a fraction of a millisecond need a sleeping thread's
+//! precision; async timers tick in whole milliseconds. An open connection costs
+//! two threads, four when bytes are delayed or rate-limited (see the
+//! `connection` module); the connection limit bounds the total.
 #![warn(missing_docs)]
 
+mod connection;
 pub mod observe;
 mod proxy;
+mod refusal;
 pub mod report;
 pub mod shaping;
 
-pub use proxy::{Proxy, ProxyHandle};
+pub use proxy::{Proxy, ProxyHandle, DEFAULT_MAX_CONNECTIONS};
 pub use report::{Finding, Report, StatementStats};
 pub use shaping::Shaping;

@@ -10,9 +10,9 @@ use crate::report::StatementStats;
 const KEEP_BYTES: usize = 16 * 1024;
 
 /// Protocol codes of the untyped first messages.
-const SSL_REQUEST: u32 = 80_877_103;
-const GSS_REQUEST: u32 = 80_877_104;
-const CANCEL_REQUEST: u32 = 80_877_102;
+pub(crate) const SSL_REQUEST: u32 = 80_877_103;
+pub(crate) const GSS_REQUEST: u32 = 80_877_104;
+pub(crate) const CANCEL_REQUEST: u32 = 80_877_102;
 
 /// Splits a byte stream into protocol messages, keeping at most [`KEEP_BYTES`]
 /// of each body.

@@ -110,9 +110,21 @@ pub struct ConnectionReport {
 /// Everything the proxy saw since it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Connections in order of arrival (cancel requests are not listed).
+    /// Connections in order of arrival (cancel requests are not listed; neither
+    /// are refused clients, which never reached the server).
     pub connections: Vec<ConnectionReport>,
+    /// Client connections open when the report was made.
+    pub open_connections: usize,
+    /// The proxy's limit of open client connections.
+    pub max_connections: usize,
+    /// Clients turned away, the limit being reached (or, rarely, no thread to be
+    /// had for them).
+    pub refused_connections: u64,
 }
+
+/// The pseudo-statement under which the CSV report counts refused clients (as
+/// executions), when there were any.
+pub const REFUSED: &str = "(connections refused: the proxy's limit was reached)";
 
 /// Below this many executions nothing is called a pattern.
 const PATTERN_MINIMUM: u64 = 100;
@@ -217,6 +229,9 @@ impl Report {
             })
         };
         json!({
+            "max_connections": self.max_connections,
+            "open_connections": self.open_connections,
+            "refused_connections": self.refused_connections,
             "round_trips": self.round_trips(),
             "statements": self.statements().iter().map(statement).collect::<Vec<_>>(),
             "connections": self.connections.iter().map(|c| json!({
@@ -236,11 +251,17 @@ impl Report {
         })
     }
 
-    /// The per-statement table as CSV.
+    /// The per-statement table as CSV; refused clients, if any, are counted as
+    /// the executions of a pseudo-statement ([`REFUSED`]).
     pub fn to_csv(&self) -> String {
         let mut csv =
             String::from("statement,executions,round_trips,rows,bytes_to_server,bytes_to_client\n");
-        for s in self.statements() {
+        let refused = (self.refused_connections > 0).then(|| StatementStats {
+            statement: REFUSED.to_owned(),
+            executions: self.refused_connections,
+            ..StatementStats::default()
+        });
+        for s in self.statements().into_iter().chain(refused) {
             let _ = writeln!(
                 csv,
                 "\"{}\",{},{},{},{},{}",
@@ -266,6 +287,13 @@ impl Report {
             self.connections.len(),
             self.round_trips()
         );
+        if self.refused_connections > 0 {
+            let _ = writeln!(
+                text,
+                "refused connections: {} (the limit of {} open connections was reached)",
+                self.refused_connections, self.max_connections
+            );
+        }
         for s in self.statements().iter().take(10) {
             let _ = writeln!(
                 text,
@@ -320,5 +348,25 @@ mod tests {
         ));
         assert!(matches!(found[2], Finding::LocatorReads { calls: 500 }));
         assert!(findings(&[stats("copy t from stdin", 1, 3)], 0, 0, 0, 0).is_empty());
+    }
+
+    #[test]
+    fn refusals_are_counted_in_every_form() {
+        let report = Report {
+            max_connections: 32,
+            refused_connections: 5,
+            ..Report::default()
+        };
+        assert_eq!(report.to_json()["refused_connections"], 5);
+        assert_eq!(report.to_json()["max_connections"], 32);
+        assert!(report
+            .to_csv()
+            .contains(&format!("\"{REFUSED}\",5,0,0,0,0\n")));
+        assert!(report
+            .to_text()
+            .contains("refused connections: 5 (the limit of 32 open connections was reached)"));
+        let quiet = Report::default();
+        assert!(!quiet.to_csv().contains(REFUSED));
+        assert!(!quiet.to_text().contains("refused"));
     }
 }

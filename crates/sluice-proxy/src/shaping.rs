@@ -16,6 +16,14 @@ pub struct Shaping {
     pub bandwidth: Option<u64>,
 }
 
+impl Shaping {
+    /// Whether any byte may be held back: a delay, jitter or a bandwidth cap is
+    /// set. Without any, bytes are passed on as they come.
+    pub fn holds_back(&self) -> bool {
+        !self.rtt.is_zero() || !self.jitter.is_zero() || self.bandwidth.is_some()
+    }
+}
+
 /// Parses a duration such as `2ms`, `0.5ms`, `300us`, `1s`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -87,6 +95,11 @@ impl Schedule {
             last: now,
             random: seed | 1,
         }
+    }
+
+    /// Whether any chunk may be delivered later than it arrived.
+    pub(crate) fn holds_back(&self) -> bool {
+        self.shaping.holds_back()
     }
 
     /// A number in [0, 1) from a xorshift generator: jitter needs spread, not secrecy.

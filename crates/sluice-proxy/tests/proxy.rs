@@ -2,7 +2,8 @@
 //! meter, delays are what was asked, patterns are named, broken connections end.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sluice_core::{pump, Meter, Progress};
@@ -13,11 +14,21 @@ use sluice_testkit::TestDb;
 
 /// A proxy in front of the test server, and a config that goes through it.
 fn through_proxy(db: &TestDb, shaping: Shaping) -> (ProxyHandle, Config) {
+    through_proxy_with_limit(db, shaping, sluice_proxy::DEFAULT_MAX_CONNECTIONS)
+}
+
+/// [`through_proxy`] with a limit of open connections.
+fn through_proxy_with_limit(
+    db: &TestDb,
+    shaping: Shaping,
+    max_connections: usize,
+) -> (ProxyHandle, Config) {
     let mut config: Config = db.url().parse().unwrap();
     let Target::Tcp(host, port) = config.targets[0].clone() else {
         panic!("the test server is reached over TCP");
     };
     let proxy = Proxy::new("127.0.0.1:0", &format!("{host}:{port}"), shaping)
+        .max_connections(max_connections)
         .start()
         .unwrap();
     config.targets = vec![Target::Tcp("127.0.0.1".into(), proxy.address().port())];
@@ -235,4 +246,200 @@ async fn broken_connections_end_cleanly_on_both_sides() {
     let mut answer = Vec::new();
     let _ = raw.read_to_end(&mut answer);
     assert!(!answer.is_empty(), "the server's refusal comes through");
+}
+
+/// Polls `condition` until it holds, panicking with `what` after ten seconds;
+/// other tasks of the test run in between.
+async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sessions the server has for `application` (a name unique to one test).
+fn server_sessions(db: &TestDb, application: &str) -> usize {
+    db.query_text(&format!(
+        "select count(*) from pg_stat_activity where application_name = '{application}'"
+    ))
+    .parse()
+    .unwrap()
+}
+
+/// A raw client: the startup message of `config`'s user and database.
+fn startup_message(config: &Config) -> Vec<u8> {
+    let mut message = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::startup_message(
+        [
+            ("user", config.user.as_str()),
+            ("database", config.database.as_str()),
+            ("application_name", config.application_name.as_str()),
+        ],
+        &mut message,
+    )
+    .unwrap();
+    message.to_vec()
+}
+
+/// Reads one message a server (or the proxy) sent a raw client and returns the
+/// SQLSTATE of the `ErrorResponse` it must be.
+fn error_code(stream: &mut TcpStream) -> String {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    stream
+        .read_to_end(&mut bytes)
+        .expect("the refusal ends in an orderly close");
+    let mut buffer = bytes::BytesMut::from(&bytes[..]);
+    let Ok(Some(postgres_protocol::message::backend::Message::ErrorResponse(body))) =
+        postgres_protocol::message::backend::Message::parse(&mut buffer)
+    else {
+        panic!("expected an ErrorResponse, got {bytes:?}");
+    };
+    let mut fields = body.fields();
+    while let Some(field) = fallible_iterator::FallibleIterator::next(&mut fields).unwrap() {
+        if field.type_() == b'C' {
+            return String::from_utf8_lossy(field.value_bytes()).into_owned();
+        }
+    }
+    panic!("the ErrorResponse has no SQLSTATE");
+}
+
+/// A raw client sending its startup message: the SQLSTATE it is answered with.
+fn refused_at_startup(proxy: SocketAddr, config: &Config) -> String {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    stream.write_all(&startup_message(config)).unwrap();
+    error_code(&mut stream)
+}
+
+/// A raw client that asks for SSL first, as libpq does by default: it must be
+/// told "no" ('N') and then be refused in plain text.
+fn refused_after_ssl_request(proxy: SocketAddr, config: &Config) -> String {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    let mut ssl_request = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::ssl_request(&mut ssl_request);
+    stream.write_all(&ssl_request).unwrap();
+    let mut answer = [0u8; 1];
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"N", "no SSL through a refusal");
+    stream.write_all(&startup_message(config)).unwrap();
+    error_code(&mut stream)
+}
+
+/// `psql` (libpq) connecting through the proxy: its exit status and stderr.
+fn psql_through(proxy: SocketAddr, config: &Config) -> (Option<i32>, String) {
+    let url = format!(
+        "postgres://{}@{proxy}/{}?application_name={}",
+        config.user, config.database, config.application_name
+    );
+    let output = Command::new(sluice_testkit::psql_path())
+        .args(["-X", "-w", "-d", &url, "-c", "select 1"])
+        .env("PGCONNECT_TIMEOUT", "20")
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn clients_beyond_the_limit_are_refused_and_never_reach_the_server() {
+    let db = TestDb::new();
+    const LIMIT: usize = 4;
+    let (proxy, mut config) = through_proxy_with_limit(&db, Shaping::default(), LIMIT);
+    let application = format!("limit_{}", db.schema());
+    config.application_name = application.clone();
+    let mut admitted = Vec::new();
+    for _ in 0..LIMIT {
+        admitted.push(Connection::connect(&config, &Meter::new()).await.unwrap());
+    }
+    assert_eq!(server_sessions(&db, &application), LIMIT);
+
+    // Beyond the limit: clients sending their startup message at once, one
+    // asking for SSL first, psql (libpq) and one that stays silent (refused when
+    // its startup message never comes).
+    let mut refused = 0;
+    for _ in 0..2 {
+        assert_eq!(refused_at_startup(proxy.address(), &config), "53300");
+        refused += 1;
+    }
+    assert_eq!(refused_after_ssl_request(proxy.address(), &config), "53300");
+    refused += 1;
+    let (status, stderr) = psql_through(proxy.address(), &config);
+    assert_eq!(status, Some(2), "psql cannot connect: {stderr}");
+    assert!(
+        stderr.contains("sorry, too many clients already: sluice proxy allows 4 open connections"),
+        "{stderr}"
+    );
+    refused += 1;
+    let mut silent = TcpStream::connect(proxy.address()).unwrap();
+    assert_eq!(error_code(&mut silent), "53300");
+    refused += 1;
+
+    let report = proxy.report();
+    assert_eq!(report.refused_connections, refused);
+    assert_eq!(
+        report.connections.len(),
+        LIMIT,
+        "refused clients never reach the server"
+    );
+    assert_eq!(report.open_connections, LIMIT);
+    assert_eq!(report.to_json()["refused_connections"], refused);
+    assert_eq!(server_sessions(&db, &application), LIMIT);
+
+    // A cancel request still gets through at the limit: it takes no session.
+    let mut busy = admitted.pop().unwrap();
+    let cancel = busy.cancel_token();
+    let sleeping = tokio::spawn(async move {
+        let result = busy.simple_query("select pg_sleep(60)").await;
+        (busy, result)
+    });
+    wait_until("the query runs", || {
+        db.query_text(&format!(
+            "select count(*) from pg_stat_activity where application_name = '{application}' \
+             and query = 'select pg_sleep(60)' and state = 'active'"
+        )) == "1"
+    })
+    .await;
+    cancel.cancel(&config).await.unwrap();
+    let (busy, result) = tokio::time::timeout(Duration::from_secs(20), sleeping)
+        .await
+        .expect("the cancel request reached the server")
+        .unwrap();
+    assert_eq!(result.unwrap_err().code(), Some("57014"), "query_canceled");
+    admitted.push(busy);
+    assert_eq!(
+        proxy.report().refused_connections,
+        refused,
+        "a cancel is no refusal"
+    );
+
+    // Closing two connections makes room for two more, and no more.
+    for connection in admitted.drain(..2) {
+        connection.close().await;
+    }
+    wait_until("two connections are closed", || {
+        proxy.report().open_connections == LIMIT - 2
+    })
+    .await;
+    for _ in 0..2 {
+        admitted.push(Connection::connect(&config, &Meter::new()).await.unwrap());
+    }
+    assert_eq!(refused_at_startup(proxy.address(), &config), "53300");
+    assert_eq!(proxy.report().refused_connections, refused + 1);
+    wait_until("the server has exactly the admitted sessions", || {
+        let sessions = server_sessions(&db, &application);
+        assert!(
+            sessions <= LIMIT,
+            "{sessions} sessions through a limit of {LIMIT}"
+        );
+        sessions == LIMIT
+    })
+    .await;
 }

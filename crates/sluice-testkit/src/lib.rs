@@ -139,6 +139,16 @@ pub fn server_url() -> &'static str {
     &server().url
 }
 
+/// The `psql` binary the SQL helpers run, for tests that point it somewhere else
+/// (through a proxy, say) and look at what a libpq client makes of the answer.
+///
+/// # Panics
+///
+/// As [`server_url`].
+pub fn psql_path() -> &'static Path {
+    &server().psql
+}
+
 /// A fresh, empty schema on a real PostgreSQL server, dropped (CASCADE) on Drop (best effort, errors ignored).
 ///
 /// See the [crate documentation](crate) for how the server is chosen.

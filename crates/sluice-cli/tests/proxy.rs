@@ -1,0 +1,180 @@
+//! `sluice proxy` as a command against a real PostgreSQL: its connection limit,
+//! and refusals counted in the live summary, the exit report and `--report`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use sluice_core::Meter;
+use sluice_postgres::config::Target;
+use sluice_postgres::{Config, Connection};
+use sluice_testkit::TestDb;
+
+/// A running `sluice proxy`, killed if the test ends before it does.
+struct RunningProxy {
+    child: Child,
+    stderr: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl RunningProxy {
+    /// Waits for a stderr line containing `text` and returns it.
+    fn line_with(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(line) = self.seen.iter().find(|line| line.contains(text)) {
+                return line.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!("no line with {text:?} on stderr:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// Stops it as Ctrl-C would and returns everything it wrote to stderr.
+    fn stop(mut self) -> String {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+        self.seen.extend(self.stderr.iter());
+        self.seen.join("\n")
+    }
+}
+
+impl Drop for RunningProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_proxy(upstream: &str, max_connections: &str, report: &Path) -> RunningProxy {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .args(["--max-connections", max_connections, "--report"])
+        .arg(report)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (sender, stderr) = channel();
+    let pipe = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in pipe.lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    RunningProxy {
+        child,
+        stderr,
+        seen: Vec::new(),
+    }
+}
+
+/// The SQLSTATE a raw client sending `startup` through `proxy` is answered with.
+fn refusal_code(proxy: &str, startup: &[u8]) -> String {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    stream.write_all(startup).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    assert_eq!(answer.first(), Some(&b'E'), "an ErrorResponse: {answer:?}");
+    let code = answer
+        .split(|&byte| byte == 0)
+        .find_map(|field| field.strip_prefix(b"C"))
+        .expect("a SQLSTATE field");
+    String::from_utf8_lossy(code).into_owned()
+}
+
+fn startup_message(config: &Config) -> Vec<u8> {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    for (name, value) in [("user", &config.user), ("database", &config.database)] {
+        body.extend_from_slice(name.as_bytes());
+        body.push(0);
+        body.extend_from_slice(value.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut message = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    message.extend_from_slice(&body);
+    message
+}
+
+/// One proxy run with a limit of one connection: one client admitted, one
+/// refused; returns the whole stderr and the report file.
+fn run_with_one_refusal(db: &TestDb, report: &Path) -> (String, String) {
+    let mut config: Config = db.url().parse().unwrap();
+    let Target::Tcp(host, port) = config.targets[0].clone() else {
+        panic!("the test server is reached over TCP");
+    };
+    let mut proxy = start_proxy(&format!("{host}:{port}"), "1", report);
+    let started = proxy.line_with("at most 1 connections");
+    let address = started
+        .strip_prefix("sluice proxy: ")
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the listening address")
+        .to_owned();
+    let (proxy_host, proxy_port) = address.rsplit_once(':').unwrap();
+    config.targets = vec![Target::Tcp(proxy_host.into(), proxy_port.parse().unwrap())];
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let admitted = runtime
+        .block_on(Connection::connect(&config, &Meter::new()))
+        .unwrap();
+    assert_eq!(refusal_code(&address, &startup_message(&config)), "53300");
+    proxy.line_with("1 refused at the limit of 1");
+    runtime.block_on(admitted.close());
+    let stderr = proxy.stop();
+    let report = std::fs::read_to_string(report).unwrap();
+    (stderr, report)
+}
+
+#[test]
+fn the_proxy_command_refuses_beyond_its_limit_and_counts_it() {
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().unwrap();
+
+    let (stderr, json) = run_with_one_refusal(&db, &directory.path().join("report.json"));
+    assert!(
+        stderr.contains("refused connections: 1 (the limit of 1 open connections was reached)"),
+        "the exit report counts the refusal:\n{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["refused_connections"], 1, "{json}");
+    assert_eq!(json["max_connections"], 1, "{json}");
+    assert_eq!(json["connections"].as_array().unwrap().len(), 1, "{json}");
+
+    let (_, csv) = run_with_one_refusal(&db, &directory.path().join("report.csv"));
+    assert!(
+        csv.lines().any(
+            |line| line == "\"(connections refused: the proxy's limit was reached)\",1,0,0,0,0"
+        ),
+        "{csv}"
+    );
+}
+
+#[test]
+fn a_limit_of_no_connections_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["proxy", "--max-connections", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the proxy must allow at least 1 connection"),
+        "{stderr}"
+    );
+}
