@@ -18,8 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -35,6 +34,7 @@ use crate::config::{Config, QueryConfig};
 use crate::db::{Database, Mode, StartError};
 use crate::error::AppError;
 use crate::params::Typed;
+use crate::query_string::QueryPairs;
 use crate::stream::{respond, RequestContext};
 
 /// Everything the handlers share; cheap to clone.
@@ -238,7 +238,7 @@ fn bind_params(
 async fn run_query(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
 ) -> Response {
     let mut context = RequestContext {
@@ -255,8 +255,7 @@ async fn run_query(
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
         context.token = state.inner.auth.check(&headers, Need::Query(&name))?;
-        let Query(pairs) =
-            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
         let database = state.database(&config.database)?;
@@ -326,7 +325,7 @@ struct SqlRequest {
 
 async fn run_sql(
     State(state): State<AppState>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -344,14 +343,9 @@ async fn run_sql(
             ));
         };
         context.token = state.inner.auth.check(&headers, Need::Sql)?;
-        let Query(pairs) =
-            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
-        let request: SqlRequest = serde_json::from_slice(&body).map_err(|error| {
-            AppError::bad_request(format!(
-                "expected a JSON body {{\"sql\": \"...\", \"params\": [...]}}: {error}"
-            ))
-        })?;
+        let request = parse_sql_request(&body)?;
         let params = request
             .params
             .iter()
@@ -379,6 +373,29 @@ async fn run_sql(
     }
     .await;
     stream_or_reject(prepared, context, &state).await
+}
+
+/// The body of `POST /sql`. A parameter that does not parse (a string that is
+/// not UTF-8, a lone surrogate escape) is a 400 naming it, e.g. `params[1]`.
+fn parse_sql_request(body: &[u8]) -> Result<SqlRequest, AppError> {
+    let expected = |error: &dyn std::fmt::Display| {
+        AppError::bad_request(format!(
+            "expected a JSON body {{\"sql\": \"...\", \"params\": [...]}}: {error}"
+        ))
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let request: SqlRequest =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            if path.starts_with("params[") {
+                AppError::parameter(&path, error.inner().to_string())
+            } else {
+                expected(error.inner())
+            }
+        })?;
+    // Trailing characters after the object are an error, as in `from_slice`.
+    deserializer.end().map_err(|error| expected(&error))?;
+    Ok(request)
 }
 
 /// An untyped ad-hoc parameter: text for PostgreSQL (which converts it), the

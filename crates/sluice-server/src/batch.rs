@@ -37,8 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -56,6 +55,7 @@ use crate::auth::Need;
 use crate::config::{ParamSpec, QueryConfig};
 use crate::db::Session;
 use crate::error::AppError;
+use crate::query_string::QueryPairs;
 use crate::stream::RequestContext;
 
 /// Bytes of calls sent to the database but not yet answered, at most.
@@ -342,7 +342,7 @@ impl Lines {
 pub async fn run_batch(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -360,8 +360,7 @@ pub async fn run_batch(
         };
         context.token = state.auth().check(&headers, Need::Query(&name))?;
         let may_write = state.auth().has_scope(&headers, "write");
-        let Query(pairs) =
-            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let QueryPairs(pairs) = query?;
         let mut mode = None;
         for (key, value) in &pairs {
             if key != "transaction" {

@@ -20,8 +20,7 @@
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -39,6 +38,7 @@ use crate::app::AppState;
 use crate::auth::Need;
 use crate::config::TableConfig;
 use crate::error::AppError;
+use crate::query_string::QueryPairs;
 use crate::stream::RequestContext;
 
 /// Rejected records reported in full in a skip-mode response; later ones are counted.
@@ -246,13 +246,11 @@ pub fn parse_options(
 pub async fn ingest(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let pairs = query
-        .map(|Query(pairs)| pairs)
-        .map_err(|rejection| rejection.body_text());
+    let pairs = query.map(|QueryPairs(pairs)| pairs);
     let task = tokio::spawn(run(state, name, pairs, headers, body));
     task.await.unwrap_or_else(|error| {
         AppError::Internal(format!("the import task failed: {error}")).into_response()
@@ -286,7 +284,7 @@ impl From<AppError> for Failed {
 async fn run(
     state: AppState,
     name: String,
-    pairs: Result<Vec<(String, String)>, String>,
+    pairs: Result<Vec<(String, String)>, AppError>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -347,7 +345,7 @@ async fn run(
 async fn import_body(
     state: &AppState,
     name: &str,
-    pairs: Result<Vec<(String, String)>, String>,
+    pairs: Result<Vec<(String, String)>, AppError>,
     headers: &HeaderMap,
     body: Body,
     context: &mut RequestContext,
@@ -369,7 +367,7 @@ async fn import_body(
         );
     };
     context.token = state.auth().check(headers, Need::Write)?;
-    let pairs = pairs.map_err(AppError::bad_request)?;
+    let pairs = pairs?;
     let options = parse_options(&pairs, headers)?;
     let database = state.database(&table.database)?;
     let Some(session) = database.session().await else {
