@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -241,13 +241,7 @@ async fn run_query(
     query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "queries",
-        query: name.clone(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    };
+    let mut context = RequestContext::new("queries", name.clone(), false, state.shutdown_token());
     let prepared = async {
         let Some(config) = state.config().queries.get(&name) else {
             // Unknown names are 404 for everyone, so tokens reveal nothing.
@@ -329,13 +323,7 @@ async fn run_sql(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "sql",
-        query: String::new(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: true,
-    };
+    let mut context = RequestContext::new("sql", "", true, state.shutdown_token());
     let prepared = async {
         let Some(sql) = &state.config().sql else {
             return Err(AppError::NotFound(
@@ -425,13 +413,7 @@ fn ad_hoc_param(value: &serde_json::Value) -> Option<Option<Typed>> {
 }
 
 fn simple_context(route: &'static str) -> RequestContext {
-    RequestContext {
-        route,
-        query: String::new(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    }
+    RequestContext::new(route, "", false, CancellationToken::new())
 }
 
 impl AppState {
@@ -493,7 +475,7 @@ async fn health(State(state): State<AppState>) -> Response {
 async fn metrics(State(state): State<AppState>) -> Response {
     for (name, database) in &state.inner.databases {
         let (in_use, max) = database.usage();
-        crate::metrics::pool(name, in_use, max);
+        crate::metrics::pool(name, in_use, max, database.waiting());
     }
     let text = crate::metrics::handle().render();
     simple_context("metrics").finish(200, "complete", 0, text.len() as u64, 0, None);

@@ -34,7 +34,6 @@
 
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -346,13 +345,7 @@ pub async fn run_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "batch",
-        query: name.clone(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    };
+    let mut context = RequestContext::new("batch", name.clone(), false, state.shutdown_token());
     let prepared = async {
         let Some(config) = state.config().queries.get(&name) else {
             state.auth().check(&headers, Need::Query(&name))?;
@@ -446,7 +439,7 @@ async fn pipeline_task(
     body: Body,
     sender: mpsc::Sender<Chunk>,
     ready: oneshot::Sender<Result<(), AppError>>,
-    context: RequestContext,
+    mut context: RequestContext,
 ) {
     let read_only = if may_write {
         ""
@@ -510,6 +503,8 @@ async fn pipeline_task(
         };
         if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
+            // Cut by the shutdown deadline from now on, the request is logged as a 200.
+            context.response_began(200);
         }
         let mut report = |line: u64, outcome: CallOutcome<'_>| -> Result<(), Error> {
             let mut output = output.lock().unwrap_or_else(|poison| poison.into_inner());

@@ -17,8 +17,6 @@
 //! without a token of scope `write`; 404 for a table not in the configuration;
 //! 405 on a server whose databases are all SQLite (read-only).
 
-use std::time::Instant;
-
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap};
@@ -288,13 +286,7 @@ async fn run(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "tables",
-        query: name.clone(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    };
+    let mut context = RequestContext::new("tables", name.clone(), false, state.shutdown_token());
     let shutdown = state.shutdown_token();
     let mut round_trips = 0;
     let result = tokio::select! {
