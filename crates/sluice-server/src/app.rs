@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -34,8 +34,8 @@ use crate::config::{Config, QueryConfig};
 use crate::db::{Database, Mode, StartError};
 use crate::error::AppError;
 use crate::params::Typed;
-use crate::query_string::QueryPairs;
 use crate::stream::{respond, RequestContext};
+use crate::uri::{QueryPairs, RouteName};
 
 /// Everything the handlers share; cheap to clone.
 #[derive(Clone)]
@@ -237,7 +237,7 @@ fn bind_params(
 
 async fn run_query(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    RouteName(name): RouteName,
     query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
 ) -> Response {

@@ -36,7 +36,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -54,8 +54,8 @@ use crate::auth::Need;
 use crate::config::{ParamSpec, QueryConfig};
 use crate::db::Session;
 use crate::error::AppError;
-use crate::query_string::QueryPairs;
 use crate::stream::RequestContext;
+use crate::uri::{QueryPairs, RouteName};
 
 /// Bytes of calls sent to the database but not yet answered, at most.
 pub const WINDOW_BYTES: usize = 256 * 1024;
@@ -340,7 +340,7 @@ impl Lines {
 /// and answers once the statement is prepared.
 pub async fn run_batch(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    RouteName(name): RouteName,
     query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Body,

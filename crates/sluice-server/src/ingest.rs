@@ -18,7 +18,7 @@
 //! 405 on a server whose databases are all SQLite (read-only).
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -36,8 +36,8 @@ use crate::app::AppState;
 use crate::auth::Need;
 use crate::config::TableConfig;
 use crate::error::AppError;
-use crate::query_string::QueryPairs;
 use crate::stream::RequestContext;
+use crate::uri::{QueryPairs, RouteName};
 
 /// Rejected records reported in full in a skip-mode response; later ones are counted.
 pub const MAX_REJECTS: usize = 1000;
@@ -243,7 +243,7 @@ pub fn parse_options(
 /// The handler. The import runs in a task of its own (see the module docs).
 pub async fn ingest(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    RouteName(name): RouteName,
     query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Body,

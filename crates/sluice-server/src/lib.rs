@@ -7,8 +7,8 @@
 //!
 //! - [`config`]: the TOML file (databases, named queries with typed parameters,
 //!   limits, tokens), checked before the port opens;
-//! - [`params`]: parameter types, parsing and binding; [`query_string`]: the
-//!   query string, decoded strictly;
+//! - [`params`]: parameter types, parsing and binding; [`uri`]: the query
+//!   string and the `{name}` in routes, decoded strictly;
 //! - [`db`]: pools and running queries over PostgreSQL and SQLite;
 //! - [`stream`]: a result as a response body, its endings, its log line;
 //! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
@@ -30,9 +30,9 @@ pub mod ingest;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
-pub mod query_string;
 pub mod server;
 pub mod stream;
+pub mod uri;
 
 pub use app::{app, AppState};
 pub use config::{Config, ConfigError};

@@ -184,6 +184,29 @@ async fn invalid_utf8_in_a_parameter_is_a_400_naming_it() {
         "{error}"
     );
     assert_eq!(error["parameter"], "k%FFnd", "{error}");
+    // A query name that is not UTF-8 names no query: a JSON 404, logged and
+    // counted, with the name as it was sent.
+    let response = oneshot(&state, get("/queries/%FF", &[])).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert!(
+        json(response).await["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"%FF\""),
+        "the name as sent"
+    );
+    let metrics = String::from_utf8(
+        body(oneshot(&state, get("/metrics", &[])).await)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{route=\"queries\",query=\"%FF\",status=\"404\",outcome=\"rejected\"}"
+        ),
+        "{metrics}"
+    );
     // Valid multi-byte text still works, percent-encoded or with `+` for spaces.
     let response = oneshot(&state, get("/queries/events?kind=%C3%A9t%C3%A9+x", &[])).await;
     assert_eq!(response.status(), StatusCode::OK);

@@ -1,15 +1,20 @@
-//! The request's query string as `(name, value)` pairs, decoded strictly.
+//! What handlers read from the request URI, decoded strictly: the query string
+//! ([`QueryPairs`]) and the `{name}` of a route ([`RouteName`]).
 //!
-//! Decoding follows `application/x-www-form-urlencoded` (pairs split on `&`,
-//! name and value on the first `=`, `+` is a space, `%XX` is a byte), as axum's
-//! `Query` does, with one difference: bytes that do not form UTF-8 text are an
-//! error naming the parameter, not U+FFFD. A text parameter must reach the
-//! database as the client sent it or not at all; a silently replaced byte would
-//! run the query with a value nobody asked for.
+//! Query strings are decoded as `application/x-www-form-urlencoded` (pairs split
+//! on `&`, name and value on the first `=`, `+` is a space, `%XX` is a byte), as
+//! axum's `Query` does, with one difference: bytes that do not form UTF-8 text
+//! are an error naming the parameter, not U+FFFD. A text parameter must reach
+//! the database as the client sent it or not at all; a silently replaced byte
+//! would run the query with a value nobody asked for.
+//!
+//! Neither extractor lets axum answer for the handler (axum's `Path` would send
+//! a plain-text 400 for a name that is not UTF-8): every request reaches its
+//! handler, which answers in JSON and logs it.
 
 use std::borrow::Cow;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::request::Parts;
 use percent_encoding::percent_decode;
 
@@ -26,6 +31,35 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<QueryPairs, AppError> {
         decode_query(parts.uri.query().unwrap_or("")).map(QueryPairs)
+    }
+}
+
+/// The `{name}` segment of the matched route (`/queries/{name}`,
+/// `/tables/{name}`, …), percent-decoded. A name whose bytes are not UTF-8 is
+/// kept as it was sent, still percent-encoded: configured names are identifiers,
+/// so it names nothing and the handler answers 404 like for any unknown name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RouteName {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<RouteName, Self::Rejection> {
+        let raw = parts
+            .extensions
+            .get::<MatchedPath>()
+            .and_then(|matched| {
+                let index = matched
+                    .as_str()
+                    .split('/')
+                    .position(|segment| segment == "{name}")?;
+                parts.uri.path().split('/').nth(index)
+            })
+            .unwrap_or("");
+        let name = percent_decode(raw.as_bytes())
+            .decode_utf8()
+            .map_or_else(|_| raw.to_owned(), Cow::into_owned);
+        Ok(RouteName(name))
     }
 }
 
