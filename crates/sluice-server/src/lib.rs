@@ -16,6 +16,7 @@
 //! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
 //!   bearer tokens; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
+//!   [`connection`]: one connection, its timeouts and its reset on a cut body;
 //! - [`demo`]: the zero-setup SQLite demo.
 #![warn(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod app;
 pub mod auth;
 pub mod batch;
 pub mod config;
+pub mod connection;
 pub mod db;
 pub mod demo;
 pub mod error;
