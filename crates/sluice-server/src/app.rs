@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -321,7 +321,7 @@ async fn run_sql(
     State(state): State<AppState>,
     query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let mut context = RequestContext::new("sql", "", true, state.shutdown_token());
     let prepared = async {
@@ -333,6 +333,9 @@ async fn run_sql(
         context.token = state.inner.auth.check(&headers, Need::Sql)?;
         let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
+        // Read here, not by an extractor: after the token check, and so that a
+        // body over the limit is answered, logged and counted like any request.
+        let body = read_sql_body(body).await?;
         let request = parse_sql_request(&body)?;
         let params = request
             .params
@@ -361,6 +364,25 @@ async fn run_sql(
     }
     .await;
     stream_or_reject(prepared, context, &state).await
+}
+
+/// The longest `POST /sql` body (axum's limit for buffered bodies).
+const MAX_SQL_BODY_BYTES: usize = 2 << 20;
+
+/// Reads a `POST /sql` body of at most [`MAX_SQL_BODY_BYTES`].
+async fn read_sql_body(body: Body) -> Result<Bytes, AppError> {
+    let collected =
+        http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_SQL_BODY_BYTES))
+            .await;
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(
+            AppError::PayloadTooLarge("the body is larger than 2 MiB".into()),
+        ),
+        Err(error) => Err(AppError::bad_request(format!(
+            "reading the request body failed: {error}"
+        ))),
+    }
 }
 
 /// The body of `POST /sql`. A parameter that does not parse (a string that is

@@ -434,6 +434,29 @@ queries = ["one"]
     .await;
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert_eq!(json(response).await["sqlstate"], "42601");
+    // A body over the limit is a JSON 413, logged and counted like any request.
+    let huge = format!(
+        r#"{{"sql": "select 1", "params": ["{}"]}}"#,
+        "x".repeat(3 << 20)
+    );
+    let response = oneshot(&state, sql("admin-token-0123456789", &huge)).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(json(response).await["error"]
+        .as_str()
+        .unwrap()
+        .contains("2 MiB"));
+    let metrics = String::from_utf8(
+        body(oneshot(&state, get("/metrics", &[])).await)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{route=\"sql\",query=\"\",status=\"413\",outcome=\"rejected\"}"
+        ),
+        "{metrics}"
+    );
     // JSON parameters that are not UTF-8 (raw bytes, a lone surrogate) are refused.
     for body in [
         &b"{\"sql\": \"select $1::text\", \"params\": [\"\xff\"]}"[..],
