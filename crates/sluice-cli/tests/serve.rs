@@ -20,11 +20,16 @@ struct Server {
 
 impl Server {
     fn start(arguments: &[&str]) -> Server {
+        Server::start_logging(arguments, "warn")
+    }
+
+    /// Starts with `SLUICE_LOG=level`.
+    fn start_logging(arguments: &[&str], level: &str) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("serve")
             .args(arguments)
             .args(["--listen", "127.0.0.1:0"])
-            .env("SLUICE_LOG", "warn")
+            .env("SLUICE_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -333,4 +338,123 @@ fn a_closed_stderr_neither_stops_the_server_nor_its_requests() {
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+/// The value of the series `series` (name and labels, as `/metrics` prints them),
+/// 0 while it is absent.
+async fn metric(address: SocketAddr, series: &str) -> f64 {
+    let text = reqwest::get(format!("http://{address}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |value| value.trim().parse().unwrap())
+}
+
+/// Polls `/metrics` until `series` has the value `want` (at most 20 s).
+async fn wait_for_metric(address: SocketAddr, series: &str, want: f64) {
+    let started = Instant::now();
+    loop {
+        let value = metric(address, series).await;
+        if value == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{series} is {value}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn clients_leaving_while_queued_for_a_connection_are_logged_and_counted() {
+    const QUEUED: usize = 12;
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().unwrap();
+    // One connection; `hold` keeps it busy (20,000 rows, then a two-minute nap).
+    let path = write_config(
+        &directory,
+        &format!(
+            "[databases.main]\nurl = {}\npool_size = 1\npool_wait = \"120s\"\n\
+             [queries.hold]\nsql = \"select g, case when g = 20000 then pg_sleep(120) end as nap from generate_series(1, 30000) g\"\n\
+             [queries.queued]\nsql = \"select 1 as one\"\n",
+            quoted(db.url())
+        ),
+    );
+    let mut server = Server::start_logging(&["--config", &path], "info");
+    let address = server.address;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let hold = reqwest::get(format!("http://{address}/queries/hold"))
+            .await
+            .unwrap();
+        assert_eq!(hold.status(), 200);
+        let mut queued = Vec::new();
+        for _ in 0..QUEUED {
+            let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+            tokio::io::AsyncWriteExt::write_all(
+                &mut socket,
+                b"GET /queries/queued HTTP/1.1\r\nHost: test\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            queued.push(socket);
+        }
+        wait_for_metric(
+            address,
+            "sluice_pool_waiting{database=\"main\"}",
+            QUEUED as f64,
+        )
+        .await;
+        // Every waiting client leaves.
+        drop(queued);
+        wait_for_metric(
+            address,
+            "sluice_http_requests_total{route=\"queries\",query=\"queued\",status=\"499\",outcome=\"client_gone\"}",
+            QUEUED as f64,
+        )
+        .await;
+        wait_for_metric(address, "sluice_pool_waiting{database=\"main\"}", 0.0).await;
+        drop(hold);
+        wait_for_metric(
+            address,
+            "sluice_http_requests_total{route=\"queries\",query=\"hold\",status=\"200\",outcome=\"client_gone\"}",
+            1.0,
+        )
+        .await;
+    });
+    // And every request has its log line (polled: stderr arrives through a pipe).
+    let started = Instant::now();
+    let stderr = loop {
+        let stderr = server.stderr();
+        let logged = stderr
+            .lines()
+            .filter(|line| line.contains("sluice::request") && line.contains("query=queued"))
+            .count();
+        if logged >= QUEUED || started.elapsed() > Duration::from_secs(20) {
+            break stderr;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let lines = |query: &str| {
+        stderr
+            .lines()
+            .filter(|line| line.contains("sluice::request") && line.contains(query))
+            .collect::<Vec<_>>()
+    };
+    let queued = lines("query=queued");
+    assert_eq!(queued.len(), QUEUED, "{stderr}");
+    for line in queued {
+        assert!(
+            line.contains("status=499") && line.contains("outcome=\"client_gone\""),
+            "{line}"
+        );
+    }
+    let hold = lines("query=hold");
+    assert_eq!(hold.len(), 1, "{stderr}");
+    assert!(hold[0].contains("outcome=\"client_gone\""), "{}", hold[0]);
 }

@@ -15,11 +15,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -36,6 +35,7 @@ use crate::db::{Database, Mode, StartError};
 use crate::error::AppError;
 use crate::params::Typed;
 use crate::stream::{respond, RequestContext};
+use crate::uri::{QueryPairs, RouteName};
 
 /// Everything the handlers share; cheap to clone.
 #[derive(Clone)]
@@ -237,17 +237,11 @@ fn bind_params(
 
 async fn run_query(
     State(state): State<AppState>,
-    Path(name): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    RouteName(name): RouteName,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "queries",
-        query: name.clone(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    };
+    let mut context = RequestContext::new("queries", name.clone(), false, state.shutdown_token());
     let prepared = async {
         let Some(config) = state.config().queries.get(&name) else {
             // Unknown names are 404 for everyone, so tokens reveal nothing.
@@ -255,8 +249,7 @@ async fn run_query(
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
         context.token = state.inner.auth.check(&headers, Need::Query(&name))?;
-        let Query(pairs) =
-            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
         let database = state.database(&config.database)?;
@@ -326,17 +319,11 @@ struct SqlRequest {
 
 async fn run_sql(
     State(state): State<AppState>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "sql",
-        query: String::new(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: true,
-    };
+    let mut context = RequestContext::new("sql", "", true, state.shutdown_token());
     let prepared = async {
         let Some(sql) = &state.config().sql else {
             return Err(AppError::NotFound(
@@ -344,14 +331,12 @@ async fn run_sql(
             ));
         };
         context.token = state.inner.auth.check(&headers, Need::Sql)?;
-        let Query(pairs) =
-            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
-        let request: SqlRequest = serde_json::from_slice(&body).map_err(|error| {
-            AppError::bad_request(format!(
-                "expected a JSON body {{\"sql\": \"...\", \"params\": [...]}}: {error}"
-            ))
-        })?;
+        // Read here, not by an extractor: after the token check, and so that a
+        // body over the limit is answered, logged and counted like any request.
+        let body = read_sql_body(body).await?;
+        let request = parse_sql_request(&body)?;
         let params = request
             .params
             .iter()
@@ -381,6 +366,48 @@ async fn run_sql(
     stream_or_reject(prepared, context, &state).await
 }
 
+/// The longest `POST /sql` body (axum's limit for buffered bodies).
+const MAX_SQL_BODY_BYTES: usize = 2 << 20;
+
+/// Reads a `POST /sql` body of at most [`MAX_SQL_BODY_BYTES`].
+async fn read_sql_body(body: Body) -> Result<Bytes, AppError> {
+    let collected =
+        http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_SQL_BODY_BYTES))
+            .await;
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(
+            AppError::PayloadTooLarge("the body is larger than 2 MiB".into()),
+        ),
+        Err(error) => Err(AppError::bad_request(format!(
+            "reading the request body failed: {error}"
+        ))),
+    }
+}
+
+/// The body of `POST /sql`. A parameter that does not parse (a string that is
+/// not UTF-8, a lone surrogate escape) is a 400 naming it, e.g. `params[1]`.
+fn parse_sql_request(body: &[u8]) -> Result<SqlRequest, AppError> {
+    let expected = |error: &dyn std::fmt::Display| {
+        AppError::bad_request(format!(
+            "expected a JSON body {{\"sql\": \"...\", \"params\": [...]}}: {error}"
+        ))
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let request: SqlRequest =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            if path.starts_with("params[") {
+                AppError::parameter(&path, error.inner().to_string())
+            } else {
+                expected(error.inner())
+            }
+        })?;
+    // Trailing characters after the object are an error, as in `from_slice`.
+    deserializer.end().map_err(|error| expected(&error))?;
+    Ok(request)
+}
+
 /// An untyped ad-hoc parameter: text for PostgreSQL (which converts it), the
 /// matching storage class for SQLite.
 fn ad_hoc_param(value: &serde_json::Value) -> Option<Option<Typed>> {
@@ -408,13 +435,7 @@ fn ad_hoc_param(value: &serde_json::Value) -> Option<Option<Typed>> {
 }
 
 fn simple_context(route: &'static str) -> RequestContext {
-    RequestContext {
-        route,
-        query: String::new(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    }
+    RequestContext::new(route, "", false, CancellationToken::new())
 }
 
 impl AppState {
@@ -476,7 +497,7 @@ async fn health(State(state): State<AppState>) -> Response {
 async fn metrics(State(state): State<AppState>) -> Response {
     for (name, database) in &state.inner.databases {
         let (in_use, max) = database.usage();
-        crate::metrics::pool(name, in_use, max);
+        crate::metrics::pool(name, in_use, max, database.waiting());
     }
     let text = crate::metrics::handle().render();
     simple_context("metrics").finish(200, "complete", 0, text.len() as u64, 0, None);

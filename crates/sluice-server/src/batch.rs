@@ -34,11 +34,9 @@
 
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -57,6 +55,7 @@ use crate::config::{ParamSpec, QueryConfig};
 use crate::db::Session;
 use crate::error::AppError;
 use crate::stream::RequestContext;
+use crate::uri::{QueryPairs, RouteName};
 
 /// Bytes of calls sent to the database but not yet answered, at most.
 pub const WINDOW_BYTES: usize = 256 * 1024;
@@ -341,18 +340,12 @@ impl Lines {
 /// and answers once the statement is prepared.
 pub async fn run_batch(
     State(state): State<AppState>,
-    Path(name): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    RouteName(name): RouteName,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "batch",
-        query: name.clone(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    };
+    let mut context = RequestContext::new("batch", name.clone(), false, state.shutdown_token());
     let prepared = async {
         let Some(config) = state.config().queries.get(&name) else {
             state.auth().check(&headers, Need::Query(&name))?;
@@ -360,8 +353,7 @@ pub async fn run_batch(
         };
         context.token = state.auth().check(&headers, Need::Query(&name))?;
         let may_write = state.auth().has_scope(&headers, "write");
-        let Query(pairs) =
-            query.map_err(|rejection| AppError::bad_request(rejection.body_text()))?;
+        let QueryPairs(pairs) = query?;
         let mut mode = None;
         for (key, value) in &pairs {
             if key != "transaction" {
@@ -447,7 +439,7 @@ async fn pipeline_task(
     body: Body,
     sender: mpsc::Sender<Chunk>,
     ready: oneshot::Sender<Result<(), AppError>>,
-    context: RequestContext,
+    mut context: RequestContext,
 ) {
     let read_only = if may_write {
         ""
@@ -511,6 +503,8 @@ async fn pipeline_task(
         };
         if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
+            // Cut by the shutdown deadline from now on, the request is logged as a 200.
+            context.response_began(200);
         }
         let mut report = |line: u64, outcome: CallOutcome<'_>| -> Result<(), Error> {
             let mut output = output.lock().unwrap_or_else(|poison| poison.into_inner());

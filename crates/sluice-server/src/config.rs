@@ -11,6 +11,8 @@
 //! [server]
 //! listen = "127.0.0.1:8080"        # --listen wins
 //! shutdown_grace = "30s"           # how long in-flight streams may finish after SIGTERM
+//! header_read_timeout = "10s"      # a request's head must arrive within this
+//! keep_alive_timeout = "60s"       # an idle kept-alive connection is closed after this
 //!
 //! [databases.main]
 //! url = "postgres://app:${APP_DB_PASSWORD}@db.internal/app"   # or: sqlite = "/path/file.db"
@@ -63,6 +65,12 @@ use crate::params::ParamType;
 
 /// The default address, loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The default `[server] header_read_timeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default `[server] keep_alive_timeout`.
+pub const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A configuration problem: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -209,6 +217,11 @@ pub struct Config {
     pub listen: Option<SocketAddr>,
     /// How long in-flight streams may finish after SIGTERM.
     pub shutdown_grace: Duration,
+    /// How long a request's head may take to arrive, from the connection being
+    /// accepted or (kept alive) from the request's first byte.
+    pub header_read_timeout: Duration,
+    /// How long a kept-alive connection may stay idle between requests.
+    pub keep_alive_timeout: Duration,
     /// Databases by name.
     pub databases: BTreeMap<String, DatabaseConfig>,
     /// Named queries by name.
@@ -251,6 +264,8 @@ struct RawTable {
 struct RawServer {
     listen: Option<Spanned<String>>,
     shutdown_grace: Option<Spanned<String>>,
+    header_read_timeout: Option<Spanned<String>>,
+    keep_alive_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -402,6 +417,27 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+impl Source<'_> {
+    /// A connection timeout: a duration above zero, `default` when absent.
+    fn timeout(
+        &self,
+        value: &Option<Spanned<String>>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ConfigError> {
+        let Some(value) = value else {
+            return Ok(default);
+        };
+        match parse_duration(value.get_ref()) {
+            Ok(duration) if duration.is_zero() => {
+                Err(self.error(value.span(), key, "must be more than zero"))
+            }
+            Ok(duration) => Ok(duration),
+            Err(message) => Err(self.error(value.span(), key, message)),
+        }
+    }
+}
+
 /// A byte count: an integer, or a string such as `"512KiB"`, `"64MiB"`, `"2GB"`.
 fn parse_bytes(value: &toml::Value) -> Result<u64, String> {
     let bad = || format!("{value} is not a size (e.g. 1048576, \"64MiB\", \"2GB\")");
@@ -476,6 +512,16 @@ impl Config {
                 .map_err(|message| source.error(grace.span(), "server.shutdown_grace", message))?,
             None => Duration::from_secs(30),
         };
+        let header_read_timeout = source.timeout(
+            &raw.server.header_read_timeout,
+            "server.header_read_timeout",
+            DEFAULT_HEADER_READ_TIMEOUT,
+        )?;
+        let keep_alive_timeout = source.timeout(
+            &raw.server.keep_alive_timeout,
+            "server.keep_alive_timeout",
+            DEFAULT_KEEP_ALIVE_TIMEOUT,
+        )?;
 
         let mut databases = BTreeMap::new();
         for (name, database) in &raw.databases {
@@ -829,6 +875,8 @@ impl Config {
         Ok(Config {
             listen,
             shutdown_grace,
+            header_read_timeout,
+            keep_alive_timeout,
             databases,
             queries,
             tokens,

@@ -13,6 +13,7 @@
 //! same wait-then-503 behaviour.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,6 +81,8 @@ enum Pool {
         permits: Arc<Semaphore>,
         size: usize,
         wait: Duration,
+        /// Queries waiting for a permit (a semaphore does not count them).
+        waiting: AtomicUsize,
     },
 }
 
@@ -146,6 +149,7 @@ impl Database {
                 permits: Arc::new(Semaphore::new(config.pool_size)),
                 size: config.pool_size,
                 wait: config.pool_wait,
+                waiting: AtomicUsize::new(0),
             },
         };
         Database {
@@ -175,6 +179,14 @@ impl Database {
                 )
             }
             Pool::Sqlite { permits, size, .. } => (size - permits.available_permits(), *size),
+        }
+    }
+
+    /// Requests waiting for a connection (SQLite: for a permit) right now.
+    pub fn waiting(&self) -> usize {
+        match &self.pool {
+            Pool::Postgres { pool, .. } => pool.status().waiting,
+            Pool::Sqlite { waiting, .. } => waiting.load(Ordering::Relaxed),
         }
     }
 
@@ -253,19 +265,22 @@ impl Database {
                 path,
                 permits,
                 wait,
+                waiting,
                 ..
             } => {
-                let permit =
-                    match tokio::time::timeout(*wait, permits.clone().acquire_owned()).await {
-                        Ok(Ok(permit)) => permit,
-                        Ok(Err(_)) => {
-                            return Err(StartError::Unavailable(Error::new(
-                                ErrorKind::Closed,
-                                "the database is closed",
-                            )))
-                        }
-                        Err(_) => return Err(StartError::Busy),
-                    };
+                let waiter = Waiter::enter(waiting);
+                let acquired = tokio::time::timeout(*wait, permits.clone().acquire_owned()).await;
+                drop(waiter);
+                let permit = match acquired {
+                    Ok(Ok(permit)) => permit,
+                    Ok(Err(_)) => {
+                        return Err(StartError::Unavailable(Error::new(
+                            ErrorKind::Closed,
+                            "the database is closed",
+                        )))
+                    }
+                    Err(_) => return Err(StartError::Busy),
+                };
                 let options = SqliteOptions {
                     statement_timeout,
                     read_write: false,
@@ -286,6 +301,23 @@ impl Database {
                 })
             }
         }
+    }
+}
+
+/// Counts one waiter for as long as it lives, so a request dropped while it
+/// waits (its client left) is uncounted too.
+struct Waiter<'a>(&'a AtomicUsize);
+
+impl<'a> Waiter<'a> {
+    fn enter(count: &'a AtomicUsize) -> Waiter<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiter(count)
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -37,6 +37,8 @@ pub enum AppError {
     MethodNotAllowed(String),
     /// 406: no acceptable format.
     NotAcceptable(String),
+    /// 413: a request body over the route's limit.
+    PayloadTooLarge(String),
     /// 415: a request body in a format the route does not take.
     UnsupportedMediaType(String),
     /// 422: a bad input record (or a row the database refused) in an upload.
@@ -117,6 +119,7 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -135,6 +138,7 @@ impl std::fmt::Display for AppError {
             | AppError::NotFound(message)
             | AppError::MethodNotAllowed(message)
             | AppError::NotAcceptable(message)
+            | AppError::PayloadTooLarge(message)
             | AppError::UnsupportedMediaType(message)
             | AppError::Unavailable(message)
             | AppError::Internal(message) => f.write_str(message),
@@ -179,6 +183,7 @@ impl IntoResponse for AppError {
             | AppError::NotFound(message)
             | AppError::MethodNotAllowed(message)
             | AppError::NotAcceptable(message)
+            | AppError::PayloadTooLarge(message)
             | AppError::UnsupportedMediaType(message)
             | AppError::Unavailable(message) => message.clone(),
             AppError::Unprocessable {

@@ -17,11 +17,8 @@
 //! without a token of scope `write`; 404 for a table not in the configuration;
 //! 405 on a server whose databases are all SQLite (read-only).
 
-use std::time::Instant;
-
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -42,6 +39,7 @@ use crate::auth::Need;
 use crate::config::TableConfig;
 use crate::error::AppError;
 use crate::stream::RequestContext;
+use crate::uri::{QueryPairs, RouteName};
 
 /// Rejected records reported in full in a skip-mode response; later ones are counted.
 pub const MAX_REJECTS: usize = 1000;
@@ -268,14 +266,12 @@ pub fn parse_options(
 /// The handler. The import runs in a task of its own (see the module docs).
 pub async fn ingest(
     State(state): State<AppState>,
-    Path(name): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    RouteName(name): RouteName,
+    query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let pairs = query
-        .map(|Query(pairs)| pairs)
-        .map_err(|rejection| rejection.body_text());
+    let pairs = query.map(|QueryPairs(pairs)| pairs);
     let task = tokio::spawn(run(state, name, pairs, headers, body));
     task.await.unwrap_or_else(|error| {
         AppError::Internal(format!("the import task failed: {error}")).into_response()
@@ -309,17 +305,11 @@ impl From<AppError> for Failed {
 async fn run(
     state: AppState,
     name: String,
-    pairs: Result<Vec<(String, String)>, String>,
+    pairs: Result<Vec<(String, String)>, AppError>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext {
-        route: "tables",
-        query: name.clone(),
-        token: None,
-        started: Instant::now(),
-        ad_hoc: false,
-    };
+    let mut context = RequestContext::new("tables", name.clone(), false, state.shutdown_token());
     let shutdown = state.shutdown_token();
     let mut round_trips = 0;
     let result = tokio::select! {
@@ -370,7 +360,7 @@ async fn run(
 async fn import_body(
     state: &AppState,
     name: &str,
-    pairs: Result<Vec<(String, String)>, String>,
+    pairs: Result<Vec<(String, String)>, AppError>,
     headers: &HeaderMap,
     body: Body,
     context: &mut RequestContext,
@@ -392,7 +382,7 @@ async fn import_body(
         );
     };
     context.token = state.auth().check(headers, Need::Write)?;
-    let pairs = pairs.map_err(AppError::bad_request)?;
+    let pairs = pairs?;
     let options = parse_options(&pairs, headers)?;
     let database = state.database(&table.database)?;
     let Some(session) = database.session().await else {

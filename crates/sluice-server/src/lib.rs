@@ -7,7 +7,8 @@
 //!
 //! - [`config`]: the TOML file (databases, named queries with typed parameters,
 //!   limits, tokens), checked before the port opens;
-//! - [`params`]: parameter types, parsing and binding;
+//! - [`params`]: parameter types, parsing and binding; [`uri`]: the query
+//!   string and the `{name}` in routes, decoded strictly;
 //! - [`db`]: pools and running queries over PostgreSQL and SQLite;
 //! - [`stream`]: a result as a response body, its endings, its log line;
 //! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
@@ -15,6 +16,7 @@
 //! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
 //!   bearer tokens; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
+//!   [`connection`]: one connection, its timeouts and its reset on a cut body;
 //! - [`demo`]: the zero-setup SQLite demo.
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod app;
 pub mod auth;
 pub mod batch;
 pub mod config;
+pub mod connection;
 pub mod db;
 pub mod demo;
 pub mod error;
@@ -31,6 +34,7 @@ pub mod openapi;
 pub mod params;
 pub mod server;
 pub mod stream;
+pub mod uri;
 
 pub use app::{app, AppState};
 pub use config::{Config, ConfigError};

@@ -10,6 +10,8 @@
 //! | `sluice_response_rows` | histogram | `query` |
 //! | `sluice_pool_connections_in_use` | gauge | `database` |
 //! | `sluice_pool_connections_max` | gauge | `database` |
+//! | `sluice_pool_waiting` | gauge (requests waiting for a connection) | `database` |
+//! | `sluice_http_connection_timeouts_total` | counter (connections closed for sending no request in time) | `timeout`: `header_read`, `keep_alive` |
 //!
 //! The `metrics` facade has one global recorder per process, so it is installed
 //! once and every app in the process (tests build many) shares it.
@@ -63,6 +65,14 @@ pub fn handle() -> &'static PrometheusHandle {
             "Database connections (SQLite: queries) in use"
         );
         metrics::describe_gauge!("sluice_pool_connections_max", "Pool size");
+        metrics::describe_counter!(
+            "sluice_http_connection_timeouts_total",
+            "Connections closed because no complete request head arrived in time"
+        );
+        metrics::describe_gauge!(
+            "sluice_pool_waiting",
+            "Requests waiting for a database connection (SQLite: for a query slot)"
+        );
         handle
     })
 }
@@ -113,10 +123,17 @@ pub fn record(record: &RequestRecord) {
 }
 
 /// Sets the pool gauges of one database.
-pub fn pool(database: &str, in_use: usize, max: usize) {
+pub fn pool(database: &str, in_use: usize, max: usize, waiting: usize) {
     handle();
     metrics::gauge!("sluice_pool_connections_in_use", "database" => database.to_owned())
         .set(in_use as f64);
     metrics::gauge!("sluice_pool_connections_max", "database" => database.to_owned())
         .set(max as f64);
+    metrics::gauge!("sluice_pool_waiting", "database" => database.to_owned()).set(waiting as f64);
+}
+
+/// Counts a connection closed by a timeout (`header_read` or `keep_alive`).
+pub fn connection_timed_out(timeout: &'static str) {
+    handle();
+    metrics::counter!("sluice_http_connection_timeouts_total", "timeout" => timeout).increment(1);
 }

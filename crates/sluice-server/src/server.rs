@@ -1,12 +1,16 @@
-//! Serving the app on a listener: the loopback rule, graceful shutdown and its deadline.
+//! Serving the app on a listener: the loopback rule, the accept loop, graceful
+//! shutdown and its deadline. Each connection is served by [`crate::connection`].
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::{app, AppState};
+use crate::connection::{serve_connection, Timeouts};
 
 /// The address to bind: `requested`, except that without tokens only loopback is
 /// allowed (an open gateway to a database must not be reachable from the network).
@@ -26,45 +30,92 @@ pub fn effective_listen(requested: SocketAddr, auth_enabled: bool) -> (SocketAdd
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves; then stops accepting,
-/// lets in-flight streams finish for up to `grace`, aborts those still running
-/// (their queries are cancelled), and waits briefly for the cancel requests.
+/// closes idle connections, lets in-flight streams finish for up to `grace`,
+/// aborts those still running (their queries are cancelled), and waits briefly
+/// for the cancel requests. Connections are timed by the configuration's
+/// `header_read_timeout` and `keep_alive_timeout` ([`crate::connection`]).
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let (signalled, mut signal) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app(state.clone())).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!(
-            grace_seconds = grace.as_secs_f64(),
-            "shutting down: no new connections, in-flight streams may finish"
-        );
-        let _ = signalled.send(true);
-    });
-    let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
-    let deadline = async move {
-        if signal.wait_for(|signalled| *signalled).await.is_ok() {
-            tokio::time::sleep(grace).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        result = &mut server => result?,
-        () = deadline => {
-            tracing::warn!("shutdown grace period over: aborting the streams still running");
-            state.shutdown_token().cancel();
-            // Aborted streams end their connections promptly; do not hang on one
-            // whose client stopped reading.
-            let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
-        }
+    let mut connections = accept_until(&state, listener, shutdown).await;
+    tracing::info!(
+        grace_seconds = grace.as_secs_f64(),
+        "shutting down: no new connections, in-flight streams may finish"
+    );
+    if tokio::time::timeout(grace, all_ended(&mut connections))
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown grace period over: aborting the streams still running");
+        state.shutdown_token().cancel();
+        // Aborted streams end their connections promptly; do not hang on one
+        // whose client stopped reading.
+        let _ = tokio::time::timeout(Duration::from_secs(2), all_ended(&mut connections)).await;
+        // What is left is dropped; its requests are logged as `shutdown`.
+        connections.shutdown().await;
     }
     let tracker = state.tracker();
     tracker.close();
     let _ = tokio::time::timeout(Duration::from_secs(3), tracker.wait()).await;
     Ok(())
+}
+
+/// Accepts connections, each served in a task of the returned set, until
+/// `shutdown` resolves; then closes the listener and tells every connection to
+/// finish the request it is answering and close.
+async fn accept_until(
+    state: &AppState,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> JoinSet<()> {
+    let router = app(state.clone());
+    let config = state.config();
+    let timeouts = Timeouts {
+        header_read: config.header_read_timeout,
+        keep_alive: config.keep_alive_timeout,
+    };
+    let draining = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_connection(stream, router.clone(), timeouts, draining.clone()));
+                }
+                Err(error) => accept_failed(error).await,
+            },
+            // Reap finished connections so the set holds only live ones.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    draining.cancel();
+    connections
+}
+
+/// Waits for every connection task to end.
+async fn all_ended(connections: &mut JoinSet<()>) {
+    while connections.join_next().await.is_some() {}
+}
+
+/// A failed `accept`: one connection's problem (it was reset while queued) is
+/// skipped; anything else (out of file descriptors) is logged and retried after
+/// a pause rather than spinning.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
+    ) {
+        return;
+    }
+    tracing::error!(%error, "accepting a connection failed; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! failed, client gone) is logged once with rows, bytes, round trips and time, and
 //! a query that did not complete is cancelled on the database.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -33,8 +34,18 @@ use crate::db::Source;
 use crate::error::AppError;
 use crate::metrics::{self, RequestRecord};
 
+/// The status logged for a request whose client left before the response began
+/// (nginx's "client closed request"): no status was ever sent.
+pub const CLIENT_CLOSED_REQUEST: u16 = 499;
+
 /// Who asked for what, for the log line and the metrics.
-#[derive(Debug, Clone)]
+///
+/// Every request is logged and counted exactly once: by [`RequestContext::finish`],
+/// or, if the request's future is dropped before that (its client left while it
+/// waited for a pooled connection, or the server stopped at the shutdown
+/// deadline), by the context's `Drop`, as `client_gone` (status 499 unless a
+/// response had begun) or `shutdown`.
+#[derive(Debug)]
 pub struct RequestContext {
     /// `queries` or `sql`.
     pub route: &'static str,
@@ -46,10 +57,43 @@ pub struct RequestContext {
     pub started: Instant,
     /// True for ad-hoc SQL (decides the status of database errors).
     pub ad_hoc: bool,
+    /// Set once logged, so a request is never logged twice.
+    logged: AtomicBool,
+    /// Cancelled at the shutdown deadline: tells a request the server dropped
+    /// from one whose client left.
+    shutdown: CancellationToken,
+    /// The status sent, once a response has begun.
+    status_sent: Option<u16>,
 }
 
 impl RequestContext {
-    /// Logs and records a request that ended (or never started a body).
+    /// The context of a request that arrives now.
+    pub fn new(
+        route: &'static str,
+        query: impl Into<String>,
+        ad_hoc: bool,
+        shutdown: CancellationToken,
+    ) -> RequestContext {
+        RequestContext {
+            route,
+            query: query.into(),
+            token: None,
+            started: Instant::now(),
+            ad_hoc,
+            logged: AtomicBool::new(false),
+            shutdown,
+            status_sent: None,
+        }
+    }
+
+    /// Records that the response began with `status`, which a request dropped
+    /// later is then logged with.
+    pub fn response_began(&mut self, status: u16) {
+        self.status_sent = Some(status);
+    }
+
+    /// Logs and records a request that ended (or never started a body); only the
+    /// first call for a request counts.
     pub fn finish(
         &self,
         status: u16,
@@ -59,6 +103,9 @@ impl RequestContext {
         round_trips: u64,
         error: Option<&str>,
     ) {
+        if self.logged.swap(true, Ordering::Relaxed) {
+            return;
+        }
         let seconds = self.started.elapsed().as_secs_f64();
         let duration_ms = (seconds * 1000.0 * 10.0).round() / 10.0;
         let token = self.token.as_deref().unwrap_or("-");
@@ -86,6 +133,31 @@ impl RequestContext {
             round_trips,
             seconds,
         });
+    }
+}
+
+impl Drop for RequestContext {
+    /// A request whose future was dropped before it was logged: hyper drops it
+    /// when the connection closes (the client left, typically while waiting for
+    /// a pooled connection), the server when the shutdown deadline passes.
+    fn drop(&mut self) {
+        if self.logged.load(Ordering::Relaxed) {
+            return;
+        }
+        let (outcome, status, error) = if self.shutdown.is_cancelled() {
+            (
+                "shutdown",
+                self.status_sent.unwrap_or(503),
+                "the server stopped at the shutdown deadline before the request ended",
+            )
+        } else {
+            (
+                "client_gone",
+                self.status_sent.unwrap_or(CLIENT_CLOSED_REQUEST),
+                "the client left before the request ended",
+            )
+        };
+        self.finish(status, outcome, 0, 0, 0, Some(error));
     }
 }
 

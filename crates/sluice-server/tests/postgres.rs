@@ -151,6 +151,68 @@ async fn parameters_are_checked_by_type_and_named_in_400s() {
 }
 
 #[tokio::test]
+async fn invalid_utf8_in_a_parameter_is_a_400_naming_it() {
+    let (_db, state) = setup();
+    // Percent-encoded bytes that are not UTF-8 (a lone 0xFF, a truncated sequence,
+    // an encoded surrogate) are refused, never replaced by U+FFFD.
+    for uri in [
+        "/queries/events?kind=%FF",
+        "/queries/events?kind=sale%C3",
+        "/queries/events?kind=%ED%A0%80",
+        "/queries/cast_in_sql?value=%FF1",
+    ] {
+        let response = oneshot(&state, get(uri, &[])).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{uri}");
+        let error = json(response).await;
+        let parameter = if uri.contains("kind") {
+            "kind"
+        } else {
+            "value"
+        };
+        assert_eq!(error["parameter"], parameter, "{uri}: {error}");
+        assert!(
+            error["error"].as_str().unwrap().contains("UTF-8"),
+            "{uri}: {error}"
+        );
+    }
+    // A name that is not UTF-8 is refused too, named as it was sent.
+    let response = oneshot(&state, get("/queries/events?kind=sale&k%FFnd=x", &[])).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let error = json(response).await;
+    assert!(
+        error["error"].as_str().unwrap().contains("UTF-8"),
+        "{error}"
+    );
+    assert_eq!(error["parameter"], "k%FFnd", "{error}");
+    // A query name that is not UTF-8 names no query: a JSON 404, logged and
+    // counted, with the name as it was sent.
+    let response = oneshot(&state, get("/queries/%FF", &[])).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert!(
+        json(response).await["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"%FF\""),
+        "the name as sent"
+    );
+    let metrics = String::from_utf8(
+        body(oneshot(&state, get("/metrics", &[])).await)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{route=\"queries\",query=\"%FF\",status=\"404\",outcome=\"rejected\"}"
+        ),
+        "{metrics}"
+    );
+    // Valid multi-byte text still works, percent-encoded or with `+` for spaces.
+    let response = oneshot(&state, get("/queries/events?kind=%C3%A9t%C3%A9+x", &[])).await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
 async fn errors_before_the_first_byte_are_json_with_sqlstate_and_no_internals() {
     let (_db, state) = setup();
     let response = oneshot(&state, get("/queries/divide?zero_at=1", &[])).await;
@@ -372,6 +434,43 @@ queries = ["one"]
     .await;
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert_eq!(json(response).await["sqlstate"], "42601");
+    // A body over the limit is a JSON 413, logged and counted like any request.
+    let huge = format!(
+        r#"{{"sql": "select 1", "params": ["{}"]}}"#,
+        "x".repeat(3 << 20)
+    );
+    let response = oneshot(&state, sql("admin-token-0123456789", &huge)).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(json(response).await["error"]
+        .as_str()
+        .unwrap()
+        .contains("2 MiB"));
+    let metrics = String::from_utf8(
+        body(oneshot(&state, get("/metrics", &[])).await)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        metrics.contains(
+            "sluice_http_requests_total{route=\"sql\",query=\"\",status=\"413\",outcome=\"rejected\"}"
+        ),
+        "{metrics}"
+    );
+    // JSON parameters that are not UTF-8 (raw bytes, a lone surrogate) are refused.
+    for body in [
+        &b"{\"sql\": \"select $1::text\", \"params\": [\"\xff\"]}"[..],
+        &br#"{"sql": "select $1::text", "params": ["\ud800"]}"#[..],
+    ] {
+        let request = Request::post("/sql")
+            .header("authorization", "Bearer admin-token-0123456789")
+            .body(Body::from(body.to_vec()))
+            .unwrap();
+        let response = oneshot(&state, request).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let error = json(response).await;
+        assert_eq!(error["parameter"], "params[0]", "{error}");
+    }
 }
 
 #[tokio::test]

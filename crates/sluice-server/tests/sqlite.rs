@@ -156,6 +156,9 @@ async fn a_client_leaving_a_sqlite_stream_frees_its_slot() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+    // Read to the end: a result slower than the flush interval holds the slot
+    // until its body is read.
+    assert!(!response.text().await.unwrap().is_empty());
     let metrics = reqwest::get(format!("http://{address}/metrics"))
         .await
         .unwrap()
