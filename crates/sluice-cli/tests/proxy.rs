@@ -55,9 +55,14 @@ impl Drop for RunningProxy {
 }
 
 fn start_proxy(upstream: &str, max_connections: &str, report: &Path) -> RunningProxy {
+    start_proxy_with(upstream, &["--max-connections", max_connections], report)
+}
+
+fn start_proxy_with(upstream: &str, options: &[&str], report: &Path) -> RunningProxy {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream])
-        .args(["--max-connections", max_connections, "--report"])
+        .args(options)
+        .arg("--report")
         .arg(report)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -109,22 +114,36 @@ fn startup_message(config: &Config) -> Vec<u8> {
     message
 }
 
-/// One proxy run with a limit of one connection: one client admitted, one
-/// refused; returns the whole stderr and the report file.
-fn run_with_one_refusal(db: &TestDb, report: &Path) -> (String, String) {
-    let mut config: Config = db.url().parse().unwrap();
+/// `host:port` of the test server.
+fn upstream(db: &TestDb) -> String {
+    let config: Config = db.url().parse().unwrap();
     let Target::Tcp(host, port) = config.targets[0].clone() else {
         panic!("the test server is reached over TCP");
     };
-    let mut proxy = start_proxy(&format!("{host}:{port}"), "1", report);
-    let started = proxy.line_with("at most 1 connections");
+    format!("{host}:{port}")
+}
+
+/// The proxy's listening address, from its first line, and `db`'s settings
+/// pointing at it.
+fn through(proxy: &mut RunningProxy, db: &TestDb) -> (String, Config) {
+    let started = proxy.line_with("sluice proxy: ");
     let address = started
         .strip_prefix("sluice proxy: ")
         .and_then(|rest| rest.split(' ').next())
         .expect("the listening address")
         .to_owned();
     let (proxy_host, proxy_port) = address.rsplit_once(':').unwrap();
+    let mut config: Config = db.url().parse().unwrap();
     config.targets = vec![Target::Tcp(proxy_host.into(), proxy_port.parse().unwrap())];
+    (address, config)
+}
+
+/// One proxy run with a limit of one connection: one client admitted, one
+/// refused; returns the whole stderr and the report file.
+fn run_with_one_refusal(db: &TestDb, report: &Path) -> (String, String) {
+    let mut proxy = start_proxy(&upstream(db), "1", report);
+    proxy.line_with("at most 1 connections");
+    let (address, config) = through(&mut proxy, db);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -177,4 +196,73 @@ fn a_limit_of_no_connections_is_a_usage_error() {
         stderr.contains("the proxy must allow at least 1 connection"),
         "{stderr}"
     );
+}
+
+#[test]
+fn shaping_options_slow_every_trip_and_sigusr1_writes_the_report() {
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().unwrap();
+    let report = directory.path().join("report.json");
+    let options = ["--rtt", "4ms", "--jitter", "2ms", "--bandwidth", "8mbit"];
+    let mut proxy = start_proxy_with(&upstream(&db), &options, &report);
+    let (_, config) = through(&mut proxy, &db);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut connection = runtime
+        .block_on(Connection::connect(&config, &Meter::new()))
+        .unwrap();
+    // Lower bounds only: a busy machine makes trips slower, never faster.
+    // Each trip is delayed by the RTT ± half the jitter: at least 3 ms.
+    for _ in 0..10 {
+        let started = Instant::now();
+        runtime
+            .block_on(connection.query_rows("select 1", &[]))
+            .unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // 8 Mbit/s is 1 MB/s: a 1 MB answer takes about a second to arrive.
+    let started = Instant::now();
+    let rows = runtime
+        .block_on(connection.query_rows("select repeat('x', 1000000)", &[]))
+        .unwrap();
+    assert_eq!(rows[0][0].as_deref().map(str::len), Some(1_000_000));
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // SIGUSR1: the report, to stderr and the file, while the proxy keeps running.
+    assert!(!report.exists());
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(proxy.child.id() as libc::pid_t, libc::SIGUSR1) };
+    proxy.line_with("round trips, ");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let json: serde_json::Value = loop {
+        let text = std::fs::read_to_string(&report).unwrap_or_default();
+        if let Ok(json) = serde_json::from_str(&text) {
+            break json;
+        }
+        assert!(Instant::now() < deadline, "no report written on SIGUSR1");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let statements = json["statements"]
+        .as_array()
+        .expect("statements in the report");
+    let select_one = statements
+        .iter()
+        .find(|statement| statement["statement"] == "select 1")
+        .unwrap_or_else(|| panic!("select 1 in {json}"));
+    assert_eq!(select_one["executions"], 10, "{json}");
+    runtime
+        .block_on(connection.query_rows("select 2", &[]))
+        .expect("still proxying after SIGUSR1");
+    runtime.block_on(connection.close());
+    proxy.stop();
 }
