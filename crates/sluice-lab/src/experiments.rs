@@ -75,6 +75,7 @@ pub async fn run(
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<LabResults, Error> {
     let started = Instant::now();
+    let config = &lab_sessions(config);
     let upstream = upstream_of(config)?;
     if options.rtts.is_empty() {
         return Err(Error::config("sluice lab needs at least one RTT"));
@@ -142,13 +143,66 @@ pub async fn run(
     })
 }
 
+/// `config` for this process's lab sessions: their `application_name` names the
+/// lab and the process, so that an interrupted run can find the statements its
+/// sessions still run on the server.
+fn lab_sessions(config: &Config) -> Config {
+    let mut config = config.clone();
+    config.application_name = format!("sluice lab {}", std::process::id());
+    config
+}
+
+/// How long an interrupted run waits for its cancelled statements to end.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Drops this process's lab tables and unlinks their large objects, for a run
 /// that was interrupted (a finished or failed [`run`] cleans up itself).
+///
+/// An interrupted run's sessions may still be running a statement on the server
+/// (a session whose client has gone only notices when it next writes): one
+/// creating large objects would commit them after the cleanup had looked, and
+/// leave them behind. So their statements are cancelled first, and the cleanup
+/// waits until none is running.
 pub async fn clean_up(config: &Config) -> Result<(), Error> {
-    let mut connection = Connection::connect(config, &Meter::new()).await?;
-    let result = cleanup(&mut connection, &Tables::new()).await;
+    let config = lab_sessions(config);
+    let mut connection = Connection::connect(&config, &Meter::new()).await?;
+    let result = async {
+        cancel_lab_statements(&mut connection, &config.application_name).await?;
+        cleanup(&mut connection, &Tables::new()).await
+    }
+    .await;
     connection.close().await;
     result
+}
+
+/// Cancels the statements this process's other lab sessions are running and waits
+/// (up to [`CANCEL_TIMEOUT`]) until none is.
+async fn cancel_lab_statements(connection: &mut Connection, name: &str) -> Result<(), Error> {
+    let others = "from pg_stat_activity where application_name = $1 \
+                  and pid <> pg_backend_pid() and state <> 'idle'";
+    let deadline = Instant::now() + CANCEL_TIMEOUT;
+    loop {
+        let running = connection
+            .query_rows(
+                &format!("select pg_cancel_backend(pid) {others}"),
+                &[Some(name)],
+            )
+            .await?;
+        if running.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                ErrorKind::Connect,
+                format!(
+                    "{} statement(s) of the interrupted lab are still running after {:?}",
+                    running.len(),
+                    CANCEL_TIMEOUT
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn cleanup(connection: &mut Connection, tables: &Tables) -> Result<(), Error> {

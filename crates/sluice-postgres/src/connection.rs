@@ -198,6 +198,10 @@ impl Connection {
             ("IntervalStyle", "postgres"),
             // bytea inside arrays and composites arrives as text: make it hex.
             ("bytea_output", "hex"),
+            // Floats as text must round-trip whatever the role's default says (a
+            // negative value drops digits): any positive value gives the shortest
+            // exact form on PostgreSQL 12+, and 3 the full precision before that.
+            ("extra_float_digits", "3"),
         ];
         if let Some(options) = &config.options {
             parameters.push(("options", options));

@@ -93,6 +93,67 @@ async fn ndjson_rows_equal_the_servers_row_to_json() {
     }
 }
 
+/// A role whose own defaults are the opposite of what sluice's text parsing
+/// assumes; sluice must set its session settings over them. The time zone is a
+/// presentation choice sluice keeps (psql does too), so the oracle uses it.
+fn role_with_odd_session_defaults(db: &TestDb) -> sluice_testkit::TestRole {
+    let role = db.create_role("odd_defaults");
+    db.execute(&format!(
+        "grant select on all tables in schema {schema} to {role};
+         alter role {role} set DateStyle = 'SQL, DMY';
+         alter role {role} set IntervalStyle = 'sql_standard';
+         alter role {role} set TimeZone = 'Asia/Kathmandu';
+         alter role {role} set extra_float_digits = -3;
+         alter role {role} set bytea_output = 'escape';",
+        schema = db.schema(),
+        role = role.name
+    ));
+    role
+}
+
+#[tokio::test]
+async fn a_roles_session_defaults_change_nothing_but_the_time_zone() {
+    let db = TestDb::new();
+    db.execute(ALL_TYPES);
+    let role = role_with_odd_session_defaults(&db);
+    let query = "select * from all_types order by id";
+    let hex = JsonOptions {
+        bytes: BytesEncoding::Hex,
+    };
+    let as_role = |format| {
+        let url = role.url.clone();
+        async move {
+            let config: Config = url.parse().unwrap();
+            let connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+            let mut stream = QueryStream::start(connection, query, QueryOptions::default())
+                .await
+                .unwrap();
+            let mut encoder = Format::encoder(format, hex);
+            let mut bytes = Vec::new();
+            pump(&mut stream, &mut encoder, &mut bytes, &Progress::new())
+                .await
+                .unwrap();
+            bytes
+        }
+    };
+    // NDJSON equals row_to_json in a default session set to the same time zone.
+    let theirs = db.query_text(
+        "set IntervalStyle = iso_8601; set TimeZone = 'Asia/Kathmandu';\n\
+         select json_agg(row_to_json(t) order by id) from all_types t;",
+    );
+    let theirs: Vec<serde_json::Value> = serde_json::from_str(&theirs).unwrap();
+    assert_eq!(json_lines(&as_role(Format::Ndjson).await), theirs);
+    // CSV equals COPY in a default session set to the same time zone.
+    let copied = db.psql_bytes(&format!(
+        "set TimeZone = 'Asia/Kathmandu';\n\
+         COPY ({query}) TO STDOUT WITH (FORMAT csv, HEADER)"
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&as_role(Format::Csv).await),
+        String::from_utf8_lossy(&copied)
+    );
+}
+
 #[tokio::test]
 async fn csv_is_byte_identical_to_copy() {
     let db = TestDb::new();
