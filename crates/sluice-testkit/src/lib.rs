@@ -132,6 +132,17 @@ pub struct TestDb {
     schema: String,
     url: String,
     pgoptions: String,
+    /// Roles made by [`TestDb::create_role`], dropped after the schema.
+    roles: std::sync::Mutex<Vec<String>>,
+}
+
+/// A login role made for one test by [`TestDb::create_role`].
+#[derive(Debug, Clone)]
+pub struct TestRole {
+    /// The role's name (unique in the cluster).
+    pub name: String,
+    /// Like [`TestDb::url`] (same server, database and `search_path`), logging in as this role.
+    pub url: String,
 }
 
 impl TestDb {
@@ -159,7 +170,49 @@ impl TestDb {
             url: url_with_search_path(&server.url, &schema),
             pgoptions: format!("-c search_path={schema}"),
             schema,
+            roles: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Creates a login role named `<schema>_<suffix>` with a random password and
+    /// `USAGE` on this schema, and nothing else (no superuser, no other grants:
+    /// grant what the test needs with [`TestDb::execute`]). Roles are cluster-wide,
+    /// so the schema in the name keeps parallel tests apart; the role is dropped
+    /// (best effort) when the `TestDb` is.
+    ///
+    /// # Panics
+    ///
+    /// If `suffix` is not lowercase letters, digits and `_`, or the role cannot be
+    /// created, or the server's URL has no `user@` to replace.
+    pub fn create_role(&self, suffix: &str) -> TestRole {
+        assert!(
+            !suffix.is_empty()
+                && suffix
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "sluice-testkit: role suffix {suffix:?} must be lowercase letters, digits and _"
+        );
+        let name = format!("{}_{suffix}", self.schema);
+        let password = format!(
+            "{}{}",
+            random_suffix(name.len() as u64),
+            random_suffix(u64::MAX - name.len() as u64)
+        );
+        self.execute(&format!(
+            "CREATE ROLE {name} LOGIN PASSWORD '{password}'; GRANT USAGE ON SCHEMA {} TO {name};",
+            self.schema
+        ));
+        self.roles
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push(name.clone());
+        let url = url_with_user(&self.url, &name, &password).unwrap_or_else(|| {
+            panic!(
+                "sluice-testkit: cannot put a user into the URL {}",
+                self.url
+            )
+        });
+        TestRole { name, url }
     }
 
     /// postgres:// URL whose connections use this schema: it carries `options=-c search_path=<schema>` URL-encoded
@@ -232,10 +285,30 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some(Ok(server)) = SERVER.get() {
-            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE;", self.schema);
+            let mut sql = format!("DROP SCHEMA IF EXISTS {} CASCADE;", self.schema);
+            let roles = self
+                .roles
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            for role in roles.iter() {
+                sql.push_str(&format!(" DROP ROLE IF EXISTS {role};"));
+            }
             let _ = run_psql(&server.psql, &server.url, None, &[], &sql);
         }
     }
+}
+
+/// `url` (`postgres://[user[:password]@]host…`) logging in as `user` with `password`.
+fn url_with_user(url: &str, user: &str, password: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let host = match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    Some(format!("postgres://{user}:{password}@{host}"))
 }
 
 /// `base` with `options=-c search_path=<schema>` (URL-encoded) added to its query
@@ -835,6 +908,23 @@ mod tests {
             ),
             "postgres://u@h/db?options=-c%20work_mem%3D1MB%20-c%20search_path%3Ds&sslmode=disable"
         );
+    }
+
+    #[test]
+    fn a_user_replaces_the_one_in_the_url() {
+        assert_eq!(
+            url_with_user("postgres://postgres@127.0.0.1:5432/db?options=x", "r", "pw").unwrap(),
+            "postgres://r:pw@127.0.0.1:5432/db?options=x"
+        );
+        assert_eq!(
+            url_with_user("postgresql://u:secret@h/db", "r", "pw").unwrap(),
+            "postgres://r:pw@h/db"
+        );
+        assert_eq!(
+            url_with_user("postgres://h/db", "r", "pw").unwrap(),
+            "postgres://r:pw@h/db"
+        );
+        assert!(url_with_user("mysql://h/db", "r", "pw").is_none());
     }
 
     #[test]
