@@ -5,12 +5,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
+use sluice_server::checks::check_when_reachable;
 use sluice_server::config::DEFAULT_LISTEN;
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
 use sluice_server::server::{effective_listen, serve};
 use sluice_server::{AppState, Config};
 
 use crate::exit;
+
+/// How often a database that was down at start is tried for its start-up checks.
+const DEFERRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Arguments of `sluice serve`.
 #[derive(Args)]
@@ -81,6 +85,9 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let grace = config.shutdown_grace;
     let names: Vec<String> = config.queries.keys().cloned().collect();
     let state = AppState::new(config);
+    if let Err(code) = check_databases(&state).await {
+        return code;
+    }
     let (address, warning) = effective_listen(requested, state.auth_enabled());
     match warning {
         Some(warning) => eprintln!("sluice: {warning}"),
@@ -88,12 +95,6 @@ pub async fn run(arguments: ServeArgs) -> u8 {
             "sluice: no [[tokens]] configured: listening on localhost only, named queries need no token"
         ),
         None => {}
-    }
-    let (healthy, databases) = state.health().await;
-    if !healthy {
-        for (name, status) in databases.iter().filter(|(_, status)| **status != "ok") {
-            eprintln!("sluice: database {name:?} is {status}: requests get 503 until it is back");
-        }
     }
     let shutdown = shutdown_signal();
     let listener = match tokio::net::TcpListener::bind(address).await {
@@ -122,6 +123,31 @@ pub async fn run(arguments: ServeArgs) -> u8 {
             exit::IO
         }
     }
+}
+
+/// Prepares every named query and vets `[sql]` on the databases that answer (a
+/// problem stops the start, like a configuration error); the others are checked
+/// in the background once they answer, with problems logged.
+async fn check_databases(state: &AppState) -> Result<(), u8> {
+    let report = state.check_databases().await;
+    if !report.problems.is_empty() {
+        for problem in &report.problems {
+            eprintln!("sluice: {problem}");
+        }
+        return Err(exit::USAGE);
+    }
+    for name in report.unreachable {
+        eprintln!(
+            "sluice: database {name:?} is unavailable: requests get 503 until it is back; \
+             its named queries are checked when it answers"
+        );
+        tokio::spawn(check_when_reachable(
+            state.clone(),
+            name,
+            DEFERRED_CHECK_INTERVAL,
+        ));
+    }
+    Ok(())
 }
 
 async fn load(arguments: &ServeArgs) -> Result<Config, String> {
