@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
+use sluice_server::checks::check_when_reachable;
 use sluice_server::config::DEFAULT_LISTEN;
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
 use sluice_server::server::{effective_listen, serve};
@@ -12,6 +13,9 @@ use sluice_server::{AppState, Config};
 
 use crate::console::err_line;
 use crate::exit;
+
+/// How often a database that was down at start is tried for its start-up checks.
+const DEFERRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Arguments of `sluice serve`.
 #[derive(Args)]
@@ -85,6 +89,9 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let grace = config.shutdown_grace;
     let names: Vec<String> = config.queries.keys().cloned().collect();
     let state = AppState::new(config);
+    if let Err(code) = check_databases(&state).await {
+        return code;
+    }
     let (address, warning) = effective_listen(requested, state.auth_enabled());
     match warning {
         Some(warning) => err_line!("sluice: {warning}"),
@@ -92,12 +99,6 @@ pub async fn run(arguments: ServeArgs) -> u8 {
             "sluice: no [[tokens]] configured: listening on localhost only, named queries need no token"
         ),
         None => {}
-    }
-    let (healthy, databases) = state.health().await;
-    if !healthy {
-        for (name, status) in databases.iter().filter(|(_, status)| **status != "ok") {
-            err_line!("sluice: database {name:?} is {status}: requests get 503 until it is back");
-        }
     }
     let shutdown = shutdown_signal();
     let listener = match tokio::net::TcpListener::bind(address).await {
@@ -126,6 +127,31 @@ pub async fn run(arguments: ServeArgs) -> u8 {
             exit::IO
         }
     }
+}
+
+/// Prepares every named query and vets `[sql]` on the databases that answer (a
+/// problem stops the start, like a configuration error); the others are checked
+/// in the background once they answer, with problems logged.
+async fn check_databases(state: &AppState) -> Result<(), u8> {
+    let report = state.check_databases().await;
+    if !report.problems.is_empty() {
+        for problem in &report.problems {
+            err_line!("sluice: {problem}");
+        }
+        return Err(exit::USAGE);
+    }
+    for name in report.unreachable {
+        err_line!(
+            "sluice: database {name:?} is unavailable: requests get 503 until it is back; \
+             its named queries are checked when it answers"
+        );
+        tokio::spawn(check_when_reachable(
+            state.clone(),
+            name,
+            DEFERRED_CHECK_INTERVAL,
+        ));
+    }
+    Ok(())
 }
 
 async fn load(arguments: &ServeArgs) -> Result<Config, String> {

@@ -458,3 +458,65 @@ fn clients_leaving_while_queued_for_a_connection_are_logged_and_counted() {
     assert_eq!(hold.len(), 1, "{stderr}");
     assert!(hold[0].contains("outcome=\"client_gone\""), "{}", hold[0]);
 }
+
+/// Runs `sluice serve --config` on `text` and returns its exit code, stderr and
+/// the file's path; fails (and stops the server) if it started instead.
+fn refused_start(text: &str) -> (Option<i32>, String, String) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = write_config(&directory, text);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--config", &path, "--listen", "127.0.0.1:0"])
+        .env("SLUICE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(pipe).unwrap());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started: {}", reader.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = reader.join().unwrap();
+    assert!(!stderr.contains("listening"), "{stderr}");
+    (status.code(), stderr, path)
+}
+
+#[test]
+fn named_queries_that_do_not_match_their_sql_and_a_privileged_sql_login_stop_the_start() {
+    let db = TestDb::new();
+    let (code, stderr, path) = refused_start(&format!(
+        "[databases.main]\nurl = {}\n\n[queries.two]\nsql = \"select $1::int + $2::int as n\"\nparams = [{{ name = \"a\", type = \"int\" }}]\n\n[queries.ok]\nsql = \"select $1::int as n\"\nparams = [{{ name = \"a\", type = \"int\" }}]\n",
+        quoted(db.url())
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "sluice: {path}:5: queries.two.params: the SQL takes 2 parameters ($1 to $2), but 1 is declared"
+        )
+    );
+
+    // The test server's login is a superuser.
+    let (code, stderr, path) = refused_start(&format!(
+        "[databases.main]\nurl = {}\n\n[sql]\n\n[[tokens]]\nname = \"analyst\"\ntoken = \"analyst-token-0123456789\"\nscopes = [\"sql\"]\n",
+        quoted(db.url())
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "sluice: {path}:4: sql: POST /sql would run on database \"main\", where the login "
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("is a superuser"), "{stderr}");
+}

@@ -108,6 +108,8 @@ impl AsyncWrite for Socket {
 pub(crate) struct Description {
     /// Number of parameters.
     pub parameters: usize,
+    /// The type the server inferred for each parameter.
+    pub parameter_types: Vec<crate::types::Oid>,
     /// Result columns: name and type OID.
     pub columns: Vec<(String, crate::types::Oid)>,
 }
@@ -416,7 +418,8 @@ impl Connection {
                 | Message::NoticeResponse(_)
                 | Message::ParameterStatus(_) => {}
                 Message::ParameterDescription(body) => {
-                    description.parameters = body.parameters().count().map_err(Error::io)?;
+                    description.parameter_types = body.parameters().collect().map_err(Error::io)?;
+                    description.parameters = description.parameter_types.len();
                 }
                 Message::RowDescription(body) => {
                     let mut fields = body.fields();
@@ -432,6 +435,23 @@ impl Connection {
                 _ => return Err(Error::protocol("unexpected message while preparing")),
             }
         }
+    }
+
+    /// Parses `sql` as the unnamed statement and returns the type OID the server
+    /// inferred for each of its parameters (`$1` first), leaving the session idle.
+    /// Nothing runs: this checks SQL and learns its parameters without side effects.
+    pub async fn parameter_types(&mut self, sql: &str) -> Result<Vec<crate::types::Oid>, Error> {
+        let described = match self.prepare("", sql).await {
+            // The connection itself failed: there is no exchange to end.
+            Err(error) if error.kind() != ErrorKind::Database => return Err(error),
+            described => described,
+        };
+        frontend::sync(&mut self.write_buffer);
+        self.send().await?;
+        let drained = self.drain_until_ready().await;
+        let description = described?;
+        drained?;
+        Ok(description.parameter_types)
     }
 
     /// Reads a command's answers up to `ReadyForQuery` and returns the row count

@@ -11,7 +11,8 @@
 //! | `GET /openapi.json` | OpenAPI 3 description of every named query |
 //!
 //! Responses are compressed with gzip or zstd when the client's `Accept-Encoding`
-//! asks for it.
+//! asks for it. Without tokens, every route first checks the `Host` header
+//! ([`crate::auth::check_host`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -128,6 +129,10 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
         .layer(CompressionLayer::new())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            host_guard,
+        ))
         .with_state(state)
 }
 
@@ -249,6 +254,8 @@ async fn run_query(
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
         context.token = state.inner.auth.check(&headers, Need::Query(&name))?;
+        // A GET must not write unless the token may.
+        let read_only = !state.inner.auth.has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
@@ -258,7 +265,7 @@ async fn run_query(
                 &config.sql,
                 params,
                 config.limits.statement_timeout,
-                Mode::Named,
+                Mode::Named { read_only },
             )
             .await
             .map_err(|error| AppError::from_start(error, false))?;
@@ -356,7 +363,9 @@ async fn run_sql(
                 &request.sql,
                 params,
                 sql.limits.statement_timeout,
-                Mode::ReadOnly,
+                Mode::ReadOnly {
+                    role: sql.role.as_deref(),
+                },
             )
             .await
             .map_err(|error| AppError::from_start(error, true))?;
@@ -514,6 +523,29 @@ async fn metrics(State(state): State<AppState>) -> Response {
 async fn openapi(State(state): State<AppState>) -> Response {
     simple_context("openapi").finish(200, "complete", 0, 0, 0, None);
     Json(state.inner.openapi.clone()).into_response()
+}
+
+/// Without tokens, refuses requests whose `Host` names something else than this
+/// machine (DNS rebinding); with tokens, the token is the check.
+async fn host_guard(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !state.auth_enabled() {
+        if let Err(error) = crate::auth::check_host(request.headers(), request.uri()) {
+            simple_context("other").finish(
+                error.status().as_u16(),
+                "rejected",
+                0,
+                0,
+                0,
+                Some(&error.to_string()),
+            );
+            return error.into_response();
+        }
+    }
+    next.run(request).await
 }
 
 async fn not_found() -> Response {

@@ -7,9 +7,12 @@
 //! the number of comparisons depends on how close a guess is. 401 means "no valid
 //! token" (missing, malformed or unknown); 403 means "a valid token that lacks the
 //! right". With no tokens configured, named queries are open and the server only
-//! listens on loopback (see [`crate::server`]).
+//! listens on loopback (see [`crate::server`]); [`check_host`] then keeps web
+//! pages out.
 
-use axum::http::{header, HeaderMap};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use axum::http::{header, HeaderMap, Uri};
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
@@ -111,9 +114,110 @@ impl Auth {
     }
 }
 
+/// Without tokens, anything that reaches the (loopback-only) listener may run
+/// named queries. That includes web pages in a local browser: a page of
+/// `evil.example` whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding) sends
+/// requests the browser believes go to `evil.example` — with `Host:
+/// evil.example`. So only names of this machine are accepted: `localhost` and
+/// loopback addresses (`127.0.0.0/8`, `[::1]`; the listen address is one of them
+/// whenever there are no tokens), with any port, case-insensitively. A request
+/// naming no host at all (HTTP/1.0; never a browser) passes.
+pub fn check_host(headers: &HeaderMap, uri: &Uri) -> Result<(), AppError> {
+    let named = headers
+        .get(header::HOST)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        .into_iter()
+        .chain(
+            uri.authority()
+                .map(|authority| authority.as_str().to_owned()),
+        );
+    for host in named {
+        if !is_local_host(&host) {
+            return Err(AppError::Forbidden(format!(
+                "Host {host:?} is not served: without tokens this server only answers requests \
+                 addressed to localhost or a loopback address (a defence against DNS rebinding)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `localhost` or a loopback address, with or without a port.
+fn is_local_host(host: &str) -> bool {
+    let is_port = |text: &str| {
+        !text.is_empty() && text.len() <= 5 && text.bytes().all(|byte| byte.is_ascii_digit())
+    };
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((address, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port_ok = after.is_empty() || after.strip_prefix(':').is_some_and(is_port);
+        return port_ok
+            && address.parse::<Ipv6Addr>().is_ok_and(|address| {
+                address.is_loopback()
+                    || address
+                        .to_ipv4_mapped()
+                        .is_some_and(|address| address.is_loopback())
+            });
+    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if is_port(port) => name,
+        Some(_) => return false,
+        None => host,
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<Ipv4Addr>()
+            .is_ok_and(|address| address.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_local_host_names_are_accepted() {
+        for host in [
+            "localhost",
+            "LocalHost:8080",
+            "localhost.:8080",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.0.0.2:9",
+            "[::1]",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]:8080",
+        ] {
+            assert!(is_local_host(host), "{host}");
+        }
+        for host in [
+            "evil.example:8080",
+            "evil.example",
+            "localhost.evil.example",
+            "app.localhost",
+            "10.0.0.5:8080",
+            "0.0.0.0:8080",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[::2]:8080",
+            "localhost:http",
+            "localhost:123456",
+            "",
+        ] {
+            assert!(!is_local_host(host), "{host}");
+        }
+        let mut headers = HeaderMap::new();
+        assert!(check_host(&headers, &"/health".parse().unwrap()).is_ok());
+        assert!(check_host(&headers, &"http://evil.example/health".parse().unwrap()).is_err());
+        headers.insert(header::HOST, "evil.example:8080".parse().unwrap());
+        let error = check_host(&headers, &"/health".parse().unwrap()).unwrap_err();
+        assert_eq!(error.status().as_u16(), 403);
+        assert!(error.to_string().contains("evil.example:8080"), "{error}");
+        headers.insert(header::HOST, "localhost:8080".parse().unwrap());
+        assert!(check_host(&headers, &"/health".parse().unwrap()).is_ok());
+    }
 
     fn token(name: &str, secret: &str, queries: Allowed, scopes: &[&str]) -> TokenConfig {
         TokenConfig {

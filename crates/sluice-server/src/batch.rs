@@ -441,13 +441,8 @@ async fn pipeline_task(
     ready: oneshot::Sender<Result<(), AppError>>,
     mut context: RequestContext,
 ) {
-    let read_only = if may_write {
-        ""
-    } else {
-        "SET default_transaction_read_only = on"
-    };
     if let Err(error) = session
-        .prepare(config.limits.statement_timeout, read_only)
+        .prepare(config.limits.statement_timeout, !may_write)
         .await
     {
         let error = AppError::from_query(error, false);
@@ -529,24 +524,15 @@ async fn pipeline_task(
     match outcome {
         Ok(summary) => {
             // The lines reported last, then the end of the body.
+            // The session keeps its settings: the next user sets what it needs.
             let flushed = flush(&output, &sender).await;
-            let reset = if may_write {
-                Ok(())
-            } else {
-                session
-                    .prepare(
-                        config.limits.statement_timeout,
-                        "RESET default_transaction_read_only",
-                    )
-                    .await
-            };
             let round_trips = session.round_trips();
-            match (flushed, reset) {
-                (Ok(_), Ok(())) => {
+            match flushed {
+                Ok(_) => {
                     session.release();
                     context.finish(200, "complete", summary.calls, 0, round_trips, None);
                 }
-                (Err(error), _) | (_, Err(error)) => {
+                Err(error) => {
                     context.finish(
                         200,
                         "client_gone",
@@ -607,6 +593,7 @@ mod tests {
             required,
             default: default.map(str::to_owned),
             description: None,
+            line: 1,
         }
     }
 

@@ -31,7 +31,8 @@
 //! max_bytes = "2GiB"
 //!
 //! [sql]                            # POST /sql: off unless this table exists
-//! database = "main"
+//! database = "main"                # its login must be unprivileged (see crate::checks)
+//! role = "reporting_reader"        # SET ROLE for each request (optional)
 //! statement_timeout = "10s"
 //!
 //! [tables.payment_events]          # POST /tables/payment_events: bulk ingest (scope "write")
@@ -132,6 +133,8 @@ pub struct ParamSpec {
     pub default: Option<String>,
     /// For the OpenAPI document.
     pub description: Option<String>,
+    /// The line of its `type` in the configuration file, for start-up errors.
+    pub line: usize,
 }
 
 /// A named query.
@@ -149,6 +152,8 @@ pub struct QueryConfig {
     pub params: Vec<ParamSpec>,
     /// Its limits.
     pub limits: Limits,
+    /// The line of its `sql` in the configuration file, for start-up errors.
+    pub line: usize,
 }
 
 /// Which named queries a token may run.
@@ -188,8 +193,12 @@ impl fmt::Debug for TokenConfig {
 pub struct SqlConfig {
     /// The database ad-hoc queries run on.
     pub database: String,
+    /// The role each request runs as (`SET LOCAL ROLE`), if not the login.
+    pub role: Option<String>,
     /// Their limits (a statement timeout always applies).
     pub limits: Limits,
+    /// The line of `[sql]` in the configuration file, for start-up errors.
+    pub line: usize,
 }
 
 /// A table open to `POST /tables/{name}`.
@@ -213,6 +222,8 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
 /// The whole, checked configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The file's name as errors give it.
+    pub file: String,
     /// `[server] listen`, if given.
     pub listen: Option<SocketAddr>,
     /// How long in-flight streams may finish after SIGTERM.
@@ -318,6 +329,7 @@ struct RawToken {
 #[serde(deny_unknown_fields)]
 struct RawSql {
     database: Option<Spanned<String>>,
+    role: Option<Spanned<String>>,
     statement_timeout: Option<Spanned<String>>,
     max_rows: Option<Spanned<i64>>,
     max_bytes: Option<Spanned<toml::Value>>,
@@ -669,6 +681,7 @@ impl Config {
                     required: param.required,
                     default,
                     description: param.description.clone(),
+                    line: source.line(param.ty.span().start),
                 });
             }
             let limits = limits(
@@ -689,6 +702,7 @@ impl Config {
                     description: query.description.clone(),
                     params,
                     limits,
+                    line: source.line(query.sql.span().start),
                 },
             );
         }
@@ -728,6 +742,25 @@ impl Config {
                     ))
                 }
             };
+            if let Some(earlier) = tokens
+                .iter()
+                .position(|earlier: &TokenConfig| earlier.sha256 == sha256)
+            {
+                let (field, value_span) = match (&token.sha256, &token.token) {
+                    (Some(hash), _) => ("sha256", hash.span()),
+                    (_, Some(plain)) => ("token", plain.span()),
+                    _ => ("token", span.clone()),
+                };
+                return Err(source.error(
+                    value_span,
+                    &format!("{key}.{field}"),
+                    format!(
+                        "the same token as tokens[{earlier}] ({:?}): every token must be different, \
+                         or a request could not tell which rights it has",
+                        tokens[earlier].name
+                    ),
+                ));
+            }
             let queries_allowed = if token.queries.iter().any(|name| name.get_ref() == "*") {
                 Allowed::All
             } else {
@@ -799,7 +832,16 @@ impl Config {
                         "POST /sql is enabled but no token has scope \"sql\": add one to a [[tokens]] entry",
                     ));
                 }
-                Some(SqlConfig { database, limits })
+                let role = match &sql.role {
+                    Some(role) => Some(role_name(&source, role)?),
+                    None => None,
+                };
+                Some(SqlConfig {
+                    database,
+                    role,
+                    limits,
+                    line: source.line(span.start),
+                })
             }
             None => None,
         };
@@ -873,6 +915,7 @@ impl Config {
         }
 
         Ok(Config {
+            file: file.to_owned(),
             listen,
             shutdown_grace,
             header_read_timeout,
@@ -919,6 +962,19 @@ fn limits(source: &Source<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, 
         max_rows,
         max_bytes,
     })
+}
+
+/// `[sql] role`: a PostgreSQL role name (quoted when used, so any printable text).
+fn role_name(source: &Source<'_>, role: &Spanned<String>) -> Result<String, ConfigError> {
+    let name = role.get_ref();
+    if name.is_empty() || name.len() > 63 || name.chars().any(char::is_control) {
+        return Err(source.error(
+            role.span(),
+            "sql.role",
+            "expected a role name (1 to 63 bytes, no control characters)",
+        ));
+    }
+    Ok(name.clone())
 }
 
 fn parse_sha256(text: &str) -> Option<[u8; 32]> {
@@ -1077,6 +1133,58 @@ scopes = ["sql"]
             (4, "tables.events.database")
         );
         assert!(error.message.contains("read-only"), "{error}");
+    }
+
+    #[test]
+    fn the_same_token_twice_is_an_error_naming_both_entries() {
+        let hash: String = Sha256::digest(b"a-long-enough-token-value")
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        for (second, field) in [
+            ("token = \"a-long-enough-token-value\"", "token"),
+            (&*format!("sha256 = \"{}\"", hash.to_uppercase()), "sha256"),
+        ] {
+            let text =
+                format!("{GOOD}\n[[tokens]]\nname = \"copy\"\n{second}\nqueries = [\"*\"]\n");
+            let error = error_for(&text);
+            assert_eq!(
+                (error.line, error.key.as_str()),
+                (29, &*format!("tokens[1].{field}")),
+                "{error}"
+            );
+            assert!(
+                error.message.contains("same token as tokens[0] (\"ops\")"),
+                "{error}"
+            );
+        }
+        let different =
+            format!("{GOOD}\n[[tokens]]\nname = \"other\"\ntoken = \"another-long-token-value\"\n");
+        std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
+        assert_eq!(
+            Config::parse(&different, "good.toml").unwrap().tokens.len(),
+            2
+        );
+    }
+
+    #[test]
+    fn sql_takes_a_role_and_positions_are_kept_for_start_up_checks() {
+        std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
+        let config = Config::parse(
+            &format!("{GOOD}role = \"report \\\"reader\\\"\"\n"),
+            "good.toml",
+        )
+        .unwrap();
+        assert_eq!(config.file, "good.toml");
+        let sql = config.sql.unwrap();
+        assert_eq!(sql.role.as_deref(), Some("report \"reader\""));
+        assert_eq!(sql.line, 25);
+        let query = &config.queries["by_status"];
+        assert_eq!(query.line, 10);
+        assert_eq!((query.params[0].line, query.params[1].line), (12, 13));
+
+        let error = error_for(&format!("{GOOD}role = \"\"\n"));
+        assert_eq!((error.line, error.key.as_str()), (26, "sql.role"));
     }
 
     #[test]

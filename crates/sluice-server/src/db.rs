@@ -8,6 +8,16 @@
 //! idle session is checked without a round trip ([`sluice_postgres::Connection::check_idle`]),
 //! which catches sessions a database restart has ended.
 //!
+//! A pooled session remembers the settings it was given (`statement_timeout`,
+//! `default_transaction_read_only`), so each request sends a `SET` only when it
+//! needs something else than the session's last user, in the message it sends
+//! anyway when nothing changes: none.
+//!
+//! Ad-hoc SQL (`POST /sql`) runs in `BEGIN READ ONLY`, as the `[sql] role` when
+//! one is set (`SET LOCAL ROLE`, gone with the transaction), after
+//! [`crate::privileges::QUERY`] has found the login unprivileged — all in one
+//! message before the statement — on a session that is discarded afterwards.
+//!
 //! SQLite needs no pool of connections (opening a file costs microseconds); a
 //! semaphore of `pool_size` permits bounds concurrent queries instead, with the
 //! same wait-then-503 behaviour.
@@ -41,8 +51,58 @@ pub struct PgManager {
 #[derive(Debug)]
 pub struct PgSession {
     connection: Option<Connection>,
-    /// The `statement_timeout` this session has, so it is only SET when it changes.
-    statement_timeout: Option<Option<Duration>>,
+    /// The settings this session has, so they are only SET when they change;
+    /// `None` when unknown (a new session, or a SET that failed).
+    settings: Option<Settings>,
+}
+
+/// The session settings a request needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Settings {
+    /// `statement_timeout` (`None`: none).
+    statement_timeout: Option<Duration>,
+    /// `default_transaction_read_only = on`; false is the server's default for the
+    /// login (RESET), not a forced `off`.
+    read_only: bool,
+}
+
+impl Settings {
+    /// The SQL that takes a session from `current` to these settings; empty when
+    /// nothing changes.
+    fn sql_from(self, current: Option<Settings>) -> String {
+        let mut statements = Vec::new();
+        if current.map(|current| current.statement_timeout) != Some(self.statement_timeout) {
+            let milliseconds = self
+                .statement_timeout
+                .map_or(0, |timeout| timeout.as_millis());
+            statements.push(format!("SET statement_timeout = {milliseconds}"));
+        }
+        if current.map(|current| current.read_only) != Some(self.read_only) {
+            statements.push(if self.read_only {
+                "SET default_transaction_read_only = on".to_owned()
+            } else {
+                "RESET default_transaction_read_only".to_owned()
+            });
+        }
+        statements.join("; ")
+    }
+
+    /// Gives `connection` these settings, `current` being what it has (updated).
+    async fn apply(
+        self,
+        connection: &mut Connection,
+        current: &mut Option<Settings>,
+    ) -> Result<(), Error> {
+        let sql = self.sql_from(*current);
+        if sql.is_empty() {
+            return Ok(());
+        }
+        // Until it succeeded, the session's settings are unknown.
+        *current = None;
+        connection.simple_query(&sql).await?;
+        *current = Some(self);
+        Ok(())
+    }
 }
 
 impl managed::Manager for PgManager {
@@ -53,7 +113,7 @@ impl managed::Manager for PgManager {
         let connection = Connection::connect(&self.config, &Meter::new()).await?;
         Ok(PgSession {
             connection: Some(connection),
-            statement_timeout: None,
+            settings: None,
         })
     }
 
@@ -94,12 +154,20 @@ pub struct Database {
 
 /// How a query runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// A named query from the configuration.
-    Named,
-    /// Ad-hoc SQL: inside a READ ONLY transaction, on a session that is discarded
-    /// afterwards so nothing it changed (settings, roles) outlives the request.
-    ReadOnly,
+pub enum Mode<'a> {
+    /// A named query from the configuration, with `default_transaction_read_only
+    /// = on` when `read_only` (the request may not write), on a pooled session.
+    Named {
+        /// The request may not write.
+        read_only: bool,
+    },
+    /// Ad-hoc SQL: inside a READ ONLY transaction, as `role` when given, once the
+    /// login is found unprivileged, on a session that is discarded afterwards so
+    /// nothing it changed (settings, roles) outlives the request.
+    ReadOnly {
+        /// `SET LOCAL ROLE` to this role first.
+        role: Option<&'a str>,
+    },
 }
 
 /// Why a query did not start.
@@ -111,6 +179,26 @@ pub enum StartError {
     Unavailable(Error),
     /// The database refused the query (bad SQL, a parameter it cannot convert, …).
     Query(Error),
+    /// Ad-hoc SQL may not run here.
+    Refused(Refusal),
+}
+
+/// Why ad-hoc SQL may not run on a database.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The login may do what read-only transactions do not stop.
+    Privileged(crate::privileges::Privileges),
+    /// `SET ROLE` to the `[sql] role` failed (no such role, or the login is not a member).
+    Role(Error),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Privileged(privileges) => write!(f, "{privileges}"),
+            Refusal::Role(error) => write!(f, "SET ROLE failed: {error}"),
+        }
+    }
 }
 
 fn classify(error: Error) -> StartError {
@@ -197,7 +285,7 @@ impl Database {
                 "select 1",
                 Vec::new(),
                 Some(Duration::from_secs(2)),
-                Mode::Named,
+                Mode::Named { read_only: true },
             )
             .await?;
         while source.next_batch().await.map_err(classify)?.is_some() {}
@@ -212,28 +300,24 @@ impl Database {
         sql: &str,
         params: Vec<Option<Typed>>,
         statement_timeout: Option<Duration>,
-        mode: Mode,
+        mode: Mode<'_>,
     ) -> Result<Source, StartError> {
         match &self.pool {
             Pool::Postgres { pool, config } => {
                 let (mut session, mut connection) = checkout(pool).await?;
-                let milliseconds = statement_timeout.map_or(0, |timeout| timeout.as_millis());
                 match mode {
-                    Mode::Named if session.statement_timeout != Some(statement_timeout) => {
-                        connection
-                            .simple_query(&format!("SET statement_timeout = {milliseconds}"))
+                    Mode::Named { read_only } => {
+                        let wanted = Settings {
+                            statement_timeout,
+                            read_only,
+                        };
+                        wanted
+                            .apply(&mut connection, &mut session.settings)
                             .await
                             .map_err(classify)?;
-                        session.statement_timeout = Some(statement_timeout);
                     }
-                    Mode::Named => {}
-                    Mode::ReadOnly => {
-                        connection
-                            .simple_query(&format!(
-                                "BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}"
-                            ))
-                            .await
-                            .map_err(classify)?;
+                    Mode::ReadOnly { role } => {
+                        begin_ad_hoc(&mut connection, statement_timeout, role).await?;
                     }
                 }
                 let meter = connection.meter().clone();
@@ -256,7 +340,7 @@ impl Database {
                         session,
                         cancel,
                         config: config.clone(),
-                        reuse: mode == Mode::Named,
+                        reuse: matches!(mode, Mode::Named { .. }),
                     },
                     meter: Some((meter, meter_start)),
                 })
@@ -321,6 +405,66 @@ impl Drop for Waiter<'_> {
     }
 }
 
+/// Opens the READ ONLY transaction of an ad-hoc statement, as `role` if given,
+/// and checks the login in the same message (see [`crate::privileges`]). The
+/// check's `SELECT` also takes the transaction's first snapshot, after which the
+/// statement can no longer make it read-write (`SET TRANSACTION READ WRITE`).
+async fn begin_ad_hoc(
+    connection: &mut Connection,
+    statement_timeout: Option<Duration>,
+    role: Option<&str>,
+) -> Result<(), StartError> {
+    let rows = connection
+        .simple_query(&ad_hoc_setup(statement_timeout, role))
+        .await
+        .map_err(|error| match error.kind() {
+            // BEGIN and SET LOCAL statement_timeout cannot fail: it is the role.
+            ErrorKind::Database => StartError::Refused(Refusal::Role(error)),
+            _ => classify(error),
+        })?;
+    let privileges = crate::privileges::Privileges::from_rows(&rows);
+    if privileges.is_safe() {
+        Ok(())
+    } else {
+        Err(StartError::Refused(Refusal::Privileged(privileges)))
+    }
+}
+
+/// The statements [`begin_ad_hoc`] sends, as one simple query.
+fn ad_hoc_setup(statement_timeout: Option<Duration>, role: Option<&str>) -> String {
+    let milliseconds = statement_timeout.map_or(0, |timeout| timeout.as_millis());
+    let mut sql = format!("BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}; ");
+    if let Some(role) = role {
+        sql.push_str(&format!(
+            "SET LOCAL ROLE {}; ",
+            crate::privileges::quote_identifier(role)
+        ));
+    }
+    sql.push_str(&crate::privileges::QUERY);
+    sql
+}
+
+/// [`Database::describe`] for SQLite.
+fn describe_sqlite(path: &std::path::Path, sql: &str) -> Result<Described, StartError> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let connection = rusqlite::Connection::open_with_flags(path, flags).map_err(|error| {
+        StartError::Unavailable(Error::new(
+            ErrorKind::Connect,
+            format!("cannot open SQLite database {}: {error}", path.display()),
+        ))
+    })?;
+    let statement = connection
+        .prepare(sql)
+        .map_err(|error| StartError::Query(Error::new(ErrorKind::Config, error.to_string())))?;
+    Ok(Described::Sqlite {
+        parameters: statement.parameter_count(),
+        read_only: statement.readonly(),
+    })
+}
+
 /// Takes a session out of `pool`, waiting up to `pool_wait`.
 async fn checkout(
     pool: &managed::Pool<PgManager>,
@@ -351,7 +495,66 @@ async fn checkout(
     Ok((session, connection))
 }
 
+/// What a database says of a statement it prepared without running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Described {
+    /// PostgreSQL: the type OID it inferred for each parameter, `$1` first.
+    Postgres(Vec<u32>),
+    /// SQLite: its number of parameters (the highest `?n`), and whether it only reads.
+    Sqlite {
+        /// The highest parameter number.
+        parameters: usize,
+        /// False for a statement that would write.
+        read_only: bool,
+    },
+}
+
 impl Database {
+    /// Prepares `sql` without running it (PostgreSQL: Parse and Describe on a
+    /// pooled session; SQLite: on the file, opened read-only). A statement the
+    /// database refuses is `StartError::Query`.
+    pub async fn describe(&self, sql: &str) -> Result<Described, StartError> {
+        match &self.pool {
+            Pool::Postgres { pool, .. } => {
+                let (mut session, mut connection) = checkout(pool).await?;
+                let described = connection.parameter_types(sql).await;
+                if described.is_ok()
+                    || described
+                        .as_ref()
+                        .is_err_and(|error| error.kind() == ErrorKind::Database)
+                {
+                    // The session is idle again (also after the server refused
+                    // the SQL): back to the pool.
+                    session.connection = Some(connection);
+                }
+                described.map(Described::Postgres).map_err(classify)
+            }
+            Pool::Sqlite { path, .. } => {
+                let path = path.clone();
+                let sql = sql.to_owned();
+                tokio::task::spawn_blocking(move || describe_sqlite(&path, &sql))
+                    .await
+                    .map_err(|error| {
+                        StartError::Unavailable(Error::new(ErrorKind::Io, error.to_string()))
+                    })?
+            }
+        }
+    }
+
+    /// Sets up a session as `POST /sql` does (as `role`, with the login checked),
+    /// then closes it: `Refused` says why ad-hoc SQL could not run here. SQLite,
+    /// opened read-only with no server behind it, passes.
+    pub async fn check_ad_hoc(&self, role: Option<&str>) -> Result<(), StartError> {
+        let Pool::Postgres { pool, .. } = &self.pool else {
+            return Ok(());
+        };
+        // The session's slot stays empty, so the pool discards it.
+        let (_session, mut connection) = checkout(pool).await?;
+        let checked = begin_ad_hoc(&mut connection, Some(Duration::from_secs(10)), role).await;
+        connection.close().await;
+        checked
+    }
+
     /// A PostgreSQL session held for one request that drives the connection
     /// itself (an import, a batch of calls), waiting up to `pool_wait` for it;
     /// `None` for SQLite, which is served read-only.
@@ -391,32 +594,23 @@ impl Session {
         })
     }
 
-    /// Sets the session's `statement_timeout` (a round trip only when it changes),
-    /// plus `extra` settings (`SET …` statements) in the same message.
+    /// Gives the session this `statement_timeout` and, when `read_only`,
+    /// `default_transaction_read_only = on` (else the login's default); a round
+    /// trip only when the session had other settings.
     pub async fn prepare(
         &mut self,
         statement_timeout: Option<Duration>,
-        extra: &str,
+        read_only: bool,
     ) -> Result<(), Error> {
-        let mut sql = String::new();
-        if self.object.statement_timeout != Some(statement_timeout) {
-            let milliseconds = statement_timeout.map_or(0, |timeout| timeout.as_millis());
-            sql = format!("SET statement_timeout = {milliseconds}");
-        }
-        if !extra.is_empty() {
-            if !sql.is_empty() {
-                sql.push_str("; ");
-            }
-            sql.push_str(extra);
-        }
-        if sql.is_empty() {
-            return Ok(());
-        }
-        // Until it succeeded, the session's timeout is unknown.
-        self.object.statement_timeout = None;
-        self.connection().simple_query(&sql).await?;
-        self.object.statement_timeout = Some(statement_timeout);
-        Ok(())
+        let wanted = Settings {
+            statement_timeout,
+            read_only,
+        };
+        let connection = self
+            .connection
+            .as_mut()
+            .expect("the connection is only taken by release");
+        wanted.apply(connection, &mut self.object.settings).await
     }
 
     /// The request is done and the session idle: back to the pool.

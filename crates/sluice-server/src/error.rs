@@ -93,6 +93,10 @@ impl AppError {
                 AppError::Unavailable("the database is unavailable; retry shortly".into())
             }
             StartError::Query(error) => AppError::from_query(error, ad_hoc),
+            // A configuration problem, not the client's: the log says which.
+            StartError::Refused(refusal) => {
+                AppError::Internal(format!("POST /sql refused: {refusal}"))
+            }
         }
     }
 
@@ -164,6 +168,8 @@ fn database_status(error: &Error, ad_hoc: bool) -> StatusCode {
         // Syntax and access rule violations: the client's in ad-hoc SQL, a broken
         // named query otherwise. `25006` is a write in a read-only transaction.
         "42" | "25" if ad_hoc => StatusCode::BAD_REQUEST,
+        // A named query that writes, run by a token without scope `write`.
+        "25" if code == "25006" => StatusCode::FORBIDDEN,
         "57" if code == "57014" => StatusCode::GATEWAY_TIMEOUT,
         "08" | "53" | "57" => StatusCode::SERVICE_UNAVAILABLE,
         "40" => StatusCode::SERVICE_UNAVAILABLE,

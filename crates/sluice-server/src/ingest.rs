@@ -395,7 +395,7 @@ async fn import_body(
     let mut session = session.map_err(|error| AppError::from_start(error, false))?;
     let result = async {
         session
-            .prepare(table.statement_timeout, "")
+            .prepare(table.statement_timeout, false)
             .await
             .map_err(|error| AppError::from_query(error, false))?;
         let info = describe_table(session.connection(), &table.table)

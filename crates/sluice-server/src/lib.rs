@@ -14,7 +14,9 @@
 //! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
 //! - [`batch`]: `POST /queries/{name}/batch`, many calls of a named query, pipelined;
 //! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
-//!   bearer tokens; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
+//!   bearer tokens and the `Host` check; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
+//! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
+//!   [`privileges`]: what makes a login unfit for ad-hoc SQL;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
 //!   [`connection`]: one connection, its timeouts and its reset on a cut body;
 //! - [`demo`]: the zero-setup SQLite demo.
@@ -23,6 +25,7 @@
 pub mod app;
 pub mod auth;
 pub mod batch;
+pub mod checks;
 pub mod config;
 pub mod connection;
 pub mod db;
@@ -32,6 +35,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+pub mod privileges;
 pub mod server;
 pub mod stream;
 pub mod uri;

@@ -27,7 +27,7 @@ params = [{ name = "n", type = "int", required = true }]
 async fn start_reading(address: std::net::SocketAddr, path: &str, want: usize) -> TcpStream {
     let mut socket = TcpStream::connect(address).await.unwrap();
     socket
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .unwrap();
     let mut received = Vec::new();

@@ -324,6 +324,8 @@ async fn gzip_and_zstd_are_used_when_asked_for() {
 #[tokio::test]
 async fn tokens_give_401_without_a_valid_one_and_403_without_the_right() {
     let db = TestDb::new();
+    // [sql] refuses a privileged login: the gateway logs in as a plain role.
+    let gateway = db.create_role("gateway");
     std::env::set_var("SLUICE_TEST_ADMIN_TOKEN", "admin-token-0123456789");
     let reader_hash: String = sha2::Digest::finalize(sha2::Digest::chain_update(
         sha2::Sha256::default(),
@@ -333,7 +335,7 @@ async fn tokens_give_401_without_a_valid_one_and_403_without_the_right() {
     .map(|byte| format!("{byte:02x}"))
     .collect();
     let config = postgres_config(
-        db.url(),
+        &gateway.url,
         "",
         &format!(
             r#"
@@ -415,7 +417,10 @@ queries = ["one"]
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(body(response).await.unwrap(), b"{\"n\":42}\n");
     // Always read-only, whatever the SQL tries.
-    db.execute("create table t (a int)");
+    db.execute(&format!(
+        "create table t (a int); grant insert on t to {}",
+        gateway.name
+    ));
     let response = oneshot(
         &state,
         sql(

@@ -143,7 +143,7 @@ async fn a_client_leaving_a_sqlite_stream_frees_its_slot() {
     for _ in 0..20 {
         let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
         socket
-            .write_all(b"GET /queries/payment_events HTTP/1.1\r\nHost: test\r\n\r\n")
+            .write_all(b"GET /queries/payment_events HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .unwrap();
         let mut buffer = vec![0u8; 16 * 1024];
@@ -197,4 +197,46 @@ async fn concurrent_clients_get_identical_bodies() {
         ROWS
     );
     let _ = stop.send(());
+}
+
+#[tokio::test]
+async fn sqlite_named_queries_are_prepared_and_compared_at_start_up() {
+    let (_directory, path, demo) = demo_state(None);
+    assert!(demo.check_databases().await.problems.is_empty());
+    let text = format!(
+        r#"[databases.demo]
+sqlite = {}
+
+[queries.extra]
+sql = "select id from payment_events where id = ?1 or id = ?2"
+params = [{{ name = "id", type = "int" }}]
+
+[queries.broken]
+sql = "select x from nowhere"
+
+[queries.writes]
+sql = "delete from payment_events where id = ?1"
+params = [{{ name = "id", type = "int" }}]
+"#,
+        quoted(&path.display().to_string())
+    );
+    let config = sluice_server::Config::parse(&text, "demo.toml").unwrap();
+    let report = AppState::new(config).check_databases().await;
+    let found: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found[0].starts_with(
+            "demo.toml:9: queries.broken.sql: the database refuses this SQL: no such table"
+        ),
+        "{}",
+        found[0]
+    );
+    assert_eq!(
+        found[1],
+        "demo.toml:5: queries.extra.params: the SQL takes 2 parameters (?1 to ?2), but 1 is declared"
+    );
+    assert_eq!(
+        found[2],
+        "demo.toml:12: queries.writes.sql: this SQL writes, but SQLite databases are served read-only"
+    );
 }
