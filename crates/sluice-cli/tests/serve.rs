@@ -398,7 +398,7 @@ fn clients_leaving_while_queued_for_a_connection_are_logged_and_counted() {
             let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
             tokio::io::AsyncWriteExt::write_all(
                 &mut socket,
-                b"GET /queries/queued HTTP/1.1\r\nHost: test\r\n\r\n",
+                b"GET /queries/queued HTTP/1.1\r\nHost: localhost\r\n\r\n",
             )
             .await
             .unwrap();

@@ -145,8 +145,8 @@ async fn a_thousand_calls_come_back_in_order_in_few_round_trips() {
     );
     // Prepare once, pipeline the calls: a constant handful of trips, not 1,000.
     let trips = round_trips(&state, "thousand_add").await;
-    // README: 1,000 calls cost 5 round trips (session settings, prepare, the whole
-    // pipeline from BEGIN to COMMIT, closing the statement, resetting the session).
+    // README: 1,000 calls cost 5 round trips, the whole pipeline from BEGIN to
+    // COMMIT being one of them.
     assert_eq!(trips, 5, "round trips for 1,000 calls");
 
     // Statements without rows report the affected count; blank lines are skipped

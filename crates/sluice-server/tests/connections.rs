@@ -101,7 +101,7 @@ async fn a_failure_mid_stream_resets_the_connection_for_http_1_0_and_1_1() {
         let mut socket = TcpStream::connect(address).await.unwrap();
         socket
             .write_all(
-                format!("GET /queries/divide?zero_at=500000 {version}\r\nHost: test\r\n\r\n")
+                format!("GET /queries/divide?zero_at=500000 {version}\r\nHost: localhost\r\n\r\n")
                     .as_bytes(),
             )
             .await
@@ -235,7 +235,11 @@ async fn partial_request_heads_are_closed_after_the_header_read_timeout() {
     assert!(closed >= CONNECTIONS as f64, "{closed}");
     // A client that sends its head in pieces, each within the limit, is served.
     let mut socket = TcpStream::connect(address).await.unwrap();
-    for piece in ["GET /openapi.json HT", "TP/1.1\r\nHost: test\r\n", "\r\n"] {
+    for piece in [
+        "GET /openapi.json HT",
+        "TP/1.1\r\nHost: localhost\r\n",
+        "\r\n",
+    ] {
         socket.write_all(piece.as_bytes()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -249,7 +253,7 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() 
     let (_db, address, stop) =
         start("header_read_timeout = \"500ms\"\nkeep_alive_timeout = \"3s\"").await;
     let mut socket = TcpStream::connect(address).await.unwrap();
-    let request = b"GET /openapi.json HTTP/1.1\r\nHost: test\r\n\r\n";
+    let request = b"GET /openapi.json HTTP/1.1\r\nHost: localhost\r\n\r\n";
     socket.write_all(request).await.unwrap();
     let (head, _) = read_response(&mut socket).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
