@@ -219,8 +219,13 @@ fn export_with_stats(
 fn head_closes_the_pipe_and_the_query_is_cancelled() {
     let db = TestDb::new();
     let marker = unique_marker();
-    let sql =
-        format!("select g, repeat('x', 100) from generate_series(1, 50000000) g /* {marker} */");
+    // Half a megabyte of rows, then a backend asleep for a minute: it sends nothing
+    // more, so it would not notice a closed connection by itself. Only sluice's
+    // cancel request can end it within seconds.
+    let sql = format!(
+        "select g, repeat('x', 100), case when g = 5000 then pg_sleep(60) end as nap \
+         from generate_series(1, 10000) g /* {marker} */"
+    );
     let mut sluice = Guarded::spawn(
         sluice()
             .args(["export", "--db", db.url(), "--query", &sql])
@@ -241,7 +246,6 @@ fn head_closes_the_pipe_and_the_query_is_cancelled() {
     );
     let head_stdout = read_all_in_background(head.0.stdout.take().expect("piped stdout"));
 
-    // The server materializes the series before the first row: allow for a busy machine.
     let head_status = head
         .wait_timeout(Duration::from_secs(120))
         .expect("head did not get 3 lines within 120 s");
