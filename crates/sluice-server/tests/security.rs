@@ -503,3 +503,66 @@ async fn a_database_down_at_start_is_checked_once_it_answers() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].key, "queries.extra.params");
 }
+
+#[tokio::test]
+async fn ad_hoc_sql_has_its_statement_timeout_and_never_reuses_a_session() {
+    let db = TestDb::new();
+    let login = db.create_role("timed");
+    let config = postgres_config(
+        &login.url,
+        "pool_size = 1",
+        &format!(
+            "[queries.pid]\nsql = \"select pg_backend_pid() as pid\"\n\
+             [sql]\nstatement_timeout = \"300ms\"\n\
+             [[tokens]]\nname = \"analyst\"\ntoken = \"{ANALYST}\"\nscopes = [\"sql\"]\nqueries = [\"*\"]\n"
+        ),
+    );
+    let state = AppState::new(config);
+    assert!(state.check_databases().await.problems.is_empty());
+
+    let (status, error) = run_sql(&state, "select pg_sleep(30)").await;
+    assert_ne!(status, StatusCode::OK, "{error}");
+    assert_eq!(
+        error["sqlstate"], "57014",
+        "cancelled by the timeout: {error}"
+    );
+
+    // One pooled connection: named queries reuse its session, POST /sql never does.
+    let named_pid = || {
+        let state = state.clone();
+        async move {
+            let response = oneshot(
+                &state,
+                get("/queries/pid", &[("authorization", &bearer(ANALYST))]),
+            )
+            .await;
+            assert_eq!(response.status(), StatusCode::OK);
+            json(response).await["pid"].clone()
+        }
+    };
+    let sql_pid = || {
+        let state = state.clone();
+        async move {
+            let (status, row) = run_sql(&state, "select pg_backend_pid() as pid").await;
+            assert_eq!(status, StatusCode::OK, "{row}");
+            row["pid"].clone()
+        }
+    };
+    let first = named_pid().await;
+    assert_eq!(
+        named_pid().await,
+        first,
+        "a named query's session is reused"
+    );
+    let after_sql = sql_pid().await;
+    assert_ne!(
+        sql_pid().await,
+        after_sql,
+        "each POST /sql gets a new session"
+    );
+    assert_ne!(
+        named_pid().await,
+        after_sql,
+        "and its session is not returned"
+    );
+}
