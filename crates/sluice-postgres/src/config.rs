@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use percent_encoding::percent_decode_str;
 use sluice_core::Error;
 use tokio_postgres::config::{Host, SslMode};
 
@@ -174,7 +175,7 @@ fn setting_value(text: &str, name: &str) -> Option<String> {
             .rsplit('&')
             .filter_map(|pair| pair.split_once('='))
             .find(|(key, _)| *key == name)
-            .map(|(_, value)| percent_decode(value));
+            .map(|(_, value)| percent_decode_str(value).decode_utf8_lossy().into_owned());
     }
     let mut found = None;
     let mut rest = text;
@@ -207,31 +208,6 @@ fn key_value_token(text: &str) -> (String, &str) {
         }
     }
     (value, "")
-}
-
-/// Decodes `%XX` escapes (and `+` is left alone, as in a URL's query).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        let escape = bytes.get(index + 1..index + 3).and_then(|hex| {
-            std::str::from_utf8(hex)
-                .ok()
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        });
-        match (bytes[index], escape) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                index += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 impl Config {
