@@ -20,8 +20,8 @@
 #
 # What it does, in order:
 #   1. makes sure table payment_events holds exactly ROWS rows of generated,
-#      deterministic data (the generator is a verbatim copy of run.sh's, with
-#      the same version marker, so both scripts share the table);
+#      deterministic data (the generator in bench/lib/payment_events.sh, so
+#      run.sh and this script share the table);
 #   2. builds sluice in release mode and makes bench/.venv with psycopg 3;
 #   3. exports the table once, ordered by id, to bench/data/payment_events.csv
 #      (psql \copy, with header) and bench/data/payment_events.ndjson (sluice
@@ -49,58 +49,31 @@ set -euo pipefail
 
 # ---------------------------------------------------------------- settings --
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH="$ROOT/bench"
-URL=${SLUICE_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-ROWS=${ROWS:-1000000}
-REPS=${REPS:-3}
-SCALE_CHECK=${SCALE_CHECK:-0}
-SKIP_BUILD=${SKIP_BUILD:-0}
+LOG_PREFIX=bench
+# Shared settings (URL, ROWS, REPS, SKIP_BUILD, SLUICE, ...), scratch WORK,
+# log, pg, plain TCP, timing and report helpers.
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# The table generator and its settings (SCALE_CHECK, SCALE_ROWS), shared with
+# the other bench scripts.
+# shellcheck source=lib/payment_events.sh
+source "$BENCH/lib/payment_events.sh"
 CONTENT_CHECK=${CONTENT_CHECK:-1}
 EXECUTEMANY_ROWS=${EXECUTEMANY_ROWS:-100000}
 SINGLE_INSERT_ROWS=${SINGLE_INSERT_ROWS:-20000}
-SCALE_ROWS=5000000
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-SLUICE=${SLUICE_BIN:-$TARGET_DIR/release/sluice}
-VENV="$BENCH/.venv"
-DATA="$BENCH/data"          # exported input files (git-ignored)
-RESULTS="$BENCH/results"
 LOAD_TABLE=payment_events_load
-# Bump when the generator SQL changes, so existing tables get regenerated.
-# Keep equal to run.sh's: the marker it writes is checked here and vice versa.
-GEN_VERSION=1
-
-for v in ROWS REPS EXECUTEMANY_ROWS SINGLE_INSERT_ROWS; do
-    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
-done
-LOG_PREFIX=bench
-# Tool checks, URL masking, log, pg, plain TCP, report helpers.
-source "$ROOT/bench/lib/common.sh"
+require_positive_integers ROWS REPS EXECUTEMANY_ROWS SINGLE_INSERT_ROWS
 # A prefix can't be longer than the file.
 (( EXECUTEMANY_ROWS <= ROWS )) || EXECUTEMANY_ROWS=$ROWS
 (( SINGLE_INSERT_ROWS <= ROWS )) || SINGLE_INSERT_ROWS=$ROWS
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$DATA" "$RESULTS"
+LOAD_AVG_START=$(load_average)
 
-# The table generator is shared with the other bench scripts.
-source "$ROOT/bench/lib/payment_events.sh"
-
-LOAD_AVG_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
-
-ensure_table payment_events "$ROWS"
-if [[ $SCALE_CHECK == 1 ]]; then
-    SCALE_TABLE=$(table_for "$SCALE_ROWS")
-    ensure_table "$SCALE_TABLE" "$SCALE_ROWS"
-fi
+ensure_tables
 
 # ------------------------------------------------------------------ sluice --
 
-if [[ $SKIP_BUILD != 1 ]]; then
-    log "cargo build --release -p sluice-cli"
-    (cd "$ROOT" && cargo build --release -p sluice-cli)
-fi
+build_sluice
 # Unlike run.sh, sluice is required: it writes the NDJSON input every other
 # variant reads, and it is what this benchmark is about.
 if ! [[ -x $SLUICE ]] || ! "$SLUICE" import --help >/dev/null 2>&1; then
@@ -110,13 +83,7 @@ fi
 
 # ---------------------------------------------------------------- psycopg --
 
-PY="$VENV/bin/python"
-if ! [[ -x $PY ]] || ! "$PY" -c 'import psycopg' 2>/dev/null; then
-    log "creating $VENV with psycopg[binary]"
-    "${PYTHON:-python3}" -m venv "$VENV"
-    "$PY" -m pip install --quiet 'psycopg[binary]>=3.1,<4'
-fi
-PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
+ensure_psycopg
 PSYCOPG_PIPELINE=$("$PY" -c 'import psycopg; print("yes" if psycopg.Pipeline.is_supported() else "no")')
 
 # ------------------------------------------------------------- input files --
@@ -229,6 +196,9 @@ cmd_for() {
                                   --method insert --batch-size 1) ;;
     esac
 }
+# shown_command KEY: cmd_for as the report shows it, with a literal $URL.
+# shellcheck disable=SC2016,SC2317  # a literal $URL on purpose; called by commands_block, in a subshell
+shown_command() { URL='$URL'; cmd_for "$1" "$LOAD_TABLE" "$NDJSON"; }
 is_sluice() { [[ $1 == sluice_* ]]; }
 # factor KEY: ROWS / rows the variant loads (1 unless it loads a prefix).
 factor() { awk -v a="$ROWS" -v b="${N_FOR[$1]}" 'BEGIN { print a / b }'; }
@@ -237,19 +207,16 @@ declare -A STATUS=()   # key -> "" (ok) | "FAILED: why"
 declare -A STATS=()    # key.table -> --stats stderr of the last run
 for key in "${VARIANTS[@]}"; do STATUS[$key]=""; done
 
-# stat_of FILE NAME: the value of the `NAME: value` line of a --stats output.
-stat_of() { sed -n "s/^$2: //p" "$1" | head -n 1; }
-
 # timed KEY TARGET NDJSON WANT CHECK: reset TARGET, one run under GNU time
 # (appends "elapsed_s max_rss_kb" to $WORK/KEY.TARGET.samples), then count the
 # rows in TARGET, and with CHECK=1 compare them with the source rows 1..WANT.
 timed() {
-    local key=$1 target=$2 ndjson=$3 want=$4 check=$5 tf="$WORK/time.out"
+    local key=$1 target=$2 ndjson=$3 want=$4 check=$5
     local err="$WORK/$key.$target.err" have bad source
     reset "$target"
     cmd_for "$key" "$target" "$ndjson"
-    if ! /usr/bin/time -f '%e %M' -o "$tf" "${CMD[@]}" >/dev/null 2>"$err"; then
-        STATUS[$key]="FAILED: $(head -n 1 "$tf") ($(tail -n 1 "$err"))"
+    if ! timed_run "${CMD[@]}" 2>"$err"; then
+        STATUS[$key]="FAILED: $(head -n 1 "$TIME_FILE") ($(tail -n 1 "$err"))"
         log "$key: ${STATUS[$key]}"
         return
     fi
@@ -272,7 +239,7 @@ timed() {
             return
         fi
     fi
-    tail -n 1 "$tf" >>"$WORK/$key.$target.samples"
+    echo "$TIME_SAMPLE" >>"$WORK/$key.$target.samples"
 }
 
 # Warm-up: the input files into the page cache, and one untimed reference load
@@ -295,14 +262,6 @@ for (( rep = 1; rep <= REPS; rep++ )); do
         timed "$key" "$LOAD_TABLE" "$NDJSON" "${N_FOR[$key]}" "$check"
     done
 done
-
-# median COLUMN FILE: median of one column of a samples file (mean of the
-# middle two for an even count).
-median() {
-    awk -v c="$1" '{ print $c }' "$2" | sort -g | awk '
-        { v[NR] = $1 }
-        END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 # ------------------------------------------------------------- scale check --
 
@@ -333,21 +292,10 @@ if [[ -s $WORK/psql.$LOAD_TABLE.samples ]]; then
     REF_S=$(median 1 "$WORK/psql.$LOAD_TABLE.samples")
 fi
 
-PG_VERSION=$(pg -c 'show server_version')
-PG_SETTINGS=$(pg -c "select string_agg(name || '=' || setting || coalesce(unit, ''), ', ' order by name) from pg_settings
-                     where name in ('shared_buffers', 'max_wal_size', 'wal_level', 'synchronous_commit', 'fsync', 'full_page_writes', 'wal_compression')")
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-MEM_GB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true)
-LOAD_AVG_END=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
-GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
-GIT_DIRTY=""
-if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then GIT_DIRTY=" (with uncommitted changes)"; fi
-REPRO="SLUICE_BENCH_PG_URL='$URL_SHOWN' ROWS=$ROWS REPS=$REPS"
-[[ $SCALE_CHECK == 1 ]] && REPRO+=" SCALE_CHECK=1"
-[[ $EXECUTEMANY_ROWS != 100000 ]] && REPRO+=" EXECUTEMANY_ROWS=$EXECUTEMANY_ROWS"
-[[ $SINGLE_INSERT_ROWS != 20000 ]] && REPRO+=" SINGLE_INSERT_ROWS=$SINGLE_INSERT_ROWS"
-[[ -n ${SLUICE_BIN:-} ]] && REPRO+=" SLUICE_BIN='$SLUICE_BIN'"
-REPRO+=" bash bench/import.sh"
+SETTINGS="ROWS=$ROWS REPS=$REPS"
+[[ $SCALE_CHECK == 1 ]] && SETTINGS+=" SCALE_CHECK=1"
+[[ $EXECUTEMANY_ROWS != 100000 ]] && SETTINGS+=" EXECUTEMANY_ROWS=$EXECUTEMANY_ROWS"
+[[ $SINGLE_INSERT_ROWS != 20000 ]] && SETTINGS+=" SINGLE_INSERT_ROWS=$SINGLE_INSERT_ROWS"
 DATE=$(date -u +%Y-%m-%d)
 REPORT="$RESULTS/import-$DATE.md"
 FAILED=0
@@ -366,10 +314,10 @@ FAILED=0
         f=$(factor "$key")
         trips="—"
         if is_sluice "$key" && [[ -n ${STATS[$key.$LOAD_TABLE]:-} ]]; then
-            printf '%s\n' "${STATS[$key.$LOAD_TABLE]}" >"$WORK/stats.tmp"
-            total=$(stat_of "$WORK/stats.tmp" 'round trips')
-            connect=$(stat_of "$WORK/stats.tmp" 'round trips connecting')
-            query=$(stat_of "$WORK/stats.tmp" 'round trips for the query')
+            stats=${STATS[$key.$LOAD_TABLE]}
+            total=$(stat_of "$stats" 'round trips')
+            connect=$(stat_of "$stats" 'round trips connecting')
+            query=$(stat_of "$stats" 'round trips for the query')
             if [[ $n == "$ROWS" ]]; then
                 trips=$(fmt_int "${total:-?}")
             elif [[ -n $connect && -n $query ]]; then
@@ -396,9 +344,7 @@ FAILED=0
         if [[ $n != "$ROWS" ]]; then
             note+=" (median $(printf '%.2f' "$measured") s) and scaled ×$f linearly to $(fmt_int "$ROWS"); round trips scaled the same way (connecting + query × $f); RSS as measured on the prefix"
         fi
-        ratio="?"
-        [[ -n $REF_S ]] && ratio=$(awk -v a="$s" -v b="$REF_S" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "?" }')
-        printf '| %s | %.2f | %s | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$ratio" "$(mb "$(median 2 "$samples")")" "$trips" "$note"
+        printf '| %s | %.2f | %s | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$(ratio_of "$s" "$REF_S")" "$(mb "$(median 2 "$samples")")" "$trips" "$note"
     done
     echo
 
@@ -408,79 +354,34 @@ FAILED=0
         s1="$WORK/sluice_ndjson.$LOAD_TABLE.samples"
         s5="$WORK/sluice_ndjson.$SCALE_LOAD_TABLE.samples"
         if [[ -z $SCALE_VERDICT && -s $s1 && -s $s5 ]]; then
-            r1=$(median 2 "$s1"); r5=$(median 2 "$s5")
             echo "\`$SCALE_TABLE\` exported to NDJSON ($(du -m "$DATA/$SCALE_TABLE.ndjson" | cut -f1) MB) and loaded into an empty \`$SCALE_LOAD_TABLE\`, $REPS runs."
             echo
-            echo "| rows | median s | peak RSS MB |"
-            echo "| ---: | ---: | ---: |"
-            printf '| %s | %.2f | %s |\n' "$(fmt_int "$ROWS")" "$(median 1 "$s1")" "$(mb "$r1")"
-            printf '| %s | %.2f | %s |\n' "$(fmt_int "$SCALE_ROWS")" "$(median 1 "$s5")" "$(mb "$r5")"
-            # "Flat": at most 25% or 8 MB (allocator noise) above, whichever
-            # is larger. Anything proportional to rows would be ~5x. (As run.sh.)
-            if awk -v a="$r1" -v b="$r5" 'BEGIN { exit !(b <= a * 1.25 || b - a <= 8192) }'; then
-                SCALE_VERDICT="flat: peak RSS at $SCALE_ROWS rows is $(awk -v a="$r1" -v b="$r5" 'BEGIN { printf "%.2f", b / a }')× that at $ROWS rows"
-            else
-                SCALE_VERDICT="NOT FLAT: peak RSS at $SCALE_ROWS rows is $(awk -v a="$r1" -v b="$r5" 'BEGIN { printf "%.2f", b / a }')× that at $ROWS rows"
-            fi
+            flatness_table "$s1" "$s5" "$(fmt_int "$ROWS")" "$(fmt_int "$SCALE_ROWS")"
             echo
         fi
         echo "Verdict: ${SCALE_VERDICT:-no data}"
         echo
     fi
 
-    echo "## Machine"
-    echo
-    echo "- CPUs (nproc): $(nproc)${CPU:+ — $CPU}"
-    [[ -n $MEM_GB ]] && echo "- memory: $MEM_GB GiB"
-    echo "- kernel: $(uname -sr)"
-    echo "- load average (1/5/15 min) at start: $LOAD_AVG_START; at end: $LOAD_AVG_END"
-    echo "- PostgreSQL server: $PG_VERSION, at $URL_SHOWN (client and server on the same machine unless the URL says otherwise); $PG_SETTINGS"
-    echo "- psql: $(psql --version)"
-    echo "- sluice: $GIT_REV$GIT_DIRTY, ${SLUICE#"$ROOT"/}"
-    echo "- Python: $("$PY" --version 2>&1), psycopg $PSYCOPG_VERSION ($("$PY" -c 'import psycopg; print(psycopg.pq.__impl__)') implementation, libpq $("$PY" -c 'import psycopg; v = psycopg.pq.version(); print(f"{v // 10000}.{v % 100}")'))"
-    echo
-    echo "## Reproduce"
-    echo
-    echo '```'
-    echo "$REPRO"
-    echo '```'
+    machine_section --load-average --psycopg-detail --pg-settings \
+        'shared_buffers max_wal_size wal_level synchronous_commit fsync full_page_writes wal_compression'
+    reproduce_section import.sh "$SETTINGS"
     echo
     echo "## Commands timed"
     echo
-    echo '```'
-    for key in "${VARIANTS[@]}"; do
-        printf '%-20s' "$key:"
-        # With a literal $URL in place of the URL (no password in the file)
-        # and paths relative to the repository root.
-        # shellcheck disable=SC2016  # a literal $URL on purpose
-        ( URL='$URL'; cmd_for "$key" "$LOAD_TABLE" "$NDJSON"; shell_words "${CMD[@]}" ) | sed "s#$ROOT/##g"
-        echo
-    done
-    echo '```'
+    commands_block shown_command "${VARIANTS[@]}"
     echo
-    echo "## Raw samples (elapsed s, max RSS KB)"
-    echo
-    for f in "$WORK"/*.samples; do
-        [[ -e $f ]] || continue
-        name=$(basename "$f" .samples)
-        echo "- $name: $(awk '{ printf "%s%s s / %s KB", (NR > 1 ? "; " : ""), $1, $2 }' "$f")"
-    done
+    raw_samples_section "$WORK"/*.samples
     for key in "${VARIANTS[@]}"; do
         for target in "$LOAD_TABLE" "$SCALE_LOAD_TABLE"; do
             if [[ -n ${STATS[$key.$target]:-} ]]; then
-                echo
-                echo "\`--stats\` of $key into $target (last run):"
-                echo
-                echo '```'
-                echo "${STATS[$key.$target]}"
-                echo '```'
+                stats_block "\`--stats\` of $key into $target (last run):" "${STATS[$key.$target]}"
             fi
         done
     done
 } >"$REPORT"
 
-cat "$REPORT"
-log "written to ${REPORT#"$ROOT"/}"
+show_report "$REPORT"
 
 if (( FAILED )) || [[ $SCALE_VERDICT == FAILED* ]]; then exit 1; fi
 if [[ $SCALE_VERDICT == NOT* ]]; then exit 3; fi

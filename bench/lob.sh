@@ -69,44 +69,29 @@ set -euo pipefail
 
 # ---------------------------------------------------------------- settings --
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH="$ROOT/bench"
-URL=${SLUICE_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-REPS=${REPS:-3}
+LOG_PREFIX=lob-bench
+# Shared settings (URL, REPS, SKIP_BUILD, SLUICE, ...), scratch WORK, log, pg,
+# plain TCP, timing and report helpers.
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 HUGE_REPS=${HUGE_REPS:-$REPS}
 HUGE=${HUGE:-1}
-SKIP_BUILD=${SKIP_BUILD:-0}
 PROXY_PORT=${PROXY_PORT:-6498}
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-SLUICE=${SLUICE_BIN:-$TARGET_DIR/release/sluice}
-VENV="$BENCH/.venv"
-DATA="$BENCH/data"          # scratch output for the checks (git-ignored)
-RESULTS="$BENCH/results"
 LOB_ROWS=10000
 HUGE_HALF=750000000         # bytes of each half of the big object
 HUGE_BYTES=$((2 * HUGE_HALF))
 PSYCOPG_PIECE=$((64 * 1024 * 1024))
 # Bump when the generator SQL changes, so existing tables get regenerated.
 LOB_GEN_VERSION=1
+require_positive_integers REPS HUGE_REPS PROXY_PORT
 
-for v in REPS HUGE_REPS PROXY_PORT; do
-    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer" >&2; exit 2; }
-done
-LOG_PREFIX=lob-bench
-# Tool checks, URL masking, log, pg, plain TCP, report helpers.
-source "$ROOT/bench/lib/common.sh"
+LOAD_AVG_START=$(load_average)
 
-LOAD_AVG_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
-
-WORK=$(mktemp -d)
 PROXY_PID=
-# shellcheck disable=SC2317  # called by the trap
-cleanup() {
+# shellcheck disable=SC2317  # called on exit by common.sh
+stop_background() {
     if [[ -n $PROXY_PID ]]; then kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
 }
-trap cleanup EXIT
-mkdir -p "$DATA" "$RESULTS"
 
 # ----------------------------------------------------------- test tables --
 
@@ -200,10 +185,7 @@ ensure_lob_bench
 
 # ------------------------------------------------------------------ sluice --
 
-if [[ $SKIP_BUILD != 1 ]]; then
-    log "cargo build --release -p sluice-cli"
-    (cd "$ROOT" && cargo build --release -p sluice-cli)
-fi
+build_sluice
 # sluice is required: it is what this benchmark is about, and its proxy
 # counts the other clients' round trips.
 if ! [[ -x $SLUICE ]] || ! "$SLUICE" export --help 2>/dev/null | grep -q -- '--lob'; then
@@ -213,13 +195,7 @@ fi
 
 # ---------------------------------------------------------------- psycopg --
 
-PY="$VENV/bin/python"
-if ! [[ -x $PY ]] || ! "$PY" -c 'import psycopg' 2>/dev/null; then
-    log "creating $VENV with psycopg[binary]"
-    "${PYTHON:-python3}" -m venv "$VENV"
-    "$PY" -m pip install --quiet 'psycopg[binary]>=3.1,<4'
-fi
-PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
+ensure_psycopg
 
 # ------------------------------------------------------------------ proxy --
 
@@ -442,6 +418,9 @@ cmd_for() {
                               --query "select id, doc from lob_huge" --piece "$PSYCOPG_PIECE") ;;
     esac
 }
+# shown_command KEY: cmd_for as the report shows it, with a literal $URL.
+# shellcheck disable=SC2016,SC2317  # a literal $URL on purpose; called by commands_block
+shown_command() { cmd_for "$1" /dev/null '$URL'; }
 is_sluice() { [[ $1 == sluice_* ]]; }
 
 declare -A STATUS=()     # key -> "" (ok) | "FAILED: why"
@@ -451,8 +430,6 @@ declare -A OWN=()        # key -> psycopg_lob.py's own count of queries and fetc
 declare -A OUT_MB=()     # key -> output size of the checked run
 for key in "${VARIANTS[@]}" "${HUGE_VARIANTS[@]}"; do STATUS[$key]=""; PTRIPS[$key]="—"; done
 [[ $HUGE == 0 ]] && HUGE_VARIANTS=()
-
-stat_of() { sed -n "s/^$2: //p" <<<"$1" | head -n 1; }
 
 # checked KEY: one untimed run through the proxy (when there is one), output
 # checked; records the proxy's round trips.
@@ -501,23 +478,16 @@ checked() {
 # timed KEY: one run to /dev/null under GNU time, directly to the server;
 # appends "elapsed_s max_rss_kb" to $WORK/KEY.samples.
 timed() {
-    local key=$1
-    local tf="$WORK/time.out" err="$WORK/$key.run.err"
+    local key=$1 err="$WORK/$1.run.err"
     cmd_for "$key" /dev/null
-    if /usr/bin/time -f '%e %M' -o "$tf" "${CMD[@]}" >/dev/null 2>"$err"; then
-        tail -n 1 "$tf" >>"$WORK/$key.samples"
+    if timed_run "${CMD[@]}" 2>"$err"; then
+        echo "$TIME_SAMPLE" >>"$WORK/$key.samples"
         if is_sluice "$key"; then STATS[$key]=$(cat "$err"); fi
     else
         STATUS[$key]="FAILED: timed run exited non-zero ($(tail -n 1 "$err"))"
         log "$key: ${STATUS[$key]}"
     fi
-    # As in run.sh: an exporter that replaced /dev/null with a regular file
-    # would quietly change every later measurement (and the machine).
-    if [[ ! -c /dev/null ]]; then
-        echo "ABORT: /dev/null is no longer a character device after '$key';" \
-             "restore it with: rm -f /dev/null && mknod -m 666 /dev/null c 1 3" >&2
-        exit 4
-    fi
+    assert_dev_null "$key"
 }
 
 # Checked runs first; they warm every variant too (binaries, Python imports,
@@ -548,14 +518,6 @@ for (( rep = 1; rep <= HUGE_REPS; rep++ )); do
     done
 done
 
-# median COLUMN FILE: median of one column of a samples file (mean of the
-# middle two for an even count).
-median() {
-    awk -v c="$1" '{ print $c }' "$2" | sort -g | awk '
-        { v[NR] = $1 }
-        END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # ---------------------------------------------------------------- report --
 
 # trips_of KEY: the round-trips cell: sluice's --stats, else the proxy's.
@@ -575,7 +537,7 @@ trips_of() {
 # median.
 FAILED=0
 table_rows() {
-    local base=$1 base_s="" key samples s ratio note
+    local base=$1 base_s="" key samples s note
     shift
     [[ -s $WORK/$base.samples ]] && base_s=$(median 1 "$WORK/$base.samples")
     for key in "$@"; do
@@ -588,9 +550,7 @@ table_rows() {
             continue
         fi
         s=$(median 1 "$samples")
-        ratio="?"
-        [[ -n $base_s ]] && ratio=$(awk -v a="$s" -v b="$base_s" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "?" }')
-        printf '| %s | %.2f | %s | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$ratio" "$(mb "$(median 2 "$samples")")" "$(trips_of "$key")" "$note"
+        printf '| %s | %.2f | %s | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$(ratio_of "$s" "$base_s")" "$(mb "$(median 2 "$samples")")" "$(trips_of "$key")" "$note"
     done
 }
 
@@ -602,21 +562,12 @@ if [[ -z ${STATUS[sluice_lob]} && -s $WORK/sluice_lob.samples && -s $WORK/psql.s
     else VERDICT="MISSED: sluice \`--lob inline\` is ${r}× the reference (target ≤ 1.3×)"; fi
 fi
 
-PG_VERSION=$(pg -c 'show server_version')
-PG_SETTINGS=$(pg -c "select string_agg(name || '=' || setting || coalesce(unit, ''), ', ' order by name) from pg_settings
-                     where name in ('shared_buffers', 'ssl', 'work_mem')")
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-MEM_GB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true)
-LOAD_AVG_END=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
-LIBPQ_SSL=$(pg -c "select case when ssl then 'TLS ' || version else 'no TLS' end from pg_stat_ssl where pid = pg_backend_pid()")
-GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
-GIT_DIRTY=""
-if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then GIT_DIRTY=" (with uncommitted changes)"; fi
-REPRO="SLUICE_BENCH_PG_URL='$URL_SHOWN' REPS=$REPS HUGE_REPS=$HUGE_REPS"
-[[ $HUGE == 0 ]] && REPRO+=" HUGE=0"
-[[ $PGSSLMODE != disable ]] && REPRO+=" PGSSLMODE=$PGSSLMODE"
-[[ -n ${SLUICE_BIN:-} ]] && REPRO+=" SLUICE_BIN='$SLUICE_BIN'"
-REPRO+=" bash bench/lob.sh"
+SETTINGS="REPS=$REPS HUGE_REPS=$HUGE_REPS"
+[[ $HUGE == 0 ]] && SETTINGS+=" HUGE=0"
+[[ $PGSSLMODE != disable ]] && SETTINGS+=" PGSSLMODE=$PGSSLMODE"
+# In variant order (a glob would sort them by name).
+SAMPLE_FILES=()
+for key in "${VARIANTS[@]}" "${HUGE_VARIANTS[@]}"; do SAMPLE_FILES+=("$WORK/$key.samples"); done
 DATE=$(date -u +%Y-%m-%d)
 REPORT="$RESULTS/lob-$DATE.md"
 
@@ -642,36 +593,14 @@ REPORT="$RESULTS/lob-$DATE.md"
         table_rows sluice_huge "${HUGE_VARIANTS[@]}"
         echo
     fi
-    echo "## Machine"
-    echo
-    echo "- CPUs (nproc): $(nproc)${CPU:+ — $CPU}"
-    [[ -n $MEM_GB ]] && echo "- memory: $MEM_GB GiB"
-    echo "- kernel: $(uname -sr)"
-    echo "- load average (1/5/15 min) at start: $LOAD_AVG_START; at end: $LOAD_AVG_END"
-    echo "- PostgreSQL server: $PG_VERSION, at $URL_SHOWN (client and server on the same machine unless the URL says otherwise); $PG_SETTINGS"
-    echo "- connections: sluice without TLS (it has none); psql and psycopg with PGSSLMODE=$PGSSLMODE: $LIBPQ_SSL"
-    echo "- psql: $(psql --version)"
-    echo "- sluice: $GIT_REV$GIT_DIRTY, ${SLUICE#"$ROOT"/}"
-    echo "- Python: $("$PY" --version 2>&1), psycopg $PSYCOPG_VERSION ($("$PY" -c 'import psycopg; print(psycopg.pq.__impl__)') implementation, libpq $("$PY" -c 'import psycopg; v = psycopg.pq.version(); print(f"{v // 10000}.{v % 100}")'))"
-    echo
-    echo "## Reproduce"
-    echo
-    echo '```'
-    echo "$REPRO"
-    echo '```'
+    machine_section --load-average --pg-settings 'shared_buffers ssl work_mem' --tls --psycopg-detail
+    reproduce_section lob.sh "$SETTINGS"
     echo
     echo "## Commands timed"
     echo
     echo "With \`PGSSLMODE=$PGSSLMODE\` in the environment."
     echo
-    echo '```'
-    for key in "${VARIANTS[@]}" "${HUGE_VARIANTS[@]}"; do
-        printf '%-16s' "$key:"
-        # shellcheck disable=SC2016  # a literal $URL on purpose
-        ( cmd_for "$key" /dev/null '$URL'; shell_words "${CMD[@]}" ) | sed "s#$ROOT/##g"
-        echo
-    done
-    echo '```'
+    commands_block shown_command "${VARIANTS[@]}" "${HUGE_VARIANTS[@]}"
     echo
     echo "## Round trips as counted by the proxy (checked run)"
     echo
@@ -683,27 +612,15 @@ REPORT="$RESULTS/lob-$DATE.md"
         echo "$line"
     done
     echo
-    echo "## Raw samples (elapsed s, max RSS KB)"
-    echo
-    for key in "${VARIANTS[@]}" "${HUGE_VARIANTS[@]}"; do
-        f="$WORK/$key.samples"
-        [[ -e $f ]] || continue
-        echo "- $key: $(awk '{ printf "%s%s s / %s KB", (NR > 1 ? "; " : ""), $1, $2 }' "$f")"
-    done
+    raw_samples_section "${SAMPLE_FILES[@]}"
     for key in "${VARIANTS[@]}" "${HUGE_VARIANTS[@]}"; do
         if [[ -n ${STATS[$key]:-} ]]; then
-            echo
-            echo "\`--stats\` of $key (last timed run):"
-            echo
-            echo '```'
-            echo "${STATS[$key]}"
-            echo '```'
+            stats_block "\`--stats\` of $key (last timed run):" "${STATS[$key]}"
         fi
     done
 } >"$REPORT"
 
-cat "$REPORT"
-log "written to ${REPORT#"$ROOT"/}"
+show_report "$REPORT"
 
 if (( FAILED )); then exit 1; fi
 exit 0

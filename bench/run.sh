@@ -37,47 +37,22 @@ set -euo pipefail
 
 # ---------------------------------------------------------------- settings --
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH="$ROOT/bench"
-URL=${SLUICE_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-ROWS=${ROWS:-1000000}
-REPS=${REPS:-3}
-SCALE_CHECK=${SCALE_CHECK:-0}
-SKIP_BUILD=${SKIP_BUILD:-0}
-SCALE_ROWS=5000000
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-SLUICE=${SLUICE_BIN:-$TARGET_DIR/release/sluice}
-VENV="$BENCH/.venv"
-DATA="$BENCH/data"          # scratch output for the row checks (git-ignored)
-RESULTS="$BENCH/results"
-# Bump when the generator SQL changes, so existing tables get regenerated.
-GEN_VERSION=1
-
-[[ $ROWS =~ ^[1-9][0-9]*$ ]] || { echo "ROWS must be a positive integer" >&2; exit 2; }
-[[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "REPS must be a positive integer" >&2; exit 2; }
 LOG_PREFIX=bench
-# Tool checks, URL masking, log, pg, plain TCP, report helpers.
-source "$ROOT/bench/lib/common.sh"
+# Shared settings (URL, ROWS, REPS, SKIP_BUILD, SLUICE, ...), scratch WORK,
+# log, pg, plain TCP, timing and report helpers.
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# The table generator and its settings (SCALE_CHECK, SCALE_ROWS), shared with
+# the other bench scripts.
+# shellcheck source=lib/payment_events.sh
+source "$BENCH/lib/payment_events.sh"
+require_positive_integers ROWS REPS
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$DATA" "$RESULTS"
-
-# The table generator is shared with the other bench scripts.
-source "$ROOT/bench/lib/payment_events.sh"
-
-ensure_table payment_events "$ROWS"
-if [[ $SCALE_CHECK == 1 ]]; then
-    SCALE_TABLE=$(table_for "$SCALE_ROWS")
-    ensure_table "$SCALE_TABLE" "$SCALE_ROWS"
-fi
+ensure_tables
 
 # ------------------------------------------------------------------ sluice --
 
-if [[ $SKIP_BUILD != 1 ]]; then
-    log "cargo build --release -p sluice-cli"
-    (cd "$ROOT" && cargo build --release -p sluice-cli)
-fi
+build_sluice
 # With SKIP_BUILD=1 and no usable binary the sluice rows say "not built"
 # instead of aborting, so the baselines can be measured on their own.
 SLUICE_OK=0
@@ -89,13 +64,7 @@ fi
 
 # ---------------------------------------------------------------- psycopg --
 
-PY="$VENV/bin/python"
-if ! [[ -x $PY ]] || ! "$PY" -c 'import psycopg' 2>/dev/null; then
-    log "creating $VENV with psycopg[binary]"
-    "${PYTHON:-python3}" -m venv "$VENV"
-    "$PY" -m pip install --quiet 'psycopg[binary]>=3.1,<4'
-fi
-PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
+ensure_psycopg
 
 # --------------------------------------------------------------- variants --
 
@@ -197,25 +166,18 @@ done
 # ----------------------------------------------------------------- timing --
 
 # timed KEY TABLE: one run to /dev/null under GNU time; appends
-# "elapsed_s max_rss_kb" to $WORK/KEY.TABLE.samples. stdout and stderr of the
-# tool go to a log so progress output can't slow it down or clutter ours.
+# "elapsed_s max_rss_kb" to $WORK/KEY.TABLE.samples. stderr of the tool goes
+# to a log so progress output can't slow it down or clutter ours.
 timed() {
-    local key=$1 table=$2 tf="$WORK/time.out"
+    local key=$1 table=$2 err="$WORK/$1.run.err"
     cmd_for "$key" "$table" /dev/null
-    if /usr/bin/time -f '%e %M' -o "$tf" "${CMD[@]}" >/dev/null 2>>"$WORK/$key.run.err"; then
-        tail -n 1 "$tf" >>"$WORK/$key.$table.samples"
+    if timed_run "${CMD[@]}" 2>"$err"; then
+        echo "$TIME_SAMPLE" >>"$WORK/$key.$table.samples"
     else
-        STATUS[$key]="FAILED: timed run exited non-zero ($(tail -n 1 "$WORK/$key.run.err"))"
+        STATUS[$key]="FAILED: timed run exited non-zero ($(tail -n 1 "$err"))"
         log "$key: ${STATUS[$key]}"
     fi
-    # An exporter that writes a temp file and renames it over --output would,
-    # run as root, replace /dev/null with a regular file and quietly change
-    # every later measurement (and the machine). Stop right there if so.
-    if [[ ! -c /dev/null ]]; then
-        echo "ABORT: /dev/null is no longer a character device after '$key';" \
-             "restore it with: rm -f /dev/null && mknod -m 666 /dev/null c 1 3" >&2
-        exit 4
-    fi
+    assert_dev_null "$key"
 }
 
 # Interleaved: rep 1 of every variant, then rep 2, ... so a burst of machine
@@ -228,14 +190,6 @@ for (( rep = 1; rep <= REPS; rep++ )); do
         timed "$key" payment_events
     done
 done
-
-# median COLUMN FILE: median of one column of a samples file (mean of the
-# middle two for an even count).
-median() {
-    awk -v c="$1" '{ print $c }' "$2" | sort -g | awk '
-        { v[NR] = $1 }
-        END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 # ------------------------------------------------------------- scale check --
 
@@ -261,16 +215,8 @@ if [[ -s $WORK/psql.payment_events.samples ]]; then
     REF_S=$(median 1 "$WORK/psql.payment_events.samples")
 fi
 
-PG_VERSION=$(pg -c 'show server_version')
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-MEM_GB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true)
-GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
-GIT_DIRTY=""
-if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then GIT_DIRTY=" (with uncommitted changes)"; fi
-REPRO="SLUICE_BENCH_PG_URL='$URL_SHOWN' ROWS=$ROWS REPS=$REPS"
-[[ $SCALE_CHECK == 1 ]] && REPRO+=" SCALE_CHECK=1"
-[[ -n ${SLUICE_BIN:-} ]] && REPRO+=" SLUICE_BIN='$SLUICE_BIN'"
-REPRO+=" bash bench/run.sh"
+SETTINGS="ROWS=$ROWS REPS=$REPS"
+[[ $SCALE_CHECK == 1 ]] && SETTINGS+=" SCALE_CHECK=1"
 DATE=$(date -u +%Y-%m-%d)
 REPORT="$RESULTS/export-$DATE.md"
 FAILED=0
@@ -291,9 +237,7 @@ FAILED=0
             continue
         fi
         s=$(median 1 "$samples")
-        ratio="?"
-        [[ -n $REF_S ]] && ratio=$(awk -v a="$s" -v b="$REF_S" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "?" }')
-        printf '| %s | %.2f | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$ratio" "$(mb "$(median 2 "$samples")")" "${TRIPS[$key]}"
+        printf '| %s | %.2f | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$(ratio_of "$s" "$REF_S")" "$(mb "$(median 2 "$samples")")" "${TRIPS[$key]}"
     done
     echo
 
@@ -303,62 +247,24 @@ FAILED=0
         s1="$WORK/sluice_ndjson.payment_events.samples"
         s5="$WORK/sluice_ndjson.$SCALE_TABLE.samples"
         if [[ -z $SCALE_VERDICT && -s $s1 && -s $s5 ]]; then
-            r1=$(median 2 "$s1"); r5=$(median 2 "$s5")
-            echo "| rows | median s | peak RSS MB |"
-            echo "| ---: | ---: | ---: |"
-            printf '| %s | %.2f | %s |\n' "$ROWS" "$(median 1 "$s1")" "$(mb "$r1")"
-            printf '| %s | %.2f | %s |\n' "$SCALE_ROWS" "$(median 1 "$s5")" "$(mb "$r5")"
-            # "Flat": at most 25% or 8 MB (allocator noise) above, whichever
-            # is larger. Anything proportional to rows would be ~5x.
-            if awk -v a="$r1" -v b="$r5" 'BEGIN { exit !(b <= a * 1.25 || b - a <= 8192) }'; then
-                SCALE_VERDICT="flat: peak RSS at $SCALE_ROWS rows is $(awk -v a="$r1" -v b="$r5" 'BEGIN { printf "%.2f", b / a }')× that at $ROWS rows"
-            else
-                SCALE_VERDICT="NOT FLAT: peak RSS at $SCALE_ROWS rows is $(awk -v a="$r1" -v b="$r5" 'BEGIN { printf "%.2f", b / a }')× that at $ROWS rows"
-            fi
+            flatness_table "$s1" "$s5" "$ROWS" "$SCALE_ROWS"
         fi
         echo
         echo "Verdict: ${SCALE_VERDICT:-no data}"
         echo
     fi
 
-    echo "## Machine"
+    # shellcheck disable=SC2119  # no options: the plain machine section
+    machine_section
+    reproduce_section run.sh "$SETTINGS"
     echo
-    echo "- CPUs (nproc): $(nproc)${CPU:+ — $CPU}"
-    [[ -n $MEM_GB ]] && echo "- memory: $MEM_GB GiB"
-    echo "- kernel: $(uname -sr)"
-    echo "- PostgreSQL server: $PG_VERSION, at $URL_SHOWN (client and server on the same machine unless the URL says otherwise)"
-    echo "- psql: $(psql --version)"
-    if (( SLUICE_OK )); then sluice_at=${SLUICE#"$ROOT"/}; else sluice_at="not built"; fi
-    echo "- sluice: $GIT_REV$GIT_DIRTY, $sluice_at"
-    echo "- Python: $("$PY" --version 2>&1), psycopg $PSYCOPG_VERSION"
-    echo
-    echo "## Reproduce"
-    echo
-    echo '```'
-    echo "$REPRO"
-    echo '```'
-    echo
-    echo "## Raw samples (elapsed s, max RSS KB)"
-    echo
-    for f in "$WORK"/*.samples; do
-        [[ -e $f ]] || continue
-        name=$(basename "$f" .samples)
-        echo "- $name: $(awk '{ printf "%s%s s / %s KB", (NR > 1 ? "; " : ""), $1, $2 }' "$f")"
-    done
+    raw_samples_section "$WORK"/*.samples
     for key in "${VARIANTS[@]}"; do
-        if [[ -n ${STATS[$key]:-} ]]; then
-            echo
-            echo "\`--stats\` of $key:"
-            echo
-            echo '```'
-            echo "${STATS[$key]}"
-            echo '```'
-        fi
+        if [[ -n ${STATS[$key]:-} ]]; then stats_block "\`--stats\` of $key:" "${STATS[$key]}"; fi
     done
 } >"$REPORT"
 
-cat "$REPORT"
-log "written to ${REPORT#"$ROOT"/}"
+show_report "$REPORT"
 
 if (( FAILED )); then exit 1; fi
 if [[ $SCALE_VERDICT == NOT* ]]; then exit 3; fi

@@ -28,38 +28,25 @@
 
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH="$ROOT/bench"
-URL=${SLUICE_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-ROWS=${ROWS:-1000000}
-REPS=${REPS:-3}
-CLIENTS=${CLIENTS:-32}
-SKIP_BUILD=${SKIP_BUILD:-0}
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-SLUICE=${SLUICE_BIN:-$TARGET_DIR/release/sluice}
-DATA="$BENCH/data"
-RESULTS="$BENCH/results"
-DEMO_FILE="$DATA/serve-demo.sqlite"
-PG_PORT=${PG_PORT:-18480}
-DEMO_PORT=${DEMO_PORT:-18481}
-
-[[ $ROWS =~ ^[1-9][0-9]*$ ]] || { echo "ROWS must be a positive integer" >&2; exit 2; }
-[[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "REPS must be a positive integer" >&2; exit 2; }
 for tool in curl psql sqlite3; do
     command -v "$tool" >/dev/null || { echo "$tool is required (apt-get install $tool)" >&2; exit 2; }
 done
 LOG_PREFIX=serve-bench
-# Tool checks, URL masking, log, pg, plain TCP, report helpers.
-source "$ROOT/bench/lib/common.sh"
+# Shared settings (URL, ROWS, REPS, SKIP_BUILD, SLUICE, ...), scratch WORK,
+# log, pg, plain TCP, timing and report helpers.
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+CLIENTS=${CLIENTS:-32}
+DEMO_FILE="$DATA/serve-demo.sqlite"
+PG_PORT=${PG_PORT:-18480}
+DEMO_PORT=${DEMO_PORT:-18481}
+require_positive_integers ROWS REPS
 
-WORK=$(mktemp -d)
 SERVER_PID=
-cleanup() {
+# shellcheck disable=SC2317  # called on exit by common.sh
+stop_background() {
     [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-    rm -rf "$WORK"
 }
-trap cleanup EXIT
-mkdir -p "$DATA" "$RESULTS"
 
 have=$(pg -c "select count(*) from payment_events" 2>/dev/null || echo missing)
 if [[ $have != "$ROWS" ]]; then
@@ -67,10 +54,7 @@ if [[ $have != "$ROWS" ]]; then
     exit 2
 fi
 
-if [[ $SKIP_BUILD != 1 ]]; then
-    log "cargo build --release -p sluice-cli"
-    (cd "$ROOT" && cargo build --release -p sluice-cli)
-fi
+build_sluice
 [[ -x $SLUICE ]] || { echo "no sluice binary at $SLUICE" >&2; exit 2; }
 
 cat >"$WORK/pg.toml" <<EOF
@@ -112,6 +96,7 @@ cmd_for() {
         demo_csv)   COMMAND=(curl -sS --fail "http://127.0.0.1:$DEMO_PORT/queries/payment_events?format=csv") ;;
     esac
 }
+# shellcheck disable=SC2016  # the backticks are Markdown code spans
 declare -A LABEL=(
     [psql]='psql `\copy … csv` (reference)'
     [pg_ndjson]='sluice serve → curl, NDJSON'
@@ -138,10 +123,11 @@ check() {
 }
 timed() {
     cmd_for "$1"
-    /usr/bin/time -f '%e %M' -o "$WORK/time" "${COMMAND[@]}" >/dev/null
-    tail -n 1 "$WORK/time" | cut -d' ' -f1 >>"$WORK/$1.samples"
+    timed_run "${COMMAND[@]}"
+    echo "$TIME_SAMPLE" >>"$WORK/$1.samples"
 }
-median() { sort -n "$WORK/$1.samples" | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# median_of KEY: KEY's median wall time.
+median_of() { median 1 "$WORK/$1.samples"; }
 
 # concurrent PORT: CLIENTS curls at once, each to /dev/null; prints wall seconds.
 concurrent() {
@@ -150,6 +136,7 @@ concurrent() {
     for _ in $(seq 1 "$CLIENTS"); do
         curl -sS --fail -o /dev/null "http://127.0.0.1:$port/queries/payment_events" &
     done
+    # shellcheck disable=SC2046  # one argument per job id
     wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null || true
     end=$(date +%s.%N)
     awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }'
@@ -184,8 +171,7 @@ DEMO_RSS_N=$(peak_rss_mb)
 stop_server
 
 # ------------------------------------------------------------------- report --
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
-PSQL=$(median psql); SQLITE=$(median sqlite_csv)
+PSQL=$(median_of psql); SQLITE=$(median_of sqlite_csv)
 OUT="$RESULTS/serve-$(date +%F).md"
 {
     echo "# sluice serve benchmark — $(date +%F)"
@@ -196,10 +182,10 @@ OUT="$RESULTS/serve-$(date +%F).md"
     echo "| variant | median s | × reference |"
     echo "| --- | ---: | ---: |"
     for key in psql pg_ndjson pg_csv; do
-        echo "| ${LABEL[$key]} | $(median "$key") | $(ratio "$(median "$key")" "$PSQL") |"
+        echo "| ${LABEL[$key]} | $(median_of "$key") | $(ratio_of "$(median_of "$key")" "$PSQL") |"
     done
     for key in sqlite_csv sqlite_json demo_ndjson demo_csv; do
-        echo "| ${LABEL[$key]} | $(median "$key") | $(ratio "$(median "$key")" "$SQLITE") |"
+        echo "| ${LABEL[$key]} | $(median_of "$key") | $(ratio_of "$(median_of "$key")" "$SQLITE") |"
     done
     echo
     echo "Server peak RSS (VmHWM of the \`sluice serve\` process, a fresh process per row):"
@@ -218,10 +204,6 @@ OUT="$RESULTS/serve-$(date +%F).md"
     echo "- sqlite3: $(sqlite3 --version | cut -d' ' -f1), curl: $(curl --version | head -n 1 | cut -d' ' -f2)"
     echo "- sluice: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo
-    echo "## Reproduce"
-    echo
-    echo '```'
-    echo "SLUICE_BENCH_PG_URL='$URL_SHOWN' ROWS=$ROWS REPS=$REPS CLIENTS=$CLIENTS bash bench/serve.sh"
-    echo '```'
+    reproduce_section serve.sh "ROWS=$ROWS REPS=$REPS CLIENTS=$CLIENTS"
 } | tee "$OUT"
 log "wrote $OUT"

@@ -1,8 +1,15 @@
 # shellcheck shell=bash
 # The benchmark table, shared by every script in bench/: `payment_events` (or a
 # table named for another row count) generated deterministically on the server.
-# The sourcing script defines URL, GEN_VERSION and the helpers `pg` (psql with
-# the script's settings) and `log`.
+# Sourced after bench/lib/common.sh (URL, ROWS, `pg`, `log`).
+
+# Bump when the generator SQL changes, so existing tables get regenerated.
+GEN_VERSION=1
+# SCALE_CHECK=1: also a SCALE_ROWS-row table, for the scripts' check that
+# sluice's memory does not grow with the row count.
+SCALE_CHECK=${SCALE_CHECK:-0}
+SCALE_ROWS=5000000
+
 # Table name for a row count: the main one is payment_events; other sizes get
 # a suffix (payment_events_5m) so both can be kept between runs.
 table_for() {
@@ -11,6 +18,16 @@ table_for() {
     elif (( n % 1000000 == 0 )); then echo "payment_events_$(( n / 1000000 ))m"
     elif (( n % 1000 == 0 )); then echo "payment_events_$(( n / 1000 ))k"
     else echo "payment_events_$n"
+    fi
+}
+
+# ensure_tables: payment_events with ROWS rows and, with SCALE_CHECK=1,
+# SCALE_TABLE with SCALE_ROWS.
+ensure_tables() {
+    ensure_table payment_events "$ROWS"
+    if [[ $SCALE_CHECK == 1 ]]; then
+        SCALE_TABLE=$(table_for "$SCALE_ROWS")
+        ensure_table "$SCALE_TABLE" "$SCALE_ROWS"
     fi
 }
 
