@@ -6,6 +6,9 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 use sluice_testkit::TestDb;
+use support::repeated_sha256;
+
+mod support;
 
 /// Peak resident memory allowed for the export, whatever the value's size.
 const RSS_LIMIT_KB: i64 = 128 * 1024;
@@ -46,26 +49,6 @@ fn export_hashed(arguments: &[&str]) -> (String, i64) {
     (format!("{:x}", hash.finalize()), usage.ru_maxrss)
 }
 
-/// The hash of `prefix`, then `pattern` repeated `times` times, then `suffix`.
-fn expected(prefix: &str, pattern: &[u8], times: usize, suffix: &str) -> String {
-    let mut hash = Sha256::new();
-    hash.update(prefix.as_bytes());
-    let block: Vec<u8> = pattern
-        .iter()
-        .copied()
-        .cycle()
-        .take(pattern.len() * 65536)
-        .collect();
-    let mut left = times;
-    while left > 0 {
-        let now = left.min(65536);
-        hash.update(&block[..now * pattern.len()]);
-        left -= now;
-    }
-    hash.update(suffix.as_bytes());
-    format!("{:x}", hash.finalize())
-}
-
 #[test]
 fn huge_bytea_and_large_object_export_in_bounded_memory() {
     let db = TestDb::new();
@@ -81,7 +64,7 @@ fn huge_bytea_and_large_object_export_in_bounded_memory() {
     let (hash, rss) = export_hashed(&["--db", db.url(), "--query", "select id, b from huge"]);
     assert_eq!(
         hash,
-        expected("{\"id\":1,\"b\":\"", b"eHh4", 300_000_000, "\"}\n")
+        repeated_sha256("{\"id\":1,\"b\":\"", b"eHh4", 300_000_000, "\"}\n")
     );
     assert!(rss < RSS_LIMIT_KB, "peak RSS {rss} KB for a 900 MB value");
 
@@ -97,7 +80,7 @@ fn huge_bytea_and_large_object_export_in_bounded_memory() {
     ]);
     assert_eq!(
         hash,
-        expected("{\"id\":1,\"body\":\"", b"eXl5", 500_000_000, "\"}\n")
+        repeated_sha256("{\"id\":1,\"body\":\"", b"eXl5", 500_000_000, "\"}\n")
     );
     assert!(
         rss < RSS_LIMIT_KB,

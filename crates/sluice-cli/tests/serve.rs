@@ -1,129 +1,14 @@
 //! `sluice serve` as a process: configuration errors before the port opens, the
 //! demo, SIGTERM with streams in flight, and 32 concurrent clients in bounded memory.
 
+mod support;
+
 use std::hash::Hasher;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_testkit::TestDb;
-
-/// A running `sluice serve`, killed if the test fails before it exits.
-struct Server {
-    child: Child,
-    address: SocketAddr,
-    stderr: mpsc::Receiver<String>,
-    lines: Vec<String>,
-}
-
-impl Server {
-    fn start(arguments: &[&str]) -> Server {
-        Server::start_logging(arguments, "warn")
-    }
-
-    /// Starts with `SLUICE_LOG=level`.
-    fn start_logging(arguments: &[&str], level: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("serve")
-            .args(arguments)
-            .args(["--listen", "127.0.0.1:0"])
-            .env("SLUICE_LOG", level)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (sender, stderr) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut lines = Vec::new();
-        let address = loop {
-            let line = stderr
-                .recv_timeout(Duration::from_secs(120))
-                .unwrap_or_else(|_| panic!("no listening line; stderr so far: {lines:#?}"));
-            lines.push(line.clone());
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().parse().unwrap();
-            }
-        };
-        Server {
-            child,
-            address,
-            stderr,
-            lines,
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn terminate(&self) {
-        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGTERM) }, 0);
-    }
-
-    /// Waits for the exit code, at most `limit`.
-    fn wait(&mut self, limit: Duration) -> Option<i32> {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                started.elapsed() < limit,
-                "the server did not exit within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stderr(&mut self) -> String {
-        while let Ok(line) = self.stderr.try_recv() {
-            self.lines.push(line);
-        }
-        self.lines.join("\n")
-    }
-
-    /// Peak resident memory of the server process.
-    fn peak_rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        let line = status
-            .lines()
-            .find(|line| line.starts_with("VmHWM:"))
-            .unwrap();
-        line.split_whitespace()
-            .nth(1)
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn write_config(directory: &tempfile::TempDir, text: &str) -> String {
-    let path = directory.path().join("sluice.toml");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
-fn quoted(text: &str) -> String {
-    format!("{text:?}")
-}
+use support::server::{quoted, wait_for_metric, write_config, Server};
 
 #[test]
 fn a_bad_configuration_is_one_error_naming_file_line_and_key_before_the_port_opens() {
@@ -338,36 +223,6 @@ fn a_closed_stderr_neither_stops_the_server_nor_its_requests() {
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{status}");
-}
-
-/// The value of the series `series` (name and labels, as `/metrics` prints them),
-/// 0 while it is absent.
-async fn metric(address: SocketAddr, series: &str) -> f64 {
-    let text = reqwest::get(format!("http://{address}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0.0, |value| value.trim().parse().unwrap())
-}
-
-/// Polls `/metrics` until `series` has the value `want` (at most 20 s).
-async fn wait_for_metric(address: SocketAddr, series: &str, want: f64) {
-    let started = Instant::now();
-    loop {
-        let value = metric(address, series).await;
-        if value == want {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{series} is {value}, not {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! - [`Batch`]: the one intermediate representation, a block of rows whose values
 //!   are byte strings in those canonical forms;
 //! - [`BatchSource`] (databases produce batches) and [`Encoder`] (formats consume
-//!   them), plus [`pump`] which drives one into the other with bounded memory;
+//!   them), plus [`Transfer`], the one streaming engine that drives one into the
+//!   other with bounded memory and limits (every output — files, pipes, HTTP
+//!   bodies — is fed by it; [`pump`] drives it into a writer);
 //! - [`Decoder`]: the way in, input formats to batches with exact error positions;
 //! - [`Meter`] and [`MeteredStream`]: round trips and wire bytes, counted at the
 //!   socket so every feature reports the same figures;
@@ -16,11 +18,13 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod database;
 pub mod decode;
 pub mod error;
 pub mod meter;
 pub mod pump;
 pub mod source;
+pub mod transfer;
 pub mod value;
 
 pub use batch::{Batch, BatchMark, Row};
@@ -29,4 +33,5 @@ pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};
 pub use source::{BatchSource, Chunk, Encoder};
+pub use transfer::{Limits, Transfer, TransferError};
 pub use value::{Column, Field, Kind, Schema};

@@ -106,50 +106,72 @@ pub trait Encoder: Send {
     fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error>;
 }
 
-impl<E: Encoder + ?Sized> Encoder for Box<E> {
-    fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).begin(schema, output)
+impl<S: BatchSource + ?Sized> BatchSource for &mut S {
+    fn schema(&self) -> &Schema {
+        (**self).schema()
     }
 
-    fn encode(&mut self, batch: &Batch, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).encode(batch, output)
+    fn next_batch(&mut self) -> impl Future<Output = Result<Option<&Batch>, Error>> + Send {
+        (**self).next_batch()
     }
 
-    fn finish(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).finish(output)
-    }
-
-    fn begin_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).begin_row(output)
-    }
-
-    fn row_value(
-        &mut self,
-        column: usize,
-        value: Option<&[u8]>,
-        output: &mut Vec<u8>,
-    ) -> Result<(), Error> {
-        (**self).row_value(column, value, output)
-    }
-
-    fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).begin_value(column, output)
-    }
-
-    fn value_piece(
-        &mut self,
-        column: usize,
-        piece: &[u8],
-        output: &mut Vec<u8>,
-    ) -> Result<(), Error> {
-        (**self).value_piece(column, piece, output)
-    }
-
-    fn end_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).end_value(column, output)
-    }
-
-    fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
-        (**self).end_row(output)
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
+        (**self).next_chunk()
     }
 }
+
+/// Forwards every call, so a caller can lend an encoder (`&mut E`) or box one.
+macro_rules! forward_encoder {
+    ($wrapper:ty) => {
+        impl<E: Encoder + ?Sized> Encoder for $wrapper {
+            fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).begin(schema, output)
+            }
+
+            fn encode(&mut self, batch: &Batch, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).encode(batch, output)
+            }
+
+            fn finish(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).finish(output)
+            }
+
+            fn begin_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).begin_row(output)
+            }
+
+            fn row_value(
+                &mut self,
+                column: usize,
+                value: Option<&[u8]>,
+                output: &mut Vec<u8>,
+            ) -> Result<(), Error> {
+                (**self).row_value(column, value, output)
+            }
+
+            fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).begin_value(column, output)
+            }
+
+            fn value_piece(
+                &mut self,
+                column: usize,
+                piece: &[u8],
+                output: &mut Vec<u8>,
+            ) -> Result<(), Error> {
+                (**self).value_piece(column, piece, output)
+            }
+
+            fn end_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).end_value(column, output)
+            }
+
+            fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+                (**self).end_row(output)
+            }
+        }
+    };
+}
+
+forward_encoder!(Box<E>);
+forward_encoder!(&mut E);

@@ -14,7 +14,8 @@
 //!
 //! One file per operation, as in rust-postgres: [`connection`] (startup and
 //! authentication), [`query`] (streaming a query's rows), [`copy_in`] and
-//! [`import`] (bulk loading), [`cancel`], [`types`]
+//! [`import`] (bulk loading), [`cancel`], [`types`], [`gateway`] (a pool of
+//! sessions behind the gateway's database trait, with [`privileges`])
 //! (type OIDs to [`sluice_core::Kind`]), [`config`] and [`error`].
 #![warn(missing_docs)]
 
@@ -23,9 +24,11 @@ pub mod config;
 pub mod connection;
 pub mod copy_in;
 pub mod error;
+pub mod gateway;
 pub mod import;
 pub mod lob;
 pub mod pipeline;
+pub mod privileges;
 pub mod query;
 pub mod types;
 

@@ -32,11 +32,11 @@ use tower_http::compression::CompressionLayer;
 
 use crate::auth::{Auth, Need};
 use crate::config::{Config, QueryConfig};
-use crate::db::{Database, Mode, StartError};
+use crate::db::{Database, Param, StartError};
 use crate::error::AppError;
-use crate::params::Typed;
 use crate::stream::{respond, RequestContext};
 use crate::uri::{QueryPairs, RouteName};
+use sluice_core::database::Access;
 
 /// Everything the handlers share; cheap to clone.
 #[derive(Clone)]
@@ -100,12 +100,13 @@ impl AppState {
         &self.inner.auth
     }
 
-    /// True when at least one configured database is PostgreSQL (SQLite is read-only).
-    pub(crate) fn has_postgres(&self) -> bool {
+    /// True when at least one configured database may be written to (SQLite is
+    /// served read-only).
+    pub(crate) fn has_writable_database(&self) -> bool {
         self.inner
             .databases
             .values()
-            .any(|database| !database.is_sqlite())
+            .any(|database| !database.kind().read_only())
     }
 
     pub(crate) fn database(&self, name: &str) -> Result<&Database, AppError> {
@@ -185,10 +186,7 @@ pub fn choose_format(format: Option<&str>, headers: &HeaderMap) -> Result<Format
 
 /// Checks the request's parameters against the query's declarations: every key
 /// known and given once, every value of its type, required ones present.
-fn bind_params(
-    query: &QueryConfig,
-    pairs: &[(String, String)],
-) -> Result<Vec<Option<Typed>>, AppError> {
+fn bind_params(query: &QueryConfig, pairs: &[(String, String)]) -> Result<Vec<Param>, AppError> {
     let mut given: Vec<Option<&str>> = vec![None; query.params.len()];
     for (key, value) in pairs {
         if key == "format" {
@@ -228,14 +226,13 @@ fn bind_params(
                 }
                 None => param.default.as_deref(),
             };
-            value
-                .map(|value| {
-                    param
-                        .ty
-                        .parse(value)
-                        .map_err(|message| AppError::parameter(&param.name, message))
-                })
-                .transpose()
+            match value {
+                None => Ok(Param::Null),
+                Some(value) => param
+                    .ty
+                    .parse(value)
+                    .map_err(|message| AppError::parameter(&param.name, message)),
+            }
         })
         .collect()
 }
@@ -265,7 +262,7 @@ async fn run_query(
                 &config.sql,
                 params,
                 config.limits.statement_timeout,
-                Mode::Named { read_only },
+                Access::Named { read_only },
             )
             .await
             .map_err(|error| AppError::from_start(error, false))?;
@@ -363,7 +360,7 @@ async fn run_sql(
                 &request.sql,
                 params,
                 sql.limits.statement_timeout,
-                Mode::ReadOnly {
+                Access::AdHoc {
                     role: sql.role.as_deref(),
                 },
             )
@@ -417,28 +414,21 @@ fn parse_sql_request(body: &[u8]) -> Result<SqlRequest, AppError> {
     Ok(request)
 }
 
-/// An untyped ad-hoc parameter: text for PostgreSQL (which converts it), the
-/// matching storage class for SQLite.
-fn ad_hoc_param(value: &serde_json::Value) -> Option<Option<Typed>> {
+/// An untyped ad-hoc parameter, bound as what JSON says it is (`None` for
+/// arrays and objects).
+fn ad_hoc_param(value: &serde_json::Value) -> Option<Param> {
     use serde_json::Value;
-    use sluice_sqlite::Param;
     Some(match value {
-        Value::Null => None,
-        Value::Bool(flag) => Some(Typed {
-            text: flag.to_string(),
-            sqlite: Param::Integer(i64::from(*flag)),
-        }),
-        Value::Number(number) => Some(Typed {
-            text: number.to_string(),
-            sqlite: match number.as_i64() {
-                Some(integer) => Param::Integer(integer),
-                None => Param::Real(number.as_f64()?),
+        Value::Null => Param::Null,
+        Value::Bool(flag) => Param::Bool(*flag),
+        Value::Number(number) => match number.as_i64() {
+            Some(integer) => Param::Integer(integer),
+            None => Param::Real {
+                value: number.as_f64()?,
+                text: number.to_string(),
             },
-        }),
-        Value::String(text) => Some(Typed {
-            text: text.clone(),
-            sqlite: Param::Text(text.clone()),
-        }),
+        },
+        Value::String(text) => Param::Text(text.clone()),
         _ => return None,
     })
 }
@@ -505,8 +495,8 @@ async fn health(State(state): State<AppState>) -> Response {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     for (name, database) in &state.inner.databases {
-        let (in_use, max) = database.usage();
-        crate::metrics::pool(name, in_use, max, database.waiting());
+        let usage = database.usage();
+        crate::metrics::pool(name, usage.in_use, usage.size, usage.waiting);
     }
     let text = crate::metrics::handle().render();
     simple_context("metrics").finish(200, "complete", 0, text.len() as u64, 0, None);

@@ -149,7 +149,7 @@ fn parse_set(params: &[ParamSpec], line: &[u8]) -> Result<Vec<Option<String>>, S
             param
                 .ty
                 .parse(&text)
-                .map(|typed| Some(typed.text))
+                .map(|param| sluice_postgres::gateway::param_text(&param))
                 .map_err(fault)
         })
         .collect()
@@ -442,7 +442,7 @@ async fn pipeline_task(
     mut context: RequestContext,
 ) {
     if let Err(error) = session
-        .prepare(config.limits.statement_timeout, !may_write)
+        .apply_settings(config.limits.statement_timeout, !may_write)
         .await
     {
         let error = AppError::from_query(error, false);
@@ -609,13 +609,17 @@ mod tests {
             set(r#"[7, "2024-03-01T12:00:00+02:00", "x"]"#).unwrap(),
             [
                 Some("7".into()),
-                Some("2024-03-01T10:00:00Z".into()),
+                Some("2024-03-01 10:00:00+00".into()),
                 Some("x".into())
             ]
         );
         assert_eq!(
             set(r#"{"id": "8", "note": null}"#).unwrap(),
-            [Some("8".into()), Some("2024-01-01T00:00:00Z".into()), None]
+            [
+                Some("8".into()),
+                Some("2024-01-01 00:00:00+00".into()),
+                None
+            ]
         );
         assert_eq!(set("[9]").unwrap()[0], Some("9".into()));
         for (line, fault) in [

@@ -4,10 +4,11 @@
 //! - Every named query is prepared once, without running (PostgreSQL: Parse and
 //!   Describe; SQLite: `prepare` on the file opened read-only). SQL the database
 //!   refuses, a parameter count other than the declared one, a declared type whose
-//!   values PostgreSQL could not take as the type it inferred for that parameter
-//!   ([`accepts`]), or a SQLite statement that writes, is a problem.
+//!   values the database could not take as the type it inferred for that
+//!   parameter, or a statement that writes on a database served read-only, is a
+//!   problem (the database crate finds them, this module words them).
 //! - With `[sql]`, a session is set up as for `POST /sql`: the `[sql] role` must
-//!   be settable and the login unprivileged (see [`crate::privileges`]).
+//!   be settable and the login unprivileged (see `sluice_postgres::privileges`).
 //!
 //! Each problem is a [`ConfigError`] naming the file, the line and the key, as
 //! configuration errors are, so `sluice serve` reports them the same way and
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use crate::app::AppState;
 use crate::config::{ConfigError, QueryConfig};
-use crate::db::{Database, Described, Refusal, StartError};
+use crate::db::{Database, Refusal, StartError, StatementProblem};
 use crate::params::ParamType;
 
 /// Longest a database's checks may take before it counts as unreachable.
@@ -79,7 +80,7 @@ impl AppState {
             problems.extend(check_query(database, query, &config.file).await?);
         }
         if let Some(sql) = config.sql.as_ref().filter(|sql| sql.database == name) {
-            match database.check_ad_hoc(sql.role.as_deref()).await {
+            match database.kind().check_ad_hoc(sql.role.as_deref()).await {
                 Ok(()) => {}
                 Err(StartError::Refused(refusal)) => problems.push(ConfigError {
                     file: config.file.clone(),
@@ -141,67 +142,69 @@ async fn check_query(
     query: &QueryConfig,
     file: &str,
 ) -> Result<Vec<ConfigError>, StartError> {
-    let problem = |line: usize, key: String, message: String| ConfigError {
-        file: file.to_owned(),
-        line,
-        key,
-        message,
-    };
     let key = format!("queries.{}", query.name);
-    let described = match database.describe(&query.sql).await {
-        Ok(described) => described,
+    let declared: Vec<_> = query.params.iter().map(|param| param.ty.kind()).collect();
+    let problems = match database.kind().check_statement(&query.sql, &declared).await {
+        Ok(problems) => problems,
         Err(StartError::Query(error)) => {
-            return Ok(vec![problem(
-                query.line,
-                format!("{key}.sql"),
-                format!("the database refuses this SQL: {error}"),
-            )])
+            return Ok(vec![ConfigError {
+                file: file.to_owned(),
+                line: query.line,
+                key: format!("{key}.sql"),
+                message: format!("the database refuses this SQL: {error}"),
+            }])
         }
         Err(other) => return Err(other),
     };
-    let declared = query.params.len();
-    let mut problems = Vec::new();
-    let found = match &described {
-        Described::Postgres(types) => types.len(),
-        Described::Sqlite { parameters, .. } => *parameters,
-    };
-    if found != declared {
-        problems.push(problem(
-            query.line,
-            format!("{key}.params"),
-            count_message(found, declared, database.is_sqlite()),
-        ));
-    }
-    match described {
-        Described::Postgres(types) => {
-            for (index, (param, oid)) in query.params.iter().zip(types).enumerate() {
-                if !accepts(param.ty, oid) {
-                    problems.push(problem(
+    Ok(problems
+        .into_iter()
+        .map(|problem| {
+            let (line, key, message) = match &problem {
+                StatementProblem::Count { found, declared } => (
+                    query.line,
+                    format!("{key}.params"),
+                    count_message(*found, *declared, database.kind()),
+                ),
+                StatementProblem::Type { index, inferred } => {
+                    let param = &query.params[*index];
+                    (
                         param.line,
                         format!("{key}.params[{index}].type"),
-                        type_message(param.ty, oid, index + 1),
-                    ));
+                        type_message(param.ty, inferred, *index + 1, database.kind()),
+                    )
                 }
+                StatementProblem::Writes => (
+                    query.line,
+                    format!("{key}.sql"),
+                    format!(
+                        "this SQL writes, but {} databases are served read-only",
+                        database.kind().product()
+                    ),
+                ),
+            };
+            ConfigError {
+                file: file.to_owned(),
+                line,
+                key,
+                message,
             }
-        }
-        Described::Sqlite {
-            read_only: false, ..
-        } => problems.push(problem(
-            query.line,
-            format!("{key}.sql"),
-            "this SQL writes, but SQLite databases are served read-only".into(),
-        )),
-        Described::Sqlite { .. } => {}
-    }
-    Ok(problems)
+        })
+        .collect())
 }
 
-fn count_message(found: usize, declared: usize, sqlite: bool) -> String {
-    let placeholder = if sqlite { "?" } else { "$" };
+fn count_message(
+    found: usize,
+    declared: usize,
+    database: &dyn sluice_core::database::Database,
+) -> String {
     let uses = match found {
         0 => "the SQL takes no parameters".to_owned(),
-        1 => format!("the SQL takes 1 parameter ({placeholder}1)"),
-        n => format!("the SQL takes {n} parameters ({placeholder}1 to {placeholder}{n})"),
+        1 => format!("the SQL takes 1 parameter ({})", database.placeholder(1)),
+        n => format!(
+            "the SQL takes {n} parameters ({} to {})",
+            database.placeholder(1),
+            database.placeholder(n)
+        ),
     };
     format!(
         "{uses}, but {declared} {} declared",
@@ -209,17 +212,23 @@ fn count_message(found: usize, declared: usize, sqlite: bool) -> String {
     )
 }
 
-fn type_message(declared: ParamType, oid: u32, number: usize) -> String {
-    let inferred = builtin_name(oid).unwrap_or("another type");
+fn type_message(
+    declared: ParamType,
+    inferred: &str,
+    number: usize,
+    database: &dyn sluice_core::database::Database,
+) -> String {
+    let placeholder = database.placeholder(number);
     format!(
-        "declared {}, but PostgreSQL takes ${number} as {inferred}: cast it in the SQL \
-         (${number}::{}) or declare a type of the same kind",
+        "declared {}, but {} takes {placeholder} as {inferred}: cast it in the SQL \
+         ({placeholder}::{}) or declare a type of the same kind",
         declared.name(),
+        database.product(),
         cast_name(declared)
     )
 }
 
-/// PostgreSQL's name of a declared type, for a cast.
+/// The SQL name of a declared type, for a cast.
 fn cast_name(ty: ParamType) -> &'static str {
     match ty {
         ParamType::SmallInt => "smallint",
@@ -237,114 +246,34 @@ fn cast_name(ty: ParamType) -> &'static str {
     }
 }
 
-/// The built-in types the comparison knows, by OID.
-const BUILTINS: [(u32, &str); 20] = [
-    (16, "bool"),
-    (17, "bytea"),
-    (19, "name"),
-    (20, "bigint"),
-    (21, "smallint"),
-    (23, "int"),
-    (25, "text"),
-    (114, "json"),
-    (700, "real"),
-    (701, "double precision"),
-    (1042, "character"),
-    (1043, "varchar"),
-    (1082, "date"),
-    (1083, "time"),
-    (1114, "timestamp"),
-    (1184, "timestamptz"),
-    (1186, "interval"),
-    (1700, "numeric"),
-    (2950, "uuid"),
-    (3802, "jsonb"),
-];
-
-fn builtin_name(oid: u32) -> Option<&'static str> {
-    BUILTINS
-        .iter()
-        .find(|(known, _)| *known == oid)
-        .map(|(_, name)| *name)
-}
-
-/// Whether a parameter declared `declared` may be taken by PostgreSQL as type
-/// `oid` (values are sent as text, which the server converts). The kinds must
-/// agree: a number as a number, a moment as a date or time, and so on; widths
-/// may differ (an `int` value out of `smallint` range is a 400 naming the value,
-/// not a broken query), but a fraction may not meet an integer, nor anything but
-/// `text` meet text (an `int` compared as text sorts `10` before `9`). `text` is
-/// sent as given, for the server to convert to whatever the SQL needs, so it
-/// goes with any type; types the comparison does not know (arrays, domains,
-/// enums, extensions' types) are not judged.
-pub fn accepts(declared: ParamType, oid: u32) -> bool {
-    const INT2: u32 = 21;
-    const INT4: u32 = 23;
-    const INT8: u32 = 20;
-    const NUMERIC: u32 = 1700;
-    const FLOAT4: u32 = 700;
-    const FLOAT8: u32 = 701;
-    const DATE: u32 = 1082;
-    const TIMESTAMP: u32 = 1114;
-    const TIMESTAMPTZ: u32 = 1184;
-    if builtin_name(oid).is_none() {
-        return true;
-    }
-    let takes: &[u32] = match declared {
-        ParamType::Text => return true,
-        ParamType::SmallInt | ParamType::Int | ParamType::BigInt => {
-            &[INT2, INT4, INT8, NUMERIC, FLOAT4, FLOAT8]
-        }
-        ParamType::Numeric | ParamType::Float => &[NUMERIC, FLOAT4, FLOAT8],
-        ParamType::Bool => &[16],
-        ParamType::Date | ParamType::Timestamp | ParamType::TimestampTz => {
-            &[DATE, TIMESTAMP, TIMESTAMPTZ]
-        }
-        ParamType::Uuid => &[2950],
-        ParamType::Json => &[114, 3802],
-    };
-    takes.contains(&oid)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn declared_types_go_with_the_types_that_take_all_their_values() {
-        assert!(accepts(ParamType::Int, 20));
-        assert!(accepts(ParamType::Int, 21), "a width is not a kind");
-        assert!(accepts(ParamType::BigInt, 1700));
-        assert!(!accepts(ParamType::Int, 25), "an int compared as text");
-        assert!(!accepts(ParamType::Numeric, 23), "12.5 is not an int");
-        assert!(accepts(ParamType::Date, 1184));
-        assert!(accepts(ParamType::TimestampTz, 1082));
-        assert!(
-            !accepts(ParamType::TimestampTz, 1186),
-            "a moment is not an interval"
-        );
-        assert!(!accepts(ParamType::Bool, 23));
-        assert!(accepts(ParamType::Json, 3802));
-        assert!(!accepts(ParamType::Uuid, 25));
-        assert!(
-            accepts(ParamType::Text, 23),
-            "text is the server's to convert"
-        );
-        assert!(accepts(ParamType::Int, 1007), "arrays are not judged");
-        assert!(accepts(ParamType::Int, 16_400), "user types are not judged");
-    }
+    use std::time::Duration;
 
     #[test]
     fn messages_say_what_the_sql_takes_and_how_to_fix_it() {
+        let postgres = sluice_postgres::gateway::PostgresDatabase::new(
+            "postgres://localhost/x".parse().unwrap(),
+            sluice_postgres::gateway::PoolOptions {
+                size: 1,
+                wait: Duration::from_secs(1),
+            },
+        );
+        let sqlite = sluice_sqlite::gateway::SqliteDatabase::new("x.db", 1, Duration::from_secs(1));
         assert_eq!(
-            count_message(2, 1, false),
+            count_message(2, 1, &postgres),
             "the SQL takes 2 parameters ($1 to $2), but 1 is declared"
         );
         assert_eq!(
-            count_message(0, 2, true),
+            count_message(0, 2, &sqlite),
             "the SQL takes no parameters, but 2 are declared"
         );
-        let message = type_message(ParamType::Int, 25, 2);
+        assert_eq!(
+            count_message(1, 2, &sqlite),
+            "the SQL takes 1 parameter (?1), but 2 are declared"
+        );
+        let message = type_message(ParamType::Int, "text", 2, &postgres);
         assert!(message.starts_with("declared int, but PostgreSQL takes $2 as text"));
         assert!(message.contains("($2::int)"), "{message}");
     }

@@ -367,7 +367,7 @@ async fn import_body(
     round_trips: &mut u64,
 ) -> Result<Done, Failed> {
     let Some(table) = state.config().tables.get(name) else {
-        if !state.has_postgres() {
+        if !state.has_writable_database() {
             return Err(AppError::MethodNotAllowed(
                 "this server's databases are SQLite, which is served read-only: \
                  POST /tables needs a PostgreSQL database"
@@ -395,7 +395,7 @@ async fn import_body(
     let mut session = session.map_err(|error| AppError::from_start(error, false))?;
     let result = async {
         session
-            .prepare(table.statement_timeout, false)
+            .apply_settings(table.statement_timeout, false)
             .await
             .map_err(|error| AppError::from_query(error, false))?;
         let info = describe_table(session.connection(), &table.table)

@@ -9,14 +9,14 @@
 //!   limits, tokens), checked before the port opens;
 //! - [`params`]: parameter types, parsing and binding; [`uri`]: the query
 //!   string and the `{name}` in routes, decoded strictly;
-//! - [`db`]: pools and running queries over PostgreSQL and SQLite;
+//! - [`db`]: the configured databases, each a `sluice_core::database::Database`
+//!   implemented by its own crate, and queries in flight;
 //! - [`stream`]: a result as a response body, its endings, its log line;
 //! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
 //! - [`batch`]: `POST /queries/{name}/batch`, many calls of a named query, pipelined;
 //! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
 //!   bearer tokens and the `Host` check; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
-//!   [`privileges`]: what makes a login unfit for ad-hoc SQL;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
 //!   [`connection`]: one connection, its timeouts and its reset on a cut body;
 //! - [`demo`]: the zero-setup SQLite demo.
@@ -35,7 +35,6 @@ pub mod ingest;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
-pub mod privileges;
 pub mod server;
 pub mod stream;
 pub mod uri;

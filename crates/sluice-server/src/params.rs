@@ -1,17 +1,16 @@
 //! Typed parameters of named queries: checked here, bound by the database.
 //!
 //! A value is parsed by its declared type before any SQL runs, so a wrong value is
-//! a 400 that names the parameter rather than a database error. The value is then
-//! always *bound*, never spliced into SQL: PostgreSQL gets the text and converts it
-//! itself (the SQL should cast, e.g. `$2::timestamptz`, so the server checks too);
-//! SQLite gets a value of the matching storage class, with dates and times
-//! normalised to the canonical text the demo stores (UTC, `+00`), so comparisons
-//! of stored text work.
+//! a 400 that names the parameter rather than a database error. The checked value
+//! is a [`Param`], always *bound*, never spliced into SQL; each database binds it
+//! its own way (PostgreSQL converts text itself, so the SQL should cast, e.g.
+//! `$2::timestamptz`; SQLite binds the matching storage class). Dates and times
+//! are normalised to sluice's canonical text, moments with an offset to UTC.
 
 use std::str::FromStr;
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat, Utc};
-use sluice_sqlite::Param;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use sluice_core::database::{DeclaredKind, Param};
 
 /// A parameter's declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,15 +71,6 @@ impl FromStr for ParamType {
     }
 }
 
-/// A checked value, in the form each database binds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Typed {
-    /// Text for PostgreSQL, which converts it to the parameter's type.
-    pub text: String,
-    /// The value for SQLite.
-    pub sqlite: Param,
-}
-
 impl ParamType {
     /// The type's name in messages and documentation.
     pub fn name(self) -> &'static str {
@@ -97,6 +87,19 @@ impl ParamType {
             ParamType::TimestampTz => "timestamptz",
             ParamType::Uuid => "uuid",
             ParamType::Json => "json",
+        }
+    }
+
+    /// The kind a database judges the declaration by.
+    pub fn kind(self) -> DeclaredKind {
+        match self {
+            ParamType::SmallInt | ParamType::Int | ParamType::BigInt => DeclaredKind::Integer,
+            ParamType::Numeric | ParamType::Float => DeclaredKind::Fractional,
+            ParamType::Text => DeclaredKind::Text,
+            ParamType::Bool => DeclaredKind::Bool,
+            ParamType::Date | ParamType::Timestamp | ParamType::TimestampTz => DeclaredKind::Moment,
+            ParamType::Uuid => DeclaredKind::Uuid,
+            ParamType::Json => DeclaredKind::Json,
         }
     }
 
@@ -123,16 +126,12 @@ impl ParamType {
     }
 
     /// Checks `text` as a value of this type; the error says what was expected.
-    pub fn parse(self, text: &str) -> Result<Typed, String> {
-        let text_only = |value: &str| Typed {
-            text: value.to_owned(),
-            sqlite: Param::Text(value.to_owned()),
-        };
+    pub fn parse(self, text: &str) -> Result<Param, String> {
         let expected = |what: &str| format!("expected {what}, got {text:?}");
+        let trimmed = text.trim();
         match self {
             ParamType::SmallInt | ParamType::Int | ParamType::BigInt => {
-                let value: i64 = text
-                    .trim()
+                let value: i64 = trimmed
                     .parse()
                     .map_err(|_| expected(&format!("an integer ({})", self.name())))?;
                 let fits = match self {
@@ -143,13 +142,9 @@ impl ParamType {
                 if !fits {
                     return Err(format!("{value} is out of range for {}", self.name()));
                 }
-                Ok(Typed {
-                    text: value.to_string(),
-                    sqlite: Param::Integer(value),
-                })
+                Ok(Param::Integer(value))
             }
             ParamType::Numeric => {
-                let trimmed = text.trim();
                 let digits = trimmed.strip_prefix('-').unwrap_or(trimmed);
                 let (whole, fraction) = digits.split_once('.').unwrap_or((digits, "0"));
                 let valid = !whole.is_empty()
@@ -159,46 +154,35 @@ impl ParamType {
                 if !valid {
                     return Err(expected("a decimal number such as 12.50"));
                 }
-                // SQLite compares the text against the column with numeric affinity.
-                Ok(text_only(trimmed))
+                Ok(Param::Numeric(trimmed.to_owned()))
             }
             ParamType::Float => {
-                let value: f64 = text.trim().parse().map_err(|_| expected("a number"))?;
+                let value: f64 = trimmed.parse().map_err(|_| expected("a number"))?;
                 if !value.is_finite() {
                     return Err(expected("a finite number"));
                 }
-                Ok(Typed {
-                    text: text.trim().to_owned(),
-                    sqlite: Param::Real(value),
+                Ok(Param::Real {
+                    value,
+                    text: trimmed.to_owned(),
                 })
             }
-            ParamType::Text => Ok(text_only(text)),
-            ParamType::Bool => {
-                let value = match text.trim().to_ascii_lowercase().as_str() {
-                    "true" | "t" | "1" | "yes" | "on" => true,
-                    "false" | "f" | "0" | "no" | "off" => false,
-                    _ => return Err(expected("true or false")),
-                };
-                Ok(Typed {
-                    text: if value { "true" } else { "false" }.into(),
-                    sqlite: Param::Integer(i64::from(value)),
-                })
-            }
+            ParamType::Text => Ok(Param::Text(text.to_owned())),
+            ParamType::Bool => match trimmed.to_ascii_lowercase().as_str() {
+                "true" | "t" | "1" | "yes" | "on" => Ok(Param::Bool(true)),
+                "false" | "f" | "0" | "no" | "off" => Ok(Param::Bool(false)),
+                _ => Err(expected("true or false")),
+            },
             ParamType::Date => {
-                let date = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
+                let date = NaiveDate::parse_from_str(trimmed, "%Y-%m-%d")
                     .map_err(|_| expected("a date YYYY-MM-DD"))?;
-                Ok(text_only(&date.format("%Y-%m-%d").to_string()))
+                Ok(Param::Date(date.format("%Y-%m-%d").to_string()))
             }
             ParamType::Timestamp => {
-                let moment = parse_naive(text.trim())
+                let moment = parse_naive(trimmed)
                     .ok_or_else(|| expected("a timestamp such as 2024-03-01T12:00:00"))?;
-                Ok(Typed {
-                    text: text.trim().to_owned(),
-                    sqlite: Param::Text(canonical_time(moment, "")),
-                })
+                Ok(Param::Timestamp(canonical_time(moment, "")))
             }
             ParamType::TimestampTz => {
-                let trimmed = text.trim();
                 let moment = DateTime::parse_from_rfc3339(trimmed)
                     .or_else(|_| DateTime::parse_from_str(trimmed, "%Y-%m-%d %H:%M:%S%.f%#z"))
                     .map(|moment| moment.with_timezone(&Utc).naive_utc())
@@ -207,17 +191,9 @@ impl ParamType {
                     .ok_or_else(|| {
                         expected("a timestamp such as 2024-03-01T12:00:00Z (RFC 3339)")
                     })?;
-                // PostgreSQL gets the moment in UTC too: its session time zone must
-                // not change what a value without offset means.
-                let canonical = canonical_time(moment, "+00");
-                Ok(Typed {
-                    text: DateTime::<Utc>::from_naive_utc_and_offset(moment, Utc)
-                        .to_rfc3339_opts(SecondsFormat::AutoSi, true),
-                    sqlite: Param::Text(canonical),
-                })
+                Ok(Param::TimestampUtc(canonical_time(moment, "")))
             }
             ParamType::Uuid => {
-                let trimmed = text.trim();
                 let groups: Vec<&str> = trimmed.split('-').collect();
                 let lengths: Vec<usize> = groups.iter().map(|group| group.len()).collect();
                 if lengths != [8, 4, 4, 4, 12]
@@ -229,12 +205,12 @@ impl ParamType {
                         "a UUID such as 123e4567-e89b-12d3-a456-426614174000",
                     ));
                 }
-                Ok(text_only(&trimmed.to_ascii_lowercase()))
+                Ok(Param::Uuid(trimmed.to_ascii_lowercase()))
             }
             ParamType::Json => {
                 serde_json::from_str::<serde_json::Value>(text)
                     .map_err(|error| format!("expected a JSON document: {error}"))?;
-                Ok(text_only(text))
+                Ok(Param::Json(text.to_owned()))
             }
         }
     }
@@ -276,31 +252,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn values_are_checked_by_type_and_normalised_for_sqlite() {
-        assert_eq!(
-            ParamType::Int.parse("42").unwrap().sqlite,
-            Param::Integer(42)
-        );
+    fn values_are_checked_by_type_and_normalised() {
+        assert_eq!(ParamType::Int.parse(" 42").unwrap(), Param::Integer(42));
         assert!(ParamType::SmallInt.parse("40000").is_err());
         assert!(ParamType::BigInt.parse("4x").is_err());
         assert!(ParamType::Numeric.parse("12.50").is_ok());
         assert!(ParamType::Numeric.parse("1e5").is_err());
-        assert_eq!(
-            ParamType::Bool.parse("on").unwrap().sqlite,
-            Param::Integer(1)
-        );
+        assert_eq!(ParamType::Bool.parse("on").unwrap(), Param::Bool(true));
         assert!(ParamType::Date.parse("2024-02-30").is_err());
-        let moment = ParamType::TimestampTz
-            .parse("2024-03-01T12:00:00.250+02:00")
-            .unwrap();
         assert_eq!(
-            moment.sqlite,
-            Param::Text("2024-03-01 10:00:00.25+00".into())
+            ParamType::TimestampTz
+                .parse("2024-03-01T12:00:00.250+02:00")
+                .unwrap(),
+            Param::TimestampUtc("2024-03-01 10:00:00.25".into())
         );
-        assert_eq!(moment.text, "2024-03-01T10:00:00.250Z");
         assert_eq!(
-            ParamType::TimestampTz.parse("2024-03-01").unwrap().sqlite,
-            Param::Text("2024-03-01 00:00:00+00".into())
+            ParamType::TimestampTz.parse("2024-03-01").unwrap(),
+            Param::TimestampUtc("2024-03-01 00:00:00".into())
+        );
+        assert_eq!(
+            ParamType::Timestamp.parse("2024-03-01T12:00").unwrap(),
+            Param::Timestamp("2024-03-01 12:00:00".into())
         );
         assert!(ParamType::TimestampTz.parse("yesterday").is_err());
         assert!(ParamType::Uuid

@@ -23,8 +23,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use sluice_core::pump::{FLUSH_BYTES, FLUSH_INTERVAL};
-use sluice_core::{BatchSource, Encoder, Error};
+use sluice_core::transfer::FLUSH_BYTES;
+use sluice_core::{Encoder, Transfer, TransferError};
 use sluice_formats::Format;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -162,12 +162,9 @@ impl Drop for RequestContext {
 }
 
 enum Failure {
-    /// The source failed: the database said so, or the connection broke.
-    Source(Error),
-    /// Encoding failed (the query may still run).
-    Encode(Error),
-    /// A configured limit would be exceeded.
-    Limit(String),
+    /// The transfer stopped: the source failed, the encoder refused a value, or
+    /// a configured limit would be exceeded.
+    Transfer(TransferError),
     /// The shutdown deadline passed.
     Shutdown,
 }
@@ -175,17 +172,42 @@ enum Failure {
 impl Failure {
     fn outcome(&self) -> &'static str {
         match self {
-            Failure::Source(_) | Failure::Encode(_) => "error",
-            Failure::Limit(_) => "limit",
+            Failure::Transfer(TransferError::TooManyRows(_) | TransferError::TooManyBytes(_)) => {
+                "limit"
+            }
+            Failure::Transfer(_) => "error",
             Failure::Shutdown => "shutdown",
         }
     }
 
+    /// Whether the query may still be running (and must be cancelled): not after
+    /// the source itself failed.
+    fn query_may_run(&self) -> bool {
+        !matches!(self, Failure::Transfer(TransferError::Source(_)))
+    }
+
     fn message(&self) -> String {
         match self {
-            Failure::Source(error) | Failure::Encode(error) => error.to_string(),
-            Failure::Limit(message) => message.clone(),
+            Failure::Transfer(TransferError::TooManyRows(max)) => {
+                format!("the result has more than max_rows = {max} rows")
+            }
+            Failure::Transfer(TransferError::TooManyBytes(max)) => {
+                format!("the response is larger than max_bytes = {max} bytes")
+            }
+            Failure::Transfer(error) => error.to_string(),
             Failure::Shutdown => "the server is shutting down".into(),
+        }
+    }
+
+    /// The error response of a failure before the first byte.
+    fn into_app_error(self, ad_hoc: bool) -> AppError {
+        match self {
+            Failure::Transfer(TransferError::Source(error)) => AppError::from_query(error, ad_hoc),
+            Failure::Transfer(TransferError::Encode(error)) => {
+                AppError::Internal(error.to_string())
+            }
+            Failure::Transfer(_) => AppError::bad_request(self.message()),
+            Failure::Shutdown => AppError::Unavailable(self.message()),
         }
     }
 }
@@ -197,12 +219,11 @@ enum State {
     Failed,
 }
 
-/// One response being streamed.
+/// One response being streamed: the core's [`Transfer`] engine, driven by
+/// hyper's demand for the next chunk, plus what the log line needs.
 struct Running {
-    source: Option<Source>,
-    encoder: Box<dyn Encoder>,
-    output: Vec<u8>,
-    limits: Limits,
+    /// `None` once the transfer ended and its source was handed back.
+    transfer: Option<Transfer<Source, Box<dyn Encoder>>>,
     rows: u64,
     bytes: u64,
     state: State,
@@ -219,71 +240,30 @@ struct Running {
 }
 
 impl Running {
-    /// Encodes batches until a chunk is worth sending: `FLUSH_BYTES` of output, or
-    /// `FLUSH_INTERVAL` since the last chunk, or the end of the result.
+    /// The next chunk of the body: what [`Transfer::fill`] hands out, unless the
+    /// shutdown deadline passes first. Empty once the body is complete.
     async fn fill(&mut self) -> Result<Bytes, Failure> {
-        let since = Instant::now();
-        loop {
-            let Some(source) = self.source.as_mut() else {
-                return Ok(Bytes::new());
-            };
-            let next = tokio::select! {
-                biased;
-                _ = self.shutdown.cancelled() => return Err(Failure::Shutdown),
-                next = source.next_batch() => next,
-            };
-            match next {
-                Ok(Some(batch)) => {
-                    let rows = batch.num_rows() as u64;
-                    if let Some(max) = self.limits.max_rows {
-                        if self.rows + rows > max {
-                            return Err(Failure::Limit(format!(
-                                "the result has more than max_rows = {max} rows"
-                            )));
-                        }
-                    }
-                    self.encoder
-                        .encode(batch, &mut self.output)
-                        .map_err(Failure::Encode)?;
-                    self.rows += rows;
-                    if let Some(max) = self.limits.max_bytes {
-                        if self.bytes + self.output.len() as u64 > max {
-                            return Err(Failure::Limit(format!(
-                                "the response is larger than max_bytes = {max} bytes"
-                            )));
-                        }
-                    }
-                    if self.output.len() >= FLUSH_BYTES || since.elapsed() >= FLUSH_INTERVAL {
-                        return Ok(self.take_output());
-                    }
-                }
-                Ok(None) => {
-                    self.encoder
-                        .finish(&mut self.output)
-                        .map_err(Failure::Encode)?;
-                    self.state = State::Complete;
-                    self.outcome = "complete";
-                    if let Some(source) = self.source.take() {
-                        self.round_trips_done(&source);
-                        source.complete();
-                    }
-                    return Ok(self.take_output());
-                }
-                Err(error) => return Err(Failure::Source(error)),
+        let Some(transfer) = self.transfer.as_mut() else {
+            return Ok(Bytes::new());
+        };
+        let mut output = Vec::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 2);
+        let more = tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => return Err(Failure::Shutdown),
+            more = transfer.fill(&mut output) => more.map_err(Failure::Transfer)?,
+        };
+        self.rows = transfer.rows();
+        self.bytes = transfer.bytes();
+        if !more {
+            self.state = State::Complete;
+            self.outcome = "complete";
+            if let Some(transfer) = self.transfer.take() {
+                let source = transfer.into_source();
+                self.final_round_trips = Some(source.round_trips());
+                source.complete();
             }
         }
-    }
-
-    fn round_trips_done(&mut self, source: &Source) {
-        self.final_round_trips = Some(source.round_trips());
-    }
-
-    fn take_output(&mut self) -> Bytes {
-        self.bytes += self.output.len() as u64;
-        Bytes::from(std::mem::replace(
-            &mut self.output,
-            Vec::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 2),
-        ))
+        Ok(Bytes::from(output))
     }
 
     /// Records a failure; the query is cancelled on drop unless the source itself
@@ -292,18 +272,30 @@ impl Running {
         self.state = State::Failed;
         self.outcome = failure.outcome();
         self.error = Some(failure.message());
-        self.cancel_on_drop = !matches!(failure, Failure::Source(_));
+        self.cancel_on_drop = failure.query_may_run();
+        if let Some(transfer) = &self.transfer {
+            self.rows = transfer.rows();
+        }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         if self.state == State::Streaming {
-            // hyper dropped the body: the client went away.
-            self.outcome = "client_gone";
+            // hyper dropped the body: the client went away, or the server dropped
+            // the connection at the shutdown deadline while the stream waited for
+            // a client that had stopped reading (its body was not being polled, so
+            // it never saw the shutdown itself).
+            if self.shutdown.is_cancelled() {
+                self.outcome = Failure::Shutdown.outcome();
+                self.error = Some(Failure::Shutdown.message());
+            } else {
+                self.outcome = "client_gone";
+            }
         }
-        let round_trips = match self.source.take() {
-            Some(source) => {
+        let round_trips = match self.transfer.take() {
+            Some(transfer) => {
+                let source = transfer.into_source();
                 let trips = source.round_trips();
                 if self.state == State::Streaming || self.cancel_on_drop {
                     source.abandon(&self.tracker);
@@ -325,23 +317,21 @@ impl Drop for Running {
 
 /// Streams `source` encoded as `format` as the response. Errors until the first
 /// chunk is ready come back as [`AppError`]s (already logged).
-#[allow(clippy::too_many_arguments)]
 pub async fn respond(
     source: Source,
     format: Format,
-    mut encoder: Box<dyn Encoder>,
+    encoder: Box<dyn Encoder>,
     limits: Limits,
     context: RequestContext,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> Result<Response, AppError> {
-    let mut output = Vec::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 2);
-    let begun = encoder.begin(source.schema(), &mut output);
+    let limits = sluice_core::Limits {
+        max_rows: limits.max_rows,
+        max_bytes: limits.max_bytes,
+    };
     let mut running = Running {
-        source: Some(source),
-        encoder,
-        output,
-        limits,
+        transfer: Some(Transfer::new(source, encoder).with_limits(limits)),
         rows: 0,
         bytes: 0,
         state: State::Streaming,
@@ -354,22 +344,11 @@ pub async fn respond(
         context,
         final_round_trips: None,
     };
-    if let Err(error) = begun {
-        let failure = Failure::Encode(error);
-        running.fail(&failure);
-        running.status = 500;
-        return Err(AppError::Internal(failure.message()));
-    }
     let first = match running.fill().await {
         Ok(first) => first,
         Err(failure) => {
             running.fail(&failure);
-            let error = match failure {
-                Failure::Source(error) => AppError::from_query(error, running.context.ad_hoc),
-                Failure::Encode(error) => AppError::Internal(error.to_string()),
-                Failure::Limit(message) => AppError::bad_request(message),
-                Failure::Shutdown => AppError::Unavailable("the server is shutting down".into()),
-            };
+            let error = failure.into_app_error(running.context.ad_hoc);
             running.status = error.status().as_u16();
             // Dropping `running` logs the request with this status.
             return Err(error);

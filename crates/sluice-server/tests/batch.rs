@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -55,11 +55,18 @@ queries = ["{prefix}_get"]
     )
 }
 
-fn setup(prefix: &str) -> (TestDb, AppState) {
+/// A database with an empty `items` table, the application_name of the app's
+/// sessions, and the app.
+fn setup(prefix: &str) -> (TestDb, String, AppState) {
     let db = TestDb::new();
     db.execute("create table items (id int primary key, label text not null, at timestamptz);");
-    let config = postgres_config(db.url(), "pool_size = 4", &config(prefix));
-    (db, AppState::new(config))
+    let application = application_name();
+    let config = postgres_config(
+        &with_application_name(db.url(), &application),
+        "pool_size = 4",
+        &config(prefix),
+    );
+    (db, application, AppState::new(config))
 }
 
 fn post(uri: &str, token: Option<&str>, body: String) -> Request<Body> {
@@ -97,28 +104,13 @@ fn count(db: &TestDb) -> u64 {
 /// The round trips `/metrics` has recorded for `query`, once its request is logged.
 async fn round_trips(state: &AppState, query: &str) -> u64 {
     let needle = format!("sluice_db_round_trips_total{{query=\"{query}\"}} ");
-    let started = Instant::now();
-    loop {
-        let text = String::from_utf8(
-            body(oneshot(state, get("/metrics", &[])).await)
-                .await
-                .unwrap(),
-        )
-        .unwrap();
-        if let Some(line) = text.lines().find(|line| line.starts_with(&needle)) {
-            return line[needle.len()..].trim().parse().unwrap();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{needle} never appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let line = metric_line(state, &needle).await;
+    line[needle.len()..].trim().parse().unwrap()
 }
 
 #[tokio::test]
 async fn a_thousand_calls_come_back_in_order_in_few_round_trips() {
-    let (db, state) = setup("thousand");
+    let (db, _, state) = setup("thousand");
     let response = oneshot(
         &state,
         post("/queries/thousand_add/batch", Some(WRITER), calls(1..=1000)),
@@ -173,7 +165,7 @@ async fn a_thousand_calls_come_back_in_order_in_few_round_trips() {
 
 #[tokio::test]
 async fn a_real_client_gets_results_streamed_in_order() {
-    let (db, state) = setup("socket");
+    let (db, _, state) = setup("socket");
     let (address, stop, _task) = listen(state, Duration::from_secs(5)).await;
     // Enough calls to fill the pipeline's window several times over, sent in pieces.
     let pieces = futures_util::stream::iter(
@@ -200,7 +192,7 @@ async fn a_real_client_gets_results_streamed_in_order() {
 
 #[tokio::test]
 async fn in_single_mode_one_failure_rolls_everything_back() {
-    let (db, state) = setup("single");
+    let (db, _, state) = setup("single");
     // Line 600 repeats id 5: the unique key refuses it.
     let body = format!("{}{}{}", calls(1..=599), calls(5..=5), calls(601..=1000));
     let response = oneshot(
@@ -280,7 +272,7 @@ async fn body_of(response: axum::http::Response<Body>) -> Vec<u8> {
 
 #[tokio::test]
 async fn in_each_mode_the_other_calls_commit() {
-    let (db, state) = setup("each");
+    let (db, _, state) = setup("each");
     let body = format!("{}{}{}", calls(1..=599), calls(5..=5), calls(601..=1000));
     let response = oneshot(
         &state,
@@ -306,7 +298,7 @@ async fn in_each_mode_the_other_calls_commit() {
 
 #[tokio::test]
 async fn writing_needs_scope_write_and_the_query_permission() {
-    let (db, state) = setup("auth");
+    let (db, _, state) = setup("auth");
     let status = |token: Option<&'static str>, uri: &'static str| {
         let state = state.clone();
         async move {
@@ -372,9 +364,13 @@ async fn writing_needs_scope_write_and_the_query_permission() {
     assert_eq!(db.query_text("select label from items"), "one!!!!");
 }
 
-#[tokio::test]
+// Multi-threaded so that, should it fail while the cut request still holds its
+// transaction open, the server can end that transaction and the test's schema
+// can be dropped (on one thread, dropping the schema would wait for it forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_cut_off_mid_body_commits_nothing() {
-    let (db, state) = setup("cut");
+    let (db, application, state) = setup("cut");
+    let sessions = Sessions::watch(&db, &application).await;
     let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
     // Several windows' worth, so calls are already running when the client vanishes.
     let body = calls(1..=40_000).into_bytes();
@@ -391,22 +387,18 @@ async fn a_batch_cut_off_mid_body_commits_nothing() {
         .await
         .unwrap();
     socket.write_all(&body[..body.len() / 2]).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sessions = &sessions;
+    wait_until(
+        PATIENCE,
+        "the batch's first inserts to have run in its open transaction",
+        move || async move { sessions.writing().await == 1 },
+    )
+    .await;
     drop(socket);
-    let started = Instant::now();
-    let metrics = loop {
-        let text =
-            String::from_utf8(body_of(oneshot(&state, get("/metrics", &[])).await).await).unwrap();
-        if text.contains("route=\"batch\",query=\"cut_add\"") {
-            break text;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let line = ended_request(&state, "batch", "cut_add").await;
     assert!(
-        metrics
-            .contains("route=\"batch\",query=\"cut_add\",status=\"200\",outcome=\"client_gone\""),
-        "{metrics}"
+        line.contains("route=\"batch\",query=\"cut_add\",status=\"200\",outcome=\"client_gone\""),
+        "{line}"
     );
     assert_eq!(count(&db), 0);
     let _ = stop.send(());

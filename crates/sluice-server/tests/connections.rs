@@ -234,6 +234,8 @@ async fn partial_request_heads_are_closed_after_the_header_read_timeout() {
         .unwrap();
     assert!(closed >= CONNECTIONS as f64, "{closed}");
     // A client that sends its head in pieces, each within the limit, is served.
+    // The pauses are the slow client being played, not a wait for the server: the
+    // whole head takes 0.3 s of the 1 s allowed.
     let mut socket = TcpStream::connect(address).await.unwrap();
     for piece in [
         "GET /openapi.json HT",
@@ -258,7 +260,8 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() 
     let (head, _) = read_response(&mut socket).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     // Idle for longer than the header-read timeout, shorter than keep-alive:
-    // the connection is still there for the next request.
+    // the connection is still there for the next request. The idle time is what
+    // is tested, with at least a second of margin on either side.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     socket.write_all(request).await.unwrap();
     let (head, _) = read_response(&mut socket).await;

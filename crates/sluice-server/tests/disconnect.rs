@@ -53,7 +53,8 @@ async fn start_reading(address: std::net::SocketAddr, path: &str, want: usize) -
     }
 }
 
-fn setup(pool: &str) -> (TestDb, String, AppState) {
+/// A test database, the app's sessions on it, and the app.
+async fn setup(pool: &str) -> (TestDb, Sessions, AppState) {
     let db = TestDb::new();
     let application = application_name();
     let config = postgres_config(
@@ -61,47 +62,37 @@ fn setup(pool: &str) -> (TestDb, String, AppState) {
         pool,
         QUERIES,
     );
-    (db, application, AppState::new(config))
+    let sessions = Sessions::watch(&db, &application).await;
+    (db, sessions, AppState::new(config))
 }
 
-/// Polls until no backend of `application` is running a statement; the time it took.
-async fn wait_until_idle(db: &TestDb, application: &str, limit: Duration) -> Duration {
-    let started = Instant::now();
-    loop {
-        if active_backends(db, application) == 0 {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < limit,
-            "queries still running after {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Waits until none of the sessions is running a statement; the time it took.
+async fn wait_until_idle(sessions: &Sessions) -> Duration {
+    wait_until(
+        PATIENCE,
+        "no statement of the app to be running",
+        move || async move { sessions.active().await == 0 },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_holds_the_database_back_instead_of_filling_memory() {
-    let (db, application, state) = setup("pool_size = 2");
+    let (_db, sessions, state) = setup("pool_size = 2").await;
     let (address, stop, _task) = listen(state, Duration::from_secs(5)).await;
     let mut socket = start_reading(address, "/queries/big", 1).await;
     // The client stops reading: socket buffers fill, then the server stops
     // encoding, then PostgreSQL blocks writing to sluice.
-    let started = Instant::now();
-    loop {
-        let waiting = db.query_text(&format!(
-            "select coalesce(wait_event, '') from pg_stat_activity \
-             where application_name = '{application}' and state = 'active'"
-        ));
-        if waiting == "ClientWrite" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the backend is not held back: {waiting:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let sessions = &sessions;
+    wait_until(
+        PATIENCE,
+        "the backend to be held back, waiting to write to sluice (ClientWrite)",
+        move || async move { sessions.wait_event().await == "ClientWrite" },
+    )
+    .await;
     // It stays held back, and the server's memory does not grow with the result.
+    // Nothing is awaited here: the half second is the window in which a server
+    // that buffered the result would grow (it reads far faster than that).
     let rss_before = sluice_core::peak_rss_bytes().unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_after = sluice_core::peak_rss_bytes().unwrap();
@@ -109,29 +100,45 @@ async fn a_slow_client_holds_the_database_back_instead_of_filling_memory() {
         rss_after < rss_before + 16 * 1024 * 1024,
         "{rss_before} -> {rss_after}"
     );
+    assert_eq!(
+        sessions.wait_event().await,
+        "ClientWrite",
+        "still held back"
+    );
     let mut buffer = vec![0u8; 64 * 1024];
     let read = socket.read(&mut buffer).await.unwrap();
     assert!(read > 0);
     drop(socket);
-    wait_until_idle(&db, &application, Duration::from_secs(2)).await;
+    let took = wait_until_idle(sessions).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "cancelled only {took:?} after the client left"
+    );
     let _ = stop.send(());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_while_the_database_works_cancels_it_within_a_second() {
-    let (db, application, state) = setup("pool_size = 2");
+    let (_db, sessions, state) = setup("pool_size = 2").await;
     let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
-    // 20,000 rows arrive, then the backend sleeps for two minutes.
+    // 20,000 rows arrive, then the backend sleeps for two minutes: the client
+    // leaves while nothing is being written to it.
     let socket = start_reading(address, "/queries/stall", 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        active_backends(&db, &application),
-        1,
-        "the query is running"
-    );
+    let sessions = &sessions;
+    wait_until(
+        PATIENCE,
+        "the query to reach its two-minute pg_sleep",
+        move || async move { sessions.wait_event().await == "PgSleep" },
+    )
+    .await;
+    assert_eq!(sessions.active().await, 1, "the query is running");
     drop(socket);
-    let took = wait_until_idle(&db, &application, Duration::from_secs(1)).await;
+    let took = wait_until_idle(sessions).await;
     eprintln!("cancelled {took:?} after the client left");
+    assert!(
+        took < Duration::from_secs(1),
+        "cancelled only {took:?} after the client left"
+    );
     let response = reqwest::get(format!("http://{address}/queries/count?n=10"))
         .await
         .unwrap();
@@ -142,7 +149,7 @@ async fn a_client_leaving_while_the_database_works_cancels_it_within_a_second() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_aborted_requests_leave_nothing_running_and_the_pool_serving() {
     const ABORTS: usize = 1000;
-    let (db, application, state) = setup("pool_size = 4\npool_wait = \"5s\"");
+    let (_db, sessions, state) = setup("pool_size = 4\npool_wait = \"5s\"").await;
     let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
     let started = Instant::now();
     // Four clients at a time, each leaving after its first chunk.
@@ -159,15 +166,21 @@ async fn a_thousand_aborted_requests_leave_nothing_running_and_the_pool_serving(
         result.unwrap();
     }
     let aborting = started.elapsed();
-    let settled = wait_until_idle(&db, &application, Duration::from_secs(1)).await;
+    let sessions = &sessions;
+    let settled = wait_until_idle(sessions).await;
     eprintln!("{ABORTS} aborted requests in {aborting:?}; nothing running {settled:?} later");
-    // Abandoned sessions were discarded, not leaked: at most the pool remains.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        backends(&db, &application) <= 4,
-        "{} backends",
-        backends(&db, &application)
+        settled < Duration::from_secs(1),
+        "queries still ran {settled:?} after the last client left"
     );
+    // Abandoned sessions were discarded, not leaked: at most the pool remains
+    // once their backends have exited.
+    wait_until(
+        PATIENCE,
+        "at most the pool's 4 sessions to remain",
+        move || async move { sessions.all().await <= 4 },
+    )
+    .await;
     for _ in 0..8 {
         let response = reqwest::get(format!("http://{address}/queries/count?n=100000"))
             .await
@@ -180,7 +193,7 @@ async fn a_thousand_aborted_requests_leave_nothing_running_and_the_pool_serving(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_shutdown_deadline_running_streams_are_aborted_and_cancelled() {
-    let (db, application, state) = setup("pool_size = 2");
+    let (_db, sessions, state) = setup("pool_size = 2").await;
     let (address, stop, task) = listen(state, Duration::from_millis(300)).await;
     let response = reqwest::get(format!("http://{address}/queries/stall"))
         .await
@@ -209,5 +222,9 @@ async fn at_the_shutdown_deadline_running_streams_are_aborted_and_cancelled() {
         .unwrap()
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
-    wait_until_idle(&db, &application, Duration::from_secs(1)).await;
+    let took = wait_until_idle(&sessions).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "cancelled only {took:?} after the shutdown deadline"
+    );
 }

@@ -529,22 +529,69 @@ async fn health_metrics_and_openapi_describe_the_server() {
         .contains("100000 rows"));
 }
 
+/// The gate `wait_for_gate()` waits for. It opens when dropped too: a test that
+/// fails while the gate is shut would otherwise hang, its schema never dropped
+/// while the waiting query holds a lock on the gate's table.
+struct Gate<'a>(&'a TestDb);
+
+impl Gate<'_> {
+    fn open(&self) {
+        self.0.execute("insert into gate values (true)");
+    }
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
 #[tokio::test]
 async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
     let db = TestDb::new();
+    // The one connection is held by a query that runs until the test opens the gate.
+    db.execute(
+        "create table gate (opened boolean);
+         create function wait_for_gate() returns boolean language plpgsql as $$
+         begin
+           while not exists (select from gate) loop
+             perform pg_sleep(0.01);
+           end loop;
+           return true;
+         end $$;",
+    );
+    let application = application_name();
     let config = postgres_config(
-        db.url(),
+        &with_application_name(db.url(), &application),
         "pool_size = 1\npool_wait = \"200ms\"",
-        "[queries.sleep]\nsql = \"select pg_sleep(1.5) as slept\"\n[queries.quick]\nsql = \"select 1 as one\"\n",
+        "[queries.hold]\nsql = \"select wait_for_gate() as opened\"\n\
+         [queries.quick]\nsql = \"select 1 as one\"\n",
     );
     let state = AppState::new(config);
+    let gate = Gate(&db);
+    let sessions = Sessions::watch(&db, &application).await;
     let holder = tokio::spawn({
         let state = state.clone();
-        async move { oneshot(&state, get("/queries/sleep", &[])).await.status() }
+        async move { oneshot(&state, get("/queries/hold", &[])).await.status() }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sessions = &sessions;
+    wait_until(
+        PATIENCE,
+        "the pool's one connection to run the holding query",
+        move || async move {
+            sessions
+                .count("state = 'active' and query like '%wait_for_gate%'")
+                .await
+                == 1
+        },
+    )
+    .await;
     let started = std::time::Instant::now();
-    let response = oneshot(&state, get("/queries/quick", &[])).await;
+    // Bounded, as the holder never lets go by itself: a pool that waited for it
+    // would hang here.
+    let response = tokio::time::timeout(PATIENCE, oneshot(&state, get("/queries/quick", &[])))
+        .await
+        .expect("the request waits no longer than pool_wait");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     assert!(started.elapsed() >= Duration::from_millis(200));
@@ -552,6 +599,7 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
         .as_str()
         .unwrap()
         .contains("busy"));
+    gate.open();
     assert_eq!(holder.await.unwrap(), StatusCode::OK);
     let response = oneshot(&state, get("/queries/quick", &[])).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -590,8 +638,7 @@ async fn a_database_down_at_start_gives_503_and_recovers_by_itself() {
     );
 
     // The database goes away while idle connections sit in the pool, then returns.
-    proxy.kill();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.kill().await;
     assert_eq!(
         oneshot(&state, get("/queries/quick", &[])).await.status(),
         StatusCode::SERVICE_UNAVAILABLE
@@ -624,7 +671,7 @@ async fn a_database_dying_mid_stream_aborts_the_body() {
         .unwrap()
         .unwrap();
     assert!(!first.is_empty());
-    proxy.kill();
+    proxy.kill().await;
     let outcome = loop {
         match futures_util::StreamExt::next(&mut body).await {
             Some(Ok(_)) => continue,

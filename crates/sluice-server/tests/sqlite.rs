@@ -150,8 +150,22 @@ async fn a_client_leaving_a_sqlite_stream_frees_its_slot() {
         assert!(socket.read(&mut buffer).await.unwrap() > 0);
         drop(socket);
     }
-    // With one slot, any leaked query would make this a 503.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The last client's query notices it is gone and gives its slot back; with one
+    // slot, any leaked query would keep it forever.
+    wait_until(
+        PATIENCE,
+        "the pool's one slot to be free",
+        move || async move {
+            reqwest::get(format!("http://{address}/metrics"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+                .contains("sluice_pool_connections_in_use{database=\"demo\"} 0")
+        },
+    )
+    .await;
     let response = reqwest::get(format!("http://{address}/queries/daily_totals"))
         .await
         .unwrap();

@@ -12,10 +12,12 @@
 //!
 //! - [`kind`]: declared column types to [`sluice_core::Kind`]s;
 //! - [`convert`]: SQLite values to canonical bytes;
-//! - [`stream`]: the thread, the channel and cancellation.
+//! - [`stream`]: the thread, the channel and cancellation;
+//! - [`gateway`]: a file behind the gateway's database trait, served read-only.
 #![warn(missing_docs)]
 
 pub mod convert;
+pub mod gateway;
 pub mod kind;
 pub mod stream;
 

@@ -1,8 +1,11 @@
 //! Running the `sluice` binary from tests: a clean environment, input streamed from
 //! a generator, output counted rather than held, and the child's own peak memory
-//! (from `wait4`, so other tests in this process do not count).
+//! (from `wait4`, so other tests in this process do not count); [`server`] runs
+//! `sluice serve` for the gateway tests.
 
 #![allow(dead_code)] // each test file uses a different part of this module
+
+pub mod server;
 
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -177,4 +180,22 @@ pub fn assert_exit(output: &std::process::Output, code: i32) -> String {
         output.status
     );
     stderr
+}
+
+/// The SHA-256 (hex) of `prefix`, then `pattern` repeated `times` times, then
+/// `suffix`: the oracle for outputs too large to hold, computed without holding
+/// them either.
+pub fn repeated_sha256(prefix: &str, pattern: &[u8], times: usize, suffix: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(prefix.as_bytes());
+    let block: Vec<u8> = pattern.repeat(65536);
+    let mut left = times;
+    while left > 0 {
+        let now = left.min(65536);
+        hash.update(&block[..now * pattern.len()]);
+        left -= now;
+    }
+    hash.update(suffix.as_bytes());
+    format!("{:x}", hash.finalize())
 }

@@ -1,12 +1,14 @@
 //! Helpers shared by the HTTP tests: configuration for a test database, the app
-//! over `oneshot`, a real listener, and a TCP proxy that can play a database
-//! that is down, comes back, or dies mid-stream.
+//! over `oneshot`, a real listener, a TCP proxy that can play a database that is
+//! down, comes back, or dies mid-stream, and [`wait_until`], the one way these
+//! tests wait for something to happen.
 
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, Response};
@@ -14,7 +16,58 @@ use sluice_server::{app, AppState, Config};
 use sluice_testkit::TestDb;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+/// How long a test waits for a condition before it fails: generous, so that a
+/// loaded machine makes a passing test slower, never a failing one. Promises
+/// about time are asserted on their own, with the time [`wait_until`] returns.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// How often a condition is checked again.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Checks `probe` until it yields a value and returns that value; panics naming
+/// `what` (the condition awaited) once `deadline` has passed without one.
+pub async fn wait_for<T, Probe>(
+    deadline: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Probe,
+) -> T
+where
+    Probe: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "waited {deadline:?} for {what}"
+        );
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Checks `condition` until it holds and returns how long that took; panics
+/// naming `what` once `deadline` has passed without it.
+pub async fn wait_until<Check>(
+    deadline: Duration,
+    what: &str,
+    mut condition: impl FnMut() -> Check,
+) -> Duration
+where
+    Check: Future<Output = bool>,
+{
+    let started = Instant::now();
+    wait_for(deadline, what, || {
+        let check = condition();
+        async move { check.await.then_some(()) }
+    })
+    .await;
+    started.elapsed()
+}
 
 /// A unique application_name, so pg_stat_activity can be filtered to one test.
 pub fn application_name() -> String {
@@ -68,6 +121,43 @@ pub async fn body(response: Response<Body>) -> Result<Vec<u8>, String> {
 /// A JSON body.
 pub async fn json(response: Response<Body>) -> serde_json::Value {
     serde_json::from_slice(&body(response).await.unwrap()).unwrap()
+}
+
+/// The `/metrics` text.
+pub async fn metrics(state: &AppState) -> String {
+    String::from_utf8(
+        body(oneshot(state, get("/metrics", &[])).await)
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// Waits until `/metrics` has a line starting with `prefix`, and returns it.
+/// Requests are counted when they end, so this also waits for a request to end.
+pub async fn metric_line(state: &AppState, prefix: &str) -> String {
+    wait_for(
+        PATIENCE,
+        &format!("a metrics line starting with {prefix}"),
+        move || async move {
+            metrics(state)
+                .await
+                .lines()
+                .find(|line| line.starts_with(prefix))
+                .map(str::to_owned)
+        },
+    )
+    .await
+}
+
+/// Waits until a request of `route` for `name` has ended, and returns its
+/// `sluice_http_requests_total` line (with its status and outcome).
+pub async fn ended_request(state: &AppState, route: &str, name: &str) -> String {
+    metric_line(
+        state,
+        &format!("sluice_http_requests_total{{route=\"{route}\",query=\"{name}\""),
+    )
+    .await
 }
 
 /// The app on a real listener; the server stops when the returned sender fires
@@ -128,9 +218,10 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A TCP proxy to the test database; dropping it (or [`Proxy::kill`]) closes every
-/// proxied connection at once, as a database crash would.
+/// A TCP proxy to the test database; [`Proxy::kill`] (or, without waiting,
+/// dropping it) closes every proxied connection at once, as a database crash would.
 pub struct Proxy {
+    stop: CancellationToken,
     tasks: JoinSet<()>,
 }
 
@@ -139,46 +230,133 @@ impl Proxy {
     pub async fn start(db: &TestDb, port: u16) -> Proxy {
         let (host, upstream_port) = upstream(db);
         let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+        let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        tasks.spawn(async move {
-            let mut connections = JoinSet::new();
-            loop {
-                let Ok((mut client, _)) = listener.accept().await else {
-                    break;
-                };
-                let host = host.clone();
-                connections.spawn(async move {
-                    if let Ok(mut server) =
-                        tokio::net::TcpStream::connect((host.as_str(), upstream_port)).await
-                    {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
+        tasks.spawn(forward(listener, (host, upstream_port), stop.clone()));
+        Proxy { stop, tasks }
+    }
+
+    /// Closes the listener and every connection, and returns once they are closed.
+    pub async fn kill(mut self) {
+        self.stop.cancel();
+        while let Some(result) = self.tasks.join_next().await {
+            result.unwrap();
+        }
+    }
+}
+
+/// Forwards each connection accepted on `listener` to `upstream` until `stop`;
+/// ends once the listener and every connection are closed.
+async fn forward(listener: TcpListener, upstream: (String, u16), stop: CancellationToken) {
+    let mut connections = JoinSet::new();
+    loop {
+        let mut client = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((client, _)) => client,
+                Err(_) => break,
+            },
+        };
+        let upstream = upstream.clone();
+        let stop = stop.clone();
+        connections.spawn(async move {
+            if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                }
             }
         });
-        Proxy { tasks }
     }
-
-    /// Closes the listener and every connection.
-    pub fn kill(mut self) {
-        self.tasks.abort_all();
-    }
+    drop(listener);
+    // A failed accept ends the proxy as a kill does.
+    stop.cancel();
+    while connections.join_next().await.is_some() {}
 }
 
-/// Backends of `application` that are running a statement.
-pub fn active_backends(db: &TestDb, application: &str) -> u64 {
-    db.query_text(&format!(
-        "select count(*) from pg_stat_activity where application_name = '{application}' and state <> 'idle'"
-    ))
-    .parse()
-    .unwrap()
+/// The sessions one application (one test's app, by its application_name) has
+/// on the test database, watched from a session of the test's own. Each look is
+/// one query on that session, not a psql start-up (which takes hundreds of
+/// milliseconds on a loaded machine), so what a wait measures is the server.
+pub struct Sessions {
+    application: String,
+    watcher: tokio::sync::Mutex<sluice_postgres::Connection>,
 }
 
-/// Backends of `application` in any state.
-pub fn backends(db: &TestDb, application: &str) -> u64 {
-    db.query_text(&format!(
-        "select count(*) from pg_stat_activity where application_name = '{application}'"
-    ))
-    .parse()
-    .unwrap()
+impl Sessions {
+    /// Connects the watching session.
+    pub async fn watch(db: &TestDb, application: &str) -> Sessions {
+        let config: sluice_postgres::Config = db.url().parse().unwrap();
+        let connection = sluice_postgres::Connection::connect(&config, &sluice_core::Meter::new())
+            .await
+            .unwrap();
+        Sessions {
+            application: application.to_owned(),
+            watcher: tokio::sync::Mutex::new(connection),
+        }
+    }
+
+    /// The value of the first column of the one row `sql` returns (NULL as "").
+    pub async fn value(&self, sql: &str) -> String {
+        let rows = self
+            .watcher
+            .lock()
+            .await
+            .simple_query(sql)
+            .await
+            .unwrap_or_else(|error| panic!("{error}\n{sql}"));
+        assert_eq!(rows.len(), 1, "{sql}");
+        rows[0][0].clone().unwrap_or_default()
+    }
+
+    /// How many of the sessions match `condition` (SQL on `pg_stat_activity`).
+    pub async fn count(&self, condition: &str) -> u64 {
+        self.value(&format!(
+            "select count(*) from pg_stat_activity \
+             where application_name = '{}' and ({condition})",
+            self.application
+        ))
+        .await
+        .parse()
+        .unwrap()
+    }
+
+    /// Sessions in any state.
+    pub async fn all(&self) -> u64 {
+        self.count("true").await
+    }
+
+    /// Sessions running a statement.
+    pub async fn active(&self) -> u64 {
+        self.count("state <> 'idle'").await
+    }
+
+    /// Sessions whose open transaction has written something (it holds a
+    /// transaction id).
+    pub async fn writing(&self) -> u64 {
+        self.count("backend_xid is not null").await
+    }
+
+    /// What the running statements wait for (empty while one is working).
+    pub async fn wait_event(&self) -> String {
+        self.value(&format!(
+            "select coalesce(string_agg(coalesce(wait_event, ''), ','), '') \
+             from pg_stat_activity where application_name = '{}' and state = 'active'",
+            self.application
+        ))
+        .await
+    }
+
+    /// Rows of the COPY statements the sessions have under way.
+    pub async fn copying(&self) -> u64 {
+        self.value(&format!(
+            "select coalesce(sum(copy.tuples_processed), 0) from pg_stat_progress_copy copy \
+             join pg_stat_activity activity on activity.pid = copy.pid \
+             where activity.application_name = '{}'",
+            self.application
+        ))
+        .await
+        .parse()
+        .unwrap()
+    }
 }

@@ -13,10 +13,10 @@
 //! of, a superuser role or one of [`SERVER_ROLES`], nor hold `EXECUTE` on one of
 //! [`SERVER_FUNCTIONS`] (revoked from PUBLIC by default, granted one by one).
 //!
-//! [`QUERY`] finds all of that about `session_user`; the gateway runs it in the
-//! same message as every `/sql` request's `BEGIN` (no extra round trip, and a
-//! right granted while the server runs is noticed), and [`crate::checks`] runs it
-//! at start-up so a misconfigured server does not start.
+//! [`QUERY`] finds all of that about `session_user`; [`crate::gateway`] runs it
+//! in the same message as every ad-hoc statement's `BEGIN` (no extra round trip,
+//! and a right granted while the server runs is noticed), and at start-up so a
+//! misconfigured server does not start.
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -157,11 +157,6 @@ fn quoted_list(names: &[String]) -> String {
         .join(", ")
 }
 
-/// `name` as a quoted SQL identifier.
-pub fn quote_identifier(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,10 +198,5 @@ mod tests {
         let safe = Privileges::from_rows(&rows(&[("login", "reader")]));
         assert!(safe.is_safe());
         assert_eq!(safe.login, "reader");
-    }
-
-    #[test]
-    fn identifiers_are_quoted() {
-        assert_eq!(quote_identifier("report \"x\""), "\"report \"\"x\"\"\"");
     }
 }

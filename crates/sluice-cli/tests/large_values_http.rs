@@ -1,0 +1,66 @@
+//! A value too large to hold, served over HTTP: a named query returning a
+//! 900 MB `bytea` streams through `sluice serve` in pieces, every byte right,
+//! with the server's peak memory under 128 MiB (before the one streaming
+//! engine, the gateway held such a row whole).
+
+mod support;
+
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use sluice_testkit::TestDb;
+use support::repeated_sha256;
+use support::server::{quoted, write_config, Server};
+
+/// Peak resident memory allowed for the server, whatever the value's size.
+const RSS_LIMIT_BYTES: u64 = 128 << 20;
+
+#[test]
+fn a_900_mb_bytea_streams_over_http_in_bounded_server_memory() {
+    let db = TestDb::new();
+    db.execute(
+        "create table huge (id int, b bytea);
+         alter table huge alter b set storage external;
+         insert into huge values (1, convert_to(repeat('x', 900000000), 'UTF8'));",
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &directory,
+        &format!(
+            "[databases.main]\nurl = {}\n[queries.huge]\nsql = \"select id, b from huge\"\n",
+            quoted(db.url())
+        ),
+    );
+    let server = Server::start(&["--config", &config]);
+    let address = server.address;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (hash, bytes) = runtime.block_on(async move {
+        let response = reqwest::get(format!("http://{address}/queries/huge"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.bytes_stream();
+        let mut hash = Sha256::new();
+        let mut bytes = 0usize;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.expect("the body completes");
+            bytes += chunk.len();
+            hash.update(&chunk);
+        }
+        (format!("{:x}", hash.finalize()), bytes)
+    });
+    // 900 MB of 'x' is 300 M groups of three bytes, each "eHh4" in base64.
+    assert_eq!(bytes, "{\"id\":1,\"b\":\"\"}\n".len() + 1_200_000_000);
+    assert_eq!(
+        hash,
+        repeated_sha256("{\"id\":1,\"b\":\"", b"eHh4", 300_000_000, "\"}\n")
+    );
+    let peak = server.peak_rss();
+    eprintln!(
+        "900 MB bytea over HTTP: server peak RSS {:.1} MiB",
+        peak as f64 / (1 << 20) as f64
+    );
+    assert!(peak < RSS_LIMIT_BYTES, "server peak RSS {peak} bytes");
+}

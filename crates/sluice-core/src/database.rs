@@ -1,0 +1,316 @@
+//! [`Database`]: what a database crate implements so the HTTP gateway (and any
+//! later front end) can serve it without knowing which database it is — a pool
+//! of sessions, queries started with bound [`Param`]s under a [`Access`] mode,
+//! statements checked without running them, and a [`RunningQuery`] that streams
+//! its result and is either completed (its session reused) or abandoned (its
+//! query cancelled).
+//!
+//! The traits are object-safe (`Box<dyn …>`), because the gateway holds databases
+//! of several kinds in one map; their futures are boxed for the same reason. The
+//! cost is one allocation per call, which is nothing beside a round trip.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::source::Chunk;
+use crate::{Batch, BatchSource, Error, Schema};
+
+/// A boxed, sendable future, as the object-safe traits return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A value bound to a query parameter, already checked against its declared
+/// type. Each database binds it its own way: PostgreSQL sends the text and lets
+/// the server convert it; SQLite binds the matching storage class.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Integer(i64),
+    /// A floating-point number, with the text it was given as (so PostgreSQL
+    /// converts exactly what the client sent).
+    Real {
+        /// The number.
+        value: f64,
+        /// Its text.
+        text: String,
+    },
+    /// An exact decimal, as text (`12.50`).
+    Numeric(String),
+    /// Text.
+    Text(String),
+    /// A date, `YYYY-MM-DD`.
+    Date(String),
+    /// A date and time without zone, in sluice's canonical text
+    /// (`2024-03-01 12:00:00.25`).
+    Timestamp(String),
+    /// A moment in UTC, in sluice's canonical text without the offset
+    /// (`2024-03-01 10:00:00.25`).
+    TimestampUtc(String),
+    /// A UUID, lower case.
+    Uuid(String),
+    /// A JSON document's text.
+    Json(String),
+}
+
+/// How a query runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access<'a> {
+    /// A query from the configuration, on a pooled session; read-only
+    /// (`default_transaction_read_only` or the database's equivalent) when the
+    /// request may not write.
+    Named {
+        /// The request may not write.
+        read_only: bool,
+    },
+    /// Ad-hoc SQL: in a read-only transaction, as `role` when given, once the
+    /// login is found unprivileged, on a session discarded afterwards so nothing
+    /// it changed outlives the request.
+    AdHoc {
+        /// Run as this role.
+        role: Option<&'a str>,
+    },
+}
+
+/// A query to start.
+#[derive(Debug, Clone)]
+pub struct QueryRequest<'a> {
+    /// The statement, with the database's own placeholders.
+    pub sql: &'a str,
+    /// Its parameters, in placeholder order.
+    pub params: Vec<Param>,
+    /// The statement timeout (`None`: none).
+    pub statement_timeout: Option<Duration>,
+    /// How it runs.
+    pub access: Access<'a>,
+}
+
+/// Why a query did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// Every session stayed busy for the configured wait.
+    Busy,
+    /// The database cannot be reached.
+    Unavailable(Error),
+    /// The database refused the query (bad SQL, a parameter it cannot convert, …).
+    Query(Error),
+    /// Ad-hoc SQL may not run here.
+    Refused(Refusal),
+}
+
+impl StartError {
+    /// Sorts an error from starting a query: the database unreachable, or the
+    /// query refused.
+    pub fn classify(error: Error) -> StartError {
+        use crate::ErrorKind;
+        match error.kind() {
+            ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed | ErrorKind::Io => {
+                StartError::Unavailable(error)
+            }
+            _ => StartError::Query(error),
+        }
+    }
+}
+
+/// Why ad-hoc SQL may not run on a database.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The login may do what read-only transactions do not stop; the text lists
+    /// those rights (e.g. "the login is a superuser").
+    Privileged(String),
+    /// Taking on the configured role failed (no such role, or the login may not).
+    Role(Error),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Privileged(privileges) => write!(f, "{privileges}"),
+            Refusal::Role(error) => write!(f, "SET ROLE failed: {error}"),
+        }
+    }
+}
+
+/// A pool's state right now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Sessions (or query slots) in use.
+    pub in_use: usize,
+    /// The most there may be.
+    pub size: usize,
+    /// Requests waiting for one.
+    pub waiting: usize,
+}
+
+/// A parameter type a query declares, as far as a database judges whether a
+/// statement takes it: the kinds that must agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeclaredKind {
+    /// Any text, converted by the database.
+    Text,
+    /// An integer of some width.
+    Integer,
+    /// A decimal or floating-point number.
+    Fractional,
+    /// A boolean.
+    Bool,
+    /// A date or a moment.
+    Moment,
+    /// A UUID.
+    Uuid,
+    /// A JSON document.
+    Json,
+}
+
+/// A disagreement between a statement and its declaration, found by preparing
+/// it without running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatementProblem {
+    /// The statement takes `found` parameters, `declared` are declared.
+    Count {
+        /// Parameters the statement takes.
+        found: usize,
+        /// Parameters declared.
+        declared: usize,
+    },
+    /// Parameter `index` (0-based) is declared of a kind the statement does not
+    /// take there.
+    Type {
+        /// 0-based.
+        index: usize,
+        /// The type the database infers there, by its own name.
+        inferred: String,
+    },
+    /// The statement writes, but this database is served read-only.
+    Writes,
+}
+
+/// A query whose result is being read.
+pub trait RunningQuery: Send {
+    /// The columns of the result.
+    fn schema(&self) -> &Schema;
+
+    /// The next rows (see [`BatchSource::next_batch`]).
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>>;
+
+    /// The next chunk (see [`BatchSource::next_chunk`]).
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>>;
+
+    /// Round trips to the database since the query started (0 where none are
+    /// made, as for an embedded database).
+    fn round_trips(&self) -> u64;
+
+    /// The result was read to the end: the session may be reused.
+    fn complete(self: Box<Self>);
+
+    /// The result was not read to the end: the session is discarded. When the
+    /// query may still run on the server, the returned future cancels it; the
+    /// caller runs it where shutdown can wait for it.
+    fn abandon(self: Box<Self>) -> Option<BoxFuture<'static, ()>>;
+}
+
+/// How a query of a [`Query`] ends: the part of a running query that is not
+/// its rows (the session to give back, the cancel to send).
+pub trait QueryEnd<S>: Send {
+    /// Round trips since the query started.
+    fn round_trips(&self) -> u64;
+
+    /// See [`RunningQuery::complete`]; `source` is the result, read to its end.
+    fn complete(self, source: S);
+
+    /// See [`RunningQuery::abandon`]; `source` is the result, not read to its end.
+    fn abandon(self, source: S) -> Option<BoxFuture<'static, ()>>;
+}
+
+/// A [`RunningQuery`] made of a database's [`BatchSource`] and how it ends, so
+/// each database crate writes only what is its own.
+pub struct Query<S, E> {
+    source: S,
+    end: E,
+}
+
+impl<S, E> Query<S, E> {
+    /// The query reading `source`, ended by `end`.
+    pub fn new(source: S, end: E) -> Query<S, E> {
+        Query { source, end }
+    }
+}
+
+impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
+    fn schema(&self) -> &Schema {
+        self.source.schema()
+    }
+
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
+        Box::pin(self.source.next_batch())
+    }
+
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
+        Box::pin(self.source.next_chunk())
+    }
+
+    fn round_trips(&self) -> u64 {
+        self.end.round_trips()
+    }
+
+    fn complete(self: Box<Self>) {
+        self.end.complete(self.source);
+    }
+
+    fn abandon(self: Box<Self>) -> Option<BoxFuture<'static, ()>> {
+        self.end.abandon(self.source)
+    }
+}
+
+impl BatchSource for Box<dyn RunningQuery> {
+    fn schema(&self) -> &Schema {
+        (**self).schema()
+    }
+
+    fn next_batch(&mut self) -> impl Future<Output = Result<Option<&Batch>, Error>> + Send {
+        (**self).next_batch()
+    }
+
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
+        (**self).next_chunk()
+    }
+}
+
+/// A configured database the gateway serves.
+pub trait Database: Send + Sync {
+    /// The product's name for messages (`PostgreSQL`, `SQLite`).
+    fn product(&self) -> &'static str;
+
+    /// How the statement's parameters are written, given their 1-based number
+    /// (`$1`, `?1`), for messages.
+    fn placeholder(&self, number: usize) -> String;
+
+    /// Whether the database is served read-only whatever the token may do.
+    fn read_only(&self) -> bool;
+
+    /// The pool's state.
+    fn usage(&self) -> Usage;
+
+    /// Starts a query, waiting for a session up to the pool's wait.
+    fn start<'a>(
+        &'a self,
+        request: QueryRequest<'a>,
+    ) -> BoxFuture<'a, Result<Box<dyn RunningQuery>, StartError>>;
+
+    /// Prepares `sql` without running it and compares it with the declared
+    /// parameter kinds; no problems is an empty list. A statement the database
+    /// refuses is [`StartError::Query`].
+    fn check_statement<'a>(
+        &'a self,
+        sql: &'a str,
+        declared: &'a [DeclaredKind],
+    ) -> BoxFuture<'a, Result<Vec<StatementProblem>, StartError>>;
+
+    /// Sets up a session as ad-hoc SQL would be run (as `role`, with the login
+    /// checked) and closes it: `Refused` says why ad-hoc SQL could not run here.
+    fn check_ad_hoc<'a>(&'a self, role: Option<&'a str>) -> BoxFuture<'a, Result<(), StartError>>;
+}
