@@ -35,11 +35,15 @@ const SERVER_BINARIES_NOT_FOUND: &str = "PostgreSQL server binaries (initdb, pos
      install them (Debian/Ubuntu: apt-get install postgresql) or set SLUICE_TEST_PG_URL";
 
 /// Settings the shared cluster runs with: durability off for speed, room for the
-/// suite's parallel tests.
-const SHARED_SETTINGS: [(&str, &str); 5] = [
+/// suite's parallel tests, and as little WAL on disk as PostgreSQL allows (the
+/// large-value tests write gigabytes; CI machines' disks are not always roomy).
+const SHARED_SETTINGS: [(&str, &str); 8] = [
     ("fsync", "off"),
     ("synchronous_commit", "off"),
     ("full_page_writes", "off"),
+    ("wal_level", "minimal"),
+    ("max_wal_senders", "0"),
+    ("max_wal_size", "128MB"),
     ("max_connections", "200"),
     ("shared_buffers", "128MB"),
 ];

@@ -310,6 +310,16 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some(Ok(server)) = SERVER.get() {
+            // Large objects live outside every schema, so dropping the schema
+            // would leave them behind (gigabytes, for the large-value tests):
+            // unlink those the schema's `oid` columns refer to first.
+            let _ = run_psql(
+                &server.psql,
+                &server.url,
+                None,
+                &[],
+                &unlink_large_objects_sql(&self.schema),
+            );
             let mut sql = format!("DROP SCHEMA IF EXISTS {} CASCADE;", self.schema);
             let roles = self
                 .roles
@@ -321,6 +331,21 @@ impl Drop for TestDb {
             let _ = run_psql(&server.psql, &server.url, None, &[], &sql);
         }
     }
+}
+
+/// SQL unlinking every large object that a column of type `oid` in `schema`
+/// refers to.
+fn unlink_large_objects_sql(schema: &str) -> String {
+    format!(
+        "DO $unlink$ DECLARE c record; BEGIN
+           FOR c IN SELECT table_name, column_name FROM information_schema.columns
+                    WHERE table_schema = '{schema}' AND data_type = 'oid' LOOP
+             EXECUTE format('SELECT lo_unlink(m.oid) FROM pg_largeobject_metadata m
+                             WHERE m.oid IN (SELECT %I FROM %I.%I)',
+                            c.column_name, '{schema}', c.table_name);
+           END LOOP;
+         END $unlink$;"
+    )
 }
 
 /// `url` (`postgres://[user[:password]@]host…`) logging in as `user` with `password`.
