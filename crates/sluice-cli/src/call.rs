@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
+use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, Transaction};
+use sluice_core::database::BoxFuture;
 use sluice_core::{Encoder, Error, ErrorKind, Meter};
 use sluice_formats::{JsonEncoder, JsonOptions};
-use sluice_postgres::{
-    CallOutcome, Config, Connection, ParamSet, ParamSource, Pipeline, Transaction,
-};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 
 use crate::console::err_line;
@@ -110,7 +109,13 @@ impl<R: AsyncBufRead + Unpin + Send> LineSource<R> {
 }
 
 impl<R: AsyncBufRead + Unpin + Send> ParamSource for LineSource<R> {
-    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
+        Box::pin(self.next_set())
+    }
+}
+
+impl<R: AsyncBufRead + Unpin + Send> LineSource<R> {
+    async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
         loop {
             self.buffer.clear();
             let read = self
@@ -152,7 +157,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
 
 async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     let started = Instant::now();
-    let config: Config = arguments.db.parse()?;
+    let target = crate::drivers::drivers().open(&arguments.db)?;
     let reader: Box<dyn AsyncBufRead + Unpin + Send> = match arguments
         .params
         .as_ref()
@@ -184,9 +189,9 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
         )),
     };
     let meter = Meter::new();
-    let mut connection = Connection::connect(&config, &meter).await?;
+    let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
-    let pipeline = Pipeline::prepare(&mut connection, &arguments.sql).await?;
+    let pipeline = session.prepare_calls(&arguments.sql).await?;
     let schema = pipeline.schema().clone();
     let mut encoder = JsonEncoder::array(JsonOptions::default());
     let mut failure: Option<(u64, String)> = None;
@@ -250,7 +255,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
         )
         .await?;
     output.flush().map_err(Error::output)?;
-    connection.close().await;
+    session.close().await;
     let mut code = 0;
     if summary.failed > 0 {
         match (mode, &failure) {

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use sluice_core::connect::ExportOptions;
 use sluice_core::{pump, Error, ErrorKind, Meter, Progress};
 use sluice_formats::{BytesEncoding, Format, JsonOptions};
-use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
 
 use crate::interrupt::Interrupt;
 use crate::output::{BlockingWriter, StagedFile};
@@ -17,7 +17,8 @@ use crate::report::{exit_code, print_error, ProgressLine, Stats};
 #[derive(Args)]
 pub struct ExportArgs {
     /// Database URL, e.g. postgres://user:password@host:5432/database
-    /// (libpq key=value strings and PG* environment variables work too).
+    /// (libpq key=value strings and PG* environment variables work too), or
+    /// sqlite:///path/to/file.db.
     #[arg(long, env = "SLUICE_DB")]
     db: String,
 
@@ -128,22 +129,22 @@ async fn export(
     staged: &mut Option<Arc<StagedFile>>,
 ) -> Result<(), Error> {
     let started = Instant::now();
-    let config: Config = arguments.db.parse()?;
+    let target = crate::drivers::drivers().open(&arguments.db)?;
     let (mut writer, output_file) = open_output(arguments, interrupt)?;
     staged.clone_from(&output_file);
 
     let meter = Meter::new();
-    let connection = Connection::connect(&config, &meter).await?;
+    let session = target.connect(&meter).await?;
     let connected = meter.snapshot();
-    let cancel = connection.cancel_token();
-    interrupt.arm(cancel.clone(), config.clone());
+    let cancel = session.canceller();
+    interrupt.arm(cancel.clone());
 
-    let options = QueryOptions {
+    let options = ExportOptions {
         params: arguments.params.iter().cloned().map(Some).collect(),
         fetch_size: arguments.fetch_size,
-        lob_inline: arguments.lob == "inline",
+        inline_large_objects: arguments.lob == "inline",
     };
-    let mut stream = QueryStream::start(connection, &arguments.query, options).await?;
+    let mut stream = session.export(arguments.query.clone(), options).await?;
     let mut encoder = arguments.format.encoder(JsonOptions {
         bytes: arguments.bytea,
     });
@@ -160,20 +161,18 @@ async fn export(
         Err(error) if error.kind() == ErrorKind::OutputClosed && output_file.is_none() => {
             // The reader has all it wanted (`| head`): stop the server's work and
             // leave quietly, as Unix tools do.
-            let _ = cancel.cancel(&config).await;
+            let _ = cancel.cancel().await;
             drop(stream);
             return Ok(());
         }
         Err(error) => {
             if error.kind() != ErrorKind::Database {
-                let _ = cancel.cancel(&config).await;
+                let _ = cancel.cancel().await;
             }
             return Err(error);
         }
     };
-    if let Some(connection) = stream.into_connection() {
-        connection.close().await;
-    }
+    stream.close().await;
     if let Some(file) = output_file {
         writer
             .sync()

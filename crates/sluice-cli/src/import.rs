@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
+use sluice_core::connect::{ImportRequest, Session};
+use sluice_core::load::{
+    ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+};
 use sluice_core::{Decoder, Error, ErrorKind, Meter, Progress, Rejected};
 use sluice_formats::{
     CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch, NdjsonDecoder, NdjsonOptions,
-};
-use sluice_postgres::import::RejectSink;
-use sluice_postgres::{
-    describe_table, import, locate_refused_row, Config, Connection, ImportOptions, ImportSummary,
-    Method, OnConflict, OnError, TableInfo,
 };
 use tokio::io::AsyncRead;
 
@@ -130,8 +129,8 @@ fn parse_header(text: &str) -> Result<CsvHeader, String> {
 /// without naming a row (foreign keys are checked after the last row) and the
 /// input is a file, reads it again to find the line, so the error can name it.
 #[allow(clippy::too_many_arguments)]
-async fn load<D: Decoder>(
-    connection: &mut Connection,
+async fn load<D: Decoder + 'static>(
+    session: &mut dyn Session,
     table: &TableInfo,
     make: impl Fn() -> Result<D, Error>,
     reader: &mut (dyn AsyncRead + Unpin + Send),
@@ -141,18 +140,15 @@ async fn load<D: Decoder>(
     progress: &Progress,
 ) -> Result<ImportSummary, Error> {
     let mut decoder = make()?;
-    let mut reader = reader;
-    let error = match import(
-        connection,
+    let request = ImportRequest {
         table,
-        &mut decoder,
-        &mut reader,
+        decoder: &mut decoder,
+        reader,
         options,
         rejects,
         progress,
-    )
-    .await
-    {
+    };
+    let error = match session.import(request).await {
         Ok(summary) => return Ok(summary),
         Err(error) => error,
     };
@@ -167,7 +163,16 @@ async fn load<D: Decoder>(
         return Err(error);
     };
     let mut decoder = make()?;
-    match locate_refused_row(connection, table, &mut decoder, &mut again, options).await {
+    let mut no_rejects = |_: &Rejected| Ok(());
+    let request = ImportRequest {
+        table,
+        decoder: &mut decoder,
+        reader: &mut again,
+        options,
+        rejects: &mut no_rejects,
+        progress,
+    };
+    match session.locate_refused_row(request).await {
         Ok(Some(row)) => Err(error.at_row(row)),
         _ => Err(error),
     }
@@ -212,7 +217,7 @@ fn message(error: &Error) -> String {
 
 async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let started = Instant::now();
-    let config: Config = arguments.db.parse()?;
+    let target = crate::drivers::drivers().open(&arguments.db)?;
     let path = arguments
         .input
         .as_ref()
@@ -300,9 +305,9 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     };
 
     let meter = Meter::new();
-    let mut connection = Connection::connect(&config, &meter).await?;
+    let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
-    let table = describe_table(&mut connection, &arguments.table).await?;
+    let table = session.describe_table(&arguments.table).await?;
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), total_bytes);
     let path = path.map(PathBuf::as_path);
@@ -321,7 +326,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                 )
             };
             load(
-                &mut connection,
+                &mut *session,
                 &table,
                 make,
                 &mut *reader,
@@ -345,7 +350,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                 ))
             };
             load(
-                &mut connection,
+                &mut *session,
                 &table,
                 make,
                 &mut *reader,
@@ -362,7 +367,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
         file.flush().map_err(Error::output)?;
     }
     let summary = result?;
-    connection.close().await;
+    session.close().await;
     if summary.rejected > 0 {
         err_line!(
             "sluice: {} of {} records imported, {} rejected",

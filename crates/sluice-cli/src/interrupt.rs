@@ -1,8 +1,8 @@
 //! Ctrl-C: cancel the running query on the server, say so once, exit 130.
 //!
 //! The handler is installed before connecting so an interrupt at any moment ends
-//! the process with the documented code. Once a query runs, the handler first sends
-//! PostgreSQL a cancel request. The export path usually sees the server's "canceling
+//! the process with the documented code. Once a query runs, the handler first asks
+//! the database to cancel it. The export path usually sees the server's "canceling
 //! statement" error before the handler is done; [`Interrupt::happened`] lets it tell
 //! that apart from a real failure and end the same way. Before exiting, the handler
 //! runs the cleanup registered with [`Interrupt::on_interrupt`] (an export removes
@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sluice_core::connect::Canceller;
 use sluice_core::{Error, ErrorKind};
-use sluice_postgres::{CancelToken, Config};
 
 use crate::console::err_line;
 use crate::exit;
@@ -25,7 +25,7 @@ type Cleanup = Box<dyn FnOnce() -> Option<String> + Send>;
 struct Shared {
     happened: AtomicBool,
     reported: AtomicBool,
-    target: Mutex<Option<(CancelToken, Config)>>,
+    canceller: Mutex<Option<Arc<dyn Canceller>>>,
     cleanup: Mutex<Option<Cleanup>>,
 }
 
@@ -59,9 +59,9 @@ impl Interrupt {
         interrupt
     }
 
-    /// From now on an interrupt cancels the query of the session `token` belongs to.
-    pub fn arm(&self, token: CancelToken, config: Config) {
-        *self.shared.target.lock().expect("interrupt state") = Some((token, config));
+    /// From now on an interrupt cancels the statement `canceller` stops.
+    pub fn arm(&self, canceller: Arc<dyn Canceller>) {
+        *self.shared.canceller.lock().expect("interrupt state") = Some(canceller);
     }
 
     /// On Ctrl-C, runs `cleanup` before exiting and adds the note it returns to the
@@ -84,9 +84,14 @@ impl Interrupt {
     }
 
     async fn cancel_query(&self) {
-        let target = self.shared.target.lock().expect("interrupt state").clone();
-        if let Some((token, config)) = target {
-            let _ = tokio::time::timeout(Duration::from_secs(2), token.cancel(&config)).await;
+        let canceller = self
+            .shared
+            .canceller
+            .lock()
+            .expect("interrupt state")
+            .clone();
+        if let Some(canceller) = canceller {
+            let _ = tokio::time::timeout(Duration::from_secs(2), canceller.cancel()).await;
         }
     }
 

@@ -7,6 +7,7 @@
 
 mod call;
 mod console;
+mod drivers;
 mod export;
 mod import;
 mod interrupt;

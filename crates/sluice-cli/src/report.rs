@@ -17,7 +17,7 @@ pub fn exit_code(error: &Error) -> u8 {
         // database went away; the statement did not fail.
         ErrorKind::Database if ends_the_session(error) => exit::CONNECTION,
         ErrorKind::Database => exit::DATABASE,
-        ErrorKind::Config => exit::USAGE,
+        ErrorKind::Config | ErrorKind::Unsupported => exit::USAGE,
         ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed => exit::CONNECTION,
         ErrorKind::Cancelled => exit::INTERRUPTED,
         ErrorKind::Data => exit::BAD_INPUT,

@@ -158,3 +158,46 @@ fn connection_settings_come_from_pg_variables_and_sluice_db() {
         format!("{{\"schema_name\":\"{}\"}}\n", db.schema())
     );
 }
+
+/// The same `export` reads a SQLite file when `--db` names one: the database is
+/// chosen by its URL, not by the command. A command SQLite cannot serve says so.
+#[test]
+fn a_sqlite_url_exports_through_the_same_command_and_an_import_is_refused_clearly() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("shop.db");
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    connection
+        .execute_batch(
+            "create table items (id integer primary key, name text, price real);
+             insert into items values (1, 'tea', 2.5), (2, 'cake', null), (3, 'jam', 4);",
+        )
+        .unwrap();
+    drop(connection);
+    let url = format!("sqlite://{}", path.display());
+    let output = run(
+        sluice().args([
+            "export",
+            "--db",
+            &url,
+            "--query",
+            "select id, name, price from items where id <= ?1 order by id",
+            "--param",
+            "2",
+        ]),
+        b"",
+    );
+    assert_eq!(
+        stdout(&output),
+        "{\"id\":1,\"name\":\"tea\",\"price\":2.5}\n{\"id\":2,\"name\":\"cake\",\"price\":null}\n"
+    );
+
+    let output = run(
+        sluice().args(["import", "--db", &url, "--table", "items"]),
+        b"{\"id\":4,\"name\":\"bun\"}\n",
+    );
+    let message = assert_exit(&output, 2);
+    assert!(
+        message.contains("SQLite does not support loading tables"),
+        "{message}"
+    );
+}

@@ -32,6 +32,9 @@ pub enum ErrorKind {
     Data,
     /// The operation was cancelled on request.
     Cancelled,
+    /// The database cannot do what was asked (loading a table into a database
+    /// served read-only).
+    Unsupported,
 }
 
 /// An error the database server reported, with its structured fields.

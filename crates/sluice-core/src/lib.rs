@@ -14,13 +14,20 @@
 //! - [`Decoder`]: the way in, input formats to batches with exact error positions;
 //! - [`Meter`] and [`MeteredStream`]: round trips and wire bytes, counted at the
 //!   socket so every feature reports the same figures;
+//! - [`connect`]: the [`connect::Driver`] each database crate offers, and the
+//!   [`connect::Drivers`] registry front ends open URLs with, so none of them
+//!   names a database; [`load`] and [`calls`] hold the vocabulary of loading a
+//!   table and of running one statement for many parameter sets;
 //! - [`Error`]: one opaque error type with kind accessors.
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod calls;
+pub mod connect;
 pub mod database;
 pub mod decode;
 pub mod error;
+pub mod load;
 pub mod meter;
 pub mod pump;
 pub mod source;

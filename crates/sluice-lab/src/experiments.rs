@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use sluice_core::database::BoxFuture;
 use sluice_core::{Batch, BatchSource, Error, ErrorKind, Kind, Meter};
 use sluice_postgres::config::Target;
 use sluice_postgres::{
@@ -798,16 +799,16 @@ struct Generated<F> {
 }
 
 impl<F: FnMut(u64) -> Vec<Option<String>> + Send> ParamSource for Generated<F> {
-    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
-        if self.next > self.last {
-            return Ok(None);
-        }
-        let line = self.next;
-        self.next += 1;
-        Ok(Some(ParamSet {
-            line,
-            values: Ok((self.values)(line)),
-        }))
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
+        let set = (self.next <= self.last).then(|| {
+            let line = self.next;
+            self.next += 1;
+            ParamSet {
+                line,
+                values: Ok((self.values)(line)),
+            }
+        });
+        Box::pin(std::future::ready(Ok(set)))
     }
 }
 

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use deadpool::managed::{self, Object, PoolError, RecycleError, TimeoutType};
 use postgres_protocol::escape::escape_identifier;
+pub use sluice_core::connect::PoolOptions;
 use sluice_core::database::Refusal;
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
@@ -37,16 +38,6 @@ use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
 /// How long a cancel request may take before it is given up.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The size of a pool and how long a request waits for a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolOptions {
-    /// The most sessions.
-    pub size: usize,
-    /// How long a request waits for a free session before it is told the
-    /// database is busy.
-    pub wait: Duration,
-}
 
 /// Creates and checks sessions for the pool.
 #[derive(Debug)]

@@ -24,107 +24,16 @@ use postgres_protocol::IsNull;
 use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+pub use sluice_core::load::{
+    ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+};
+
 use crate::copy_in::{error_position, quote_identifier};
 use crate::types;
 use crate::Connection;
 
 /// Input is read in pieces of this size.
 const READ_BYTES: usize = 256 * 1024;
-
-/// A table to import into, as the catalog describes it.
-#[derive(Debug, Clone)]
-pub struct TableInfo {
-    /// The table's name as PostgreSQL prints it (schema-qualified and quoted when needed).
-    pub name: String,
-    /// Its columns in order, without generated columns (which cannot be written).
-    pub columns: Vec<Column>,
-    /// Names of the columns that have a default or are identity columns.
-    pub defaulted: Vec<String>,
-}
-
-/// What to do with a bad record or a row the database refuses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OnError {
-    /// Roll everything back and report the first error (default).
-    #[default]
-    Abort,
-    /// Commit the good rows and report each bad one.
-    Skip,
-}
-
-/// What to do with a row whose key already exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OnConflict {
-    /// A unique violation is an error (default).
-    #[default]
-    Error,
-    /// Keep the existing row.
-    Ignore,
-    /// Overwrite the existing row's other columns.
-    Update,
-}
-
-/// How rows travel.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Method {
-    /// `COPY … FROM STDIN` (default).
-    #[default]
-    Copy,
-    /// Multi-row `INSERT` statements of this many rows, one round trip each.
-    Insert {
-        /// Rows per statement (1 is row-by-row).
-        batch_size: usize,
-    },
-}
-
-/// Settings of [`import`]; each states its default.
-#[derive(Debug, Clone)]
-pub struct ImportOptions {
-    /// Default: [`OnError::Abort`].
-    pub on_error: OnError,
-    /// Default: [`OnConflict::Error`].
-    pub on_conflict: OnConflict,
-    /// Conflict target columns for [`OnConflict::Update`] (required there) and
-    /// [`OnConflict::Ignore`] (optional: without it any unique violation is ignored).
-    /// Default: empty.
-    pub key: Vec<String>,
-    /// Default: [`Method::Copy`].
-    pub method: Method,
-    /// Rows per savepoint with [`OnError::Skip`]. Default: 10,000.
-    pub chunk_rows: usize,
-    /// Check everything, keep nothing: the work is rolled back at the end.
-    /// Default: false.
-    pub dry_run: bool,
-}
-
-impl Default for ImportOptions {
-    fn default() -> ImportOptions {
-        ImportOptions {
-            on_error: OnError::Abort,
-            on_conflict: OnConflict::Error,
-            key: Vec::new(),
-            method: Method::Copy,
-            chunk_rows: 10_000,
-            dry_run: false,
-        }
-    }
-}
-
-/// What an import did. `accepted + rejected == records` always.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ImportSummary {
-    /// Records read from the input (blank NDJSON lines are not records).
-    pub records: u64,
-    /// Records that became rows sent to the table.
-    pub accepted: u64,
-    /// Records rejected (in skip mode; in abort mode an error ends the import).
-    pub rejected: u64,
-    /// Rows the table gained or changed (fewer than `accepted` when conflicts were ignored).
-    pub written: u64,
-}
-
-/// Receives each rejected record in skip mode (to write a reject file or response).
-pub type RejectSink<'a> = dyn FnMut(&Rejected) -> Result<(), Error> + Send + 'a;
 
 /// Reads the table's columns and their kinds from the catalog.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
@@ -174,7 +83,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
 }
 
 /// Input bytes and the decoder that turns them into rows.
-struct Input<'a, D, R> {
+struct Input<'a, D: ?Sized, R: ?Sized> {
     decoder: &'a mut D,
     reader: &'a mut R,
     buffer: Vec<u8>,
@@ -183,7 +92,7 @@ struct Input<'a, D, R> {
     progress: &'a Progress,
 }
 
-impl<D: Decoder, R: AsyncRead + Unpin + Send> Input<'_, D, R> {
+impl<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized> Input<'_, D, R> {
     /// Reads and decodes one piece of input into `decoded`; false once the input is done.
     async fn next(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
         if self.finished {
@@ -300,8 +209,8 @@ pub async fn import<D, R>(
     progress: &Progress,
 ) -> Result<ImportSummary, Error>
 where
-    D: Decoder,
-    R: AsyncRead + Unpin + Send,
+    D: Decoder + ?Sized,
+    R: AsyncRead + Unpin + Send + ?Sized,
 {
     if options.on_conflict == OnConflict::Update && options.key.is_empty() {
         return Err(Error::config("--on-conflict update needs --key"));
@@ -394,8 +303,8 @@ pub async fn locate_refused_row<D, R>(
     options: &ImportOptions,
 ) -> Result<Option<RowError>, Error>
 where
-    D: Decoder,
-    R: AsyncRead + Unpin + Send,
+    D: Decoder + ?Sized,
+    R: AsyncRead + Unpin + Send + ?Sized,
 {
     let options = ImportOptions {
         on_error: OnError::Skip,
@@ -546,7 +455,7 @@ async fn rollback(connection: &mut Connection, error: Error) -> Error {
     error
 }
 
-async fn copy_abort<D: Decoder, R: AsyncRead + Unpin + Send>(
+async fn copy_abort<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
     connection: &mut Connection,
     plan: &Plan,
     input: &mut Input<'_, D, R>,
@@ -627,7 +536,7 @@ async fn copy_abort<D: Decoder, R: AsyncRead + Unpin + Send>(
     Ok(summary)
 }
 
-async fn copy_skip<D: Decoder, R: AsyncRead + Unpin + Send>(
+async fn copy_skip<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
     connection: &mut Connection,
     plan: &Plan,
     input: &mut Input<'_, D, R>,
@@ -740,7 +649,7 @@ async fn copy_chunk(
     Ok(accepted)
 }
 
-async fn insert_batches<D: Decoder, R: AsyncRead + Unpin + Send>(
+async fn insert_batches<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
     connection: &mut Connection,
     plan: &Plan,
     input: &mut Input<'_, D, R>,

@@ -14,15 +14,17 @@
 //!
 //! One file per operation, as in rust-postgres: [`connection`] (startup and
 //! authentication), [`query`] (streaming a query's rows), [`copy_in`] and
-//! [`import`] (bulk loading), [`cancel`], [`types`], [`gateway`] (a pool of
-//! sessions behind the gateway's database trait, with [`privileges`])
-//! (type OIDs to [`sluice_core::Kind`]), [`config`] and [`error`].
+//! [`import`] (bulk loading), [`cancel`], [`types`] (type OIDs to
+//! [`sluice_core::Kind`]), [`gateway`] (a pool of sessions behind the gateway's
+//! database trait, with [`privileges`]), [`driver`] (the crate behind
+//! `sluice_core::connect`'s traits), [`config`] and [`error`].
 #![warn(missing_docs)]
 
 pub mod cancel;
 pub mod config;
 pub mod connection;
 pub mod copy_in;
+pub mod driver;
 pub mod error;
 pub mod gateway;
 pub mod import;
@@ -36,6 +38,7 @@ pub use cancel::CancelToken;
 pub use config::Config;
 pub use connection::Connection;
 pub use copy_in::CopyIn;
+pub use driver::PostgresDriver;
 pub use import::{
     describe_table, import, locate_refused_row, ImportOptions, ImportSummary, Method, OnConflict,
     OnError, TableInfo,

@@ -21,72 +21,16 @@ use bytes::BufMut;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use sluice_core::{Batch, DbError, Error, Schema};
+use sluice_core::{Batch, Error, Schema};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+pub use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, PipelineSummary, Transaction};
 
 use crate::connection::Connection;
 use crate::error::db_error;
 use crate::types::{self, Oid};
 
 const STATEMENT: &str = "sluice_call";
-
-/// How the calls are grouped into transactions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Transaction {
-    /// All or nothing (default).
-    #[default]
-    Single,
-    /// Each parameter set on its own.
-    Each,
-}
-
-/// One parameter set, with the input line it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamSet {
-    /// 1-based input line.
-    pub line: u64,
-    /// Text values for `$1`, `$2`, …; `None` is NULL. `Err` holds why the line
-    /// could not be read as a parameter set: it fails that call (and, in single
-    /// mode, the transaction) in its place in the order.
-    pub values: Result<Vec<Option<String>>, String>,
-}
-
-/// Where parameter sets come from.
-pub trait ParamSource: Send {
-    /// The next set, or `None` at the end of the input.
-    fn next(&mut self) -> impl Future<Output = Result<Option<ParamSet>, Error>> + Send;
-}
-
-/// What one call did.
-#[derive(Debug)]
-pub enum CallOutcome<'a> {
-    /// It ran; `rows` holds what it returned (over [`Pipeline::schema`]) and
-    /// `affected` the count from its command tag (rows inserted, updated, …).
-    Done {
-        /// Returned rows.
-        rows: &'a Batch,
-        /// Rows affected, when the command reports it.
-        affected: Option<u64>,
-    },
-    /// The database refused it.
-    Failed(&'a DbError),
-    /// Its input line was not a valid parameter set.
-    Invalid(&'a str),
-    /// It was not run, or was rolled back, because another call of the same
-    /// transaction failed.
-    RolledBack,
-}
-
-/// Counts of a finished pipeline. `succeeded + failed == calls`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PipelineSummary {
-    /// Parameter sets read.
-    pub calls: u64,
-    /// Calls that ran and were committed.
-    pub succeeded: u64,
-    /// Calls that failed or were rolled back.
-    pub failed: u64,
-}
 
 /// A prepared statement ready to be run for many parameter sets.
 pub struct Pipeline<'c> {
@@ -159,7 +103,7 @@ impl<'c> Pipeline<'c> {
     /// before the transaction's end: when a later call fails, the summary (and
     /// the failing call's outcome) say that everything was rolled back; memory
     /// stays bounded however many sets there are.
-    pub async fn run<S: ParamSource>(
+    pub async fn run<S: ParamSource + ?Sized>(
         self,
         source: &mut S,
         mode: Transaction,
@@ -401,12 +345,12 @@ type Next<'s, S> =
 /// A [`ParamSource`] whose `next()` can be polled without waiting and resumed
 /// later: the future under way owns the source until it completes, so a line read
 /// halfway is never dropped.
-struct Feed<'s, S> {
+struct Feed<'s, S: ?Sized> {
     source: Option<&'s mut S>,
     next: Option<Next<'s, S>>,
 }
 
-impl<'s, S: ParamSource> Feed<'s, S> {
+impl<'s, S: ParamSource + ?Sized> Feed<'s, S> {
     /// The next set: waits for it with `wait`, otherwise only takes it if ready.
     async fn next(&mut self, wait: bool) -> Option<Result<Option<ParamSet>, Error>> {
         if self.next.is_none() {

@@ -1,5 +1,6 @@
 //! Pipelined calls against a real PostgreSQL: round trips, order, transactions.
 
+use sluice_core::database::BoxFuture;
 use sluice_core::{Error, Meter, MeterSnapshot};
 use sluice_postgres::{
     CallOutcome, Config, Connection, ParamSet, ParamSource, Pipeline, Transaction,
@@ -9,8 +10,8 @@ use sluice_testkit::TestDb;
 struct Sets(std::vec::IntoIter<ParamSet>);
 
 impl ParamSource for Sets {
-    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
-        Ok(self.0.next())
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
+        Box::pin(std::future::ready(Ok(self.0.next())))
     }
 }
 
@@ -236,7 +237,13 @@ struct Interactive {
 }
 
 impl ParamSource for Interactive {
-    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
+        Box::pin(self.next_set())
+    }
+}
+
+impl Interactive {
+    async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
         if self.sent == self.total {
             return Ok(None);
         }

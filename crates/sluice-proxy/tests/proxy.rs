@@ -88,19 +88,21 @@ async fn the_proxy_counts_the_round_trips_sluice_counts() {
 #[tokio::test]
 async fn injected_delay_is_what_was_asked() {
     let db = TestDb::new();
-    async fn median_query_time(config: &Config) -> Duration {
+    // The fastest of 40 trips, not the median: a loaded machine (a parallel
+    // build, CI) only ever adds time, so the minimum is what the proxy itself
+    // adds, and both bounds below stay meaningful under load.
+    async fn fastest_query_time(config: &Config) -> Duration {
         let mut connection = Connection::connect(config, &Meter::new()).await.unwrap();
-        let mut times = Vec::new();
+        let mut fastest = Duration::MAX;
         for _ in 0..40 {
             let start = Instant::now();
             connection.simple_query("select 1").await.unwrap();
-            times.push(start.elapsed());
+            fastest = fastest.min(start.elapsed());
         }
-        times.sort();
-        times[times.len() / 2]
+        fastest
     }
     let (_plain, plain_config) = through_proxy(&db, Shaping::default());
-    let base = median_query_time(&plain_config).await;
+    let base = fastest_query_time(&plain_config).await;
     for rtt in [Duration::from_millis(1), Duration::from_millis(4)] {
         let (_proxy, config) = through_proxy(
             &db,
@@ -109,10 +111,11 @@ async fn injected_delay_is_what_was_asked() {
                 ..Shaping::default()
             },
         );
-        let added = median_query_time(&config).await.saturating_sub(base);
-        let error = (added.as_secs_f64() - rtt.as_secs_f64()).abs() / rtt.as_secs_f64();
+        let added = fastest_query_time(&config).await.saturating_sub(base);
+        // Never less than asked; never as much as twice what was asked.
+        let most = rtt.mul_f64(1.25) + Duration::from_micros(250);
         assert!(
-            error <= 0.2,
+            added >= rtt.mul_f64(0.95) && added <= most,
             "asked {rtt:?}, measured {added:?} added (base {base:?})"
         );
     }

@@ -42,6 +42,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
+use sluice_core::database::BoxFuture;
 use sluice_core::{Encoder, Error, ErrorKind};
 use sluice_formats::{JsonEncoder, JsonOptions};
 use sluice_postgres::{CallOutcome, ParamSet, ParamSource, Pipeline, Transaction};
@@ -258,7 +259,13 @@ impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
 }
 
 impl<R: AsyncBufRead + Unpin + Send> ParamSource for BodyLines<R> {
-    async fn next(&mut self) -> Result<Option<ParamSet>, Error> {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
+        Box::pin(self.next_set())
+    }
+}
+
+impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
+    async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
         flush(&self.output, &self.sender).await?;
         loop {
             let mut too_long = false;

@@ -13,12 +13,15 @@
 //! - [`kind`]: declared column types to [`sluice_core::Kind`]s;
 //! - [`convert`]: SQLite values to canonical bytes;
 //! - [`stream`]: the thread, the channel and cancellation;
-//! - [`gateway`]: a file behind the gateway's database trait, served read-only.
+//! - [`gateway`]: a file behind the gateway's database trait, served read-only;
+//! - [`driver`]: `sqlite:` URLs for front ends that open databases by URL.
 #![warn(missing_docs)]
 
 pub mod convert;
+pub mod driver;
 pub mod gateway;
 pub mod kind;
 pub mod stream;
 
+pub use driver::SqliteDriver;
 pub use stream::{Param, SqliteOptions, SqliteStream};

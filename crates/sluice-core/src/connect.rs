@@ -1,0 +1,331 @@
+//! Opening a database named by a URL, without naming its crate.
+//!
+//! Each database crate offers a [`Driver`]: it recognises its URLs and turns one
+//! into a [`Target`], which connects a [`Session`] (for the CLI's one-shot
+//! commands) or builds the pooled [`Database`] the HTTP gateway serves. A front
+//! end holds a [`Drivers`] registry filled once, where the binary starts; from
+//! then on nothing above the database crates asks which database it is talking
+//! to. A database that cannot do something (SQLite cannot load a table through
+//! sluice) says so with [`ErrorKind::Unsupported`] rather than being special-cased
+//! by its callers.
+//!
+//! The traits are object-safe for the same reason as [`crate::database`]'s: one
+//! registry holds drivers of several kinds, and their futures are boxed.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncRead;
+
+use crate::calls::{CallOutcome, ParamSource, PipelineSummary, Transaction};
+use crate::database::{BoxFuture, Database};
+use crate::load::{ImportOptions, ImportSummary, RejectSink, TableInfo};
+use crate::source::Chunk;
+use crate::{Batch, BatchSource, Decoder, Error, ErrorKind, Meter, Progress, RowError, Schema};
+
+/// One kind of database: recognises its connection strings and parses them.
+pub trait Driver: Send + Sync {
+    /// The database's name for people ("PostgreSQL").
+    fn product(&self) -> &'static str;
+
+    /// How its URLs begin, for messages listing what is accepted
+    /// (`["postgres://", "postgresql://"]`).
+    fn url_forms(&self) -> &'static [&'static str];
+
+    /// Whether `target` names a database of this kind (by its URL scheme, or
+    /// another form the driver documents, such as libpq's `key=value` strings).
+    fn recognizes(&self, target: &str) -> bool;
+
+    /// Parses `target`, filling what it leaves out from the driver's own
+    /// environment defaults. A malformed target is an [`ErrorKind::Config`] error.
+    fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error>;
+}
+
+/// The drivers a front end knows, in the order they are asked.
+#[derive(Default)]
+pub struct Drivers {
+    drivers: Vec<Box<dyn Driver>>,
+}
+
+impl Drivers {
+    /// An empty registry.
+    pub fn new() -> Drivers {
+        Drivers::default()
+    }
+
+    /// The registry with `driver` added after those it has.
+    pub fn with(mut self, driver: impl Driver + 'static) -> Drivers {
+        self.drivers.push(Box::new(driver));
+        self
+    }
+
+    /// Parses `target` with the first driver that recognises it.
+    pub fn open(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
+        match self.drivers.iter().find(|driver| driver.recognizes(target)) {
+            Some(driver) => driver.target(target),
+            None => Err(Error::config(format!(
+                "not a database URL sluice knows: expected {}",
+                self.url_forms().join(", ")
+            ))),
+        }
+    }
+
+    /// Every URL form the registered drivers accept, for messages.
+    pub fn url_forms(&self) -> Vec<&'static str> {
+        self.drivers
+            .iter()
+            .flat_map(|driver| driver.url_forms().iter().copied())
+            .collect()
+    }
+}
+
+impl fmt::Debug for Drivers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let products: Vec<_> = self.drivers.iter().map(|driver| driver.product()).collect();
+        f.debug_struct("Drivers")
+            .field("products", &products)
+            .finish()
+    }
+}
+
+/// How a gateway's pool of sessions behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolOptions {
+    /// Most sessions open at once.
+    pub size: usize,
+    /// How long a request waits for a free session before it is refused as busy.
+    pub wait: Duration,
+}
+
+/// One parsed connection target: a database somewhere, with credentials.
+pub trait Target: Send + Sync + fmt::Debug {
+    /// The database's name for people ("PostgreSQL").
+    fn product(&self) -> &'static str;
+
+    /// Opens a session, counting its round trips on `meter`.
+    fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>>;
+
+    /// A pool of sessions for the HTTP gateway; nothing connects until first use.
+    fn gateway(&self, options: PoolOptions) -> Arc<dyn Database>;
+}
+
+/// Stops the statement a session is running, from another task (Ctrl-C, a
+/// reader that went away). Cancelling when nothing runs does nothing.
+pub trait Canceller: Send + Sync {
+    /// Asks the database to stop the running statement.
+    fn cancel(&self) -> BoxFuture<'_, Result<(), Error>>;
+}
+
+/// Rows, columns and sets of parameters for one [`Session::import`].
+pub struct ImportRequest<'a> {
+    /// The table, as [`Session::describe_table`] found it.
+    pub table: &'a TableInfo,
+    /// Turns the input's bytes into rows of the table's columns.
+    pub decoder: &'a mut dyn Decoder,
+    /// The input.
+    pub reader: &'a mut (dyn AsyncRead + Unpin + Send),
+    /// What to do with bad records, conflicts; how rows travel.
+    pub options: &'a ImportOptions,
+    /// Receives each rejected record when bad records are skipped.
+    pub rejects: &'a mut RejectSink<'a>,
+    /// Input bytes and rows as they are read.
+    pub progress: &'a Progress,
+}
+
+/// Receives each call's outcome, in input order, as soon as it is known.
+pub type CallReport<'a> = dyn FnMut(u64, CallOutcome<'_>) -> Result<(), Error> + Send + 'a;
+
+/// A statement prepared to run for many parameter sets.
+pub trait Calls: Send {
+    /// The columns each call returns (none for a statement without rows).
+    fn schema(&self) -> &Schema;
+
+    /// How many parameters the statement takes.
+    fn parameters(&self) -> usize;
+
+    /// Runs the statement for every set `source` gives, grouped into
+    /// transactions by `mode`, with at most `window_bytes` of requests
+    /// unanswered, reporting each outcome to `report`.
+    fn run<'a>(
+        self: Box<Self>,
+        source: &'a mut dyn ParamSource,
+        mode: Transaction,
+        window_bytes: usize,
+        report: &'a mut CallReport<'_>,
+    ) -> BoxFuture<'a, Result<PipelineSummary, Error>>
+    where
+        Self: 'a;
+}
+
+/// One query's result, streamed, owning the session it runs on.
+pub trait Export: Send {
+    /// The result's columns.
+    fn schema(&self) -> &Schema;
+
+    /// See [`BatchSource::next_batch`].
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>>;
+
+    /// See [`BatchSource::next_chunk`].
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>>;
+
+    /// After the last row: ends the session cleanly.
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+impl BatchSource for Box<dyn Export> {
+    fn schema(&self) -> &Schema {
+        (**self).schema()
+    }
+
+    fn next_batch(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<&Batch>, Error>> + Send {
+        (**self).next_batch()
+    }
+
+    fn next_chunk(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
+        (**self).next_chunk()
+    }
+}
+
+/// What a query export asks for beyond its SQL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// Values for the statement's parameters, as text the database converts to
+    /// each parameter's type; `None` is NULL. Default: none.
+    pub params: Vec<Option<String>>,
+    /// Rows per round trip through a cursor; `None` streams the whole result
+    /// from one execute (fewest round trips). Default: `None`.
+    pub fetch_size: Option<u32>,
+    /// Read large-object references as their contents. Default: false.
+    pub inline_large_objects: bool,
+}
+
+/// A connection to one database, for one command's work.
+///
+/// Methods a database cannot honour return [`ErrorKind::Unsupported`]; the
+/// defaults do exactly that, so a read-only database implements only
+/// [`Session::export`] and [`Session::close`].
+pub trait Session: Send {
+    /// Round trips made on this session so far.
+    fn round_trips(&self) -> u64;
+
+    /// A handle that cancels this session's running statement from elsewhere.
+    fn canceller(&self) -> Arc<dyn Canceller>;
+
+    /// Runs `sql` and streams its result; the session goes with it.
+    fn export(
+        self: Box<Self>,
+        sql: String,
+        options: ExportOptions,
+    ) -> BoxFuture<'static, Result<Box<dyn Export>, Error>>;
+
+    /// The table's columns, as the catalog describes them; a table that does not
+    /// exist is an [`ErrorKind::Config`] error.
+    fn describe_table<'a>(&'a mut self, table: &'a str) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        let _ = table;
+        unsupported(self.product(), "loading tables")
+    }
+
+    /// Loads the request's input into its table, as one unit: see
+    /// [`ImportOptions`] for what is committed when records are bad.
+    fn import<'a>(
+        &'a mut self,
+        request: ImportRequest<'a>,
+    ) -> BoxFuture<'a, Result<ImportSummary, Error>> {
+        let _ = request;
+        unsupported(self.product(), "loading tables")
+    }
+
+    /// For an import that failed without naming a row (a constraint checked at
+    /// the end): reads the input again and finds the first row the table
+    /// refuses, changing nothing. `None` when every row is accepted on its own.
+    fn locate_refused_row<'a>(
+        &'a mut self,
+        request: ImportRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<RowError>, Error>> {
+        let _ = request;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Prepares `sql` to run for many parameter sets.
+    fn prepare_calls<'a>(
+        &'a mut self,
+        sql: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn Calls + 'a>, Error>> {
+        let _ = sql;
+        unsupported(self.product(), "running calls")
+    }
+
+    /// Ends the session: closes the connection, or gives a pooled session back.
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+
+    /// The database's name for people, for messages.
+    fn product(&self) -> &'static str;
+}
+
+/// A future failing with "`product` does not support `what`".
+fn unsupported<'a, T: Send + 'a>(
+    product: &'static str,
+    what: &'static str,
+) -> BoxFuture<'a, Result<T, Error>> {
+    Box::pin(async move {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("{product} does not support {what} through sluice"),
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fake {
+        scheme: &'static str,
+    }
+
+    impl Driver for Fake {
+        fn product(&self) -> &'static str {
+            "Fake"
+        }
+        fn url_forms(&self) -> &'static [&'static str] {
+            if self.scheme == "a" {
+                &["a://"]
+            } else {
+                &["b://"]
+            }
+        }
+        fn recognizes(&self, target: &str) -> bool {
+            target.starts_with(self.scheme)
+        }
+        fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
+            Err(Error::config(format!("{} parsed {target}", self.scheme)))
+        }
+    }
+
+    #[test]
+    fn the_first_driver_that_recognises_a_target_parses_it() {
+        let drivers = Drivers::new()
+            .with(Fake { scheme: "a" })
+            .with(Fake { scheme: "b" });
+        let error = drivers.open("b://x").unwrap_err();
+        assert_eq!(error.to_string(), "b parsed b://x");
+    }
+
+    #[test]
+    fn an_unknown_target_lists_the_forms_every_driver_accepts() {
+        let drivers = Drivers::new()
+            .with(Fake { scheme: "a" })
+            .with(Fake { scheme: "b" });
+        let error = drivers.open("mysql://x").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Config);
+        assert_eq!(
+            error.to_string(),
+            "not a database URL sluice knows: expected a://, b://"
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! [`PostgresDriver`]: PostgreSQL for front ends that open databases by URL
+//! ([`sluice_core::connect`]). It recognises `postgres://` and `postgresql://`
+//! URLs and libpq's `key=value` strings, parses them with the `PG*` environment
+//! defaults ([`Config`]), and opens sessions whose operations are this crate's:
+//! [`QueryStream`] for exports, [`import`] for loads, [`Pipeline`] for calls.
+
+use std::sync::Arc;
+
+use sluice_core::calls::{ParamSource, PipelineSummary, Transaction};
+use sluice_core::connect::{
+    CallReport, Calls, Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions,
+    Session, Target,
+};
+use sluice_core::database::{BoxFuture, Database};
+use sluice_core::load::{ImportSummary, TableInfo};
+use sluice_core::source::Chunk;
+use sluice_core::{Batch, BatchSource, Error, Meter, RowError, Schema};
+
+use crate::gateway::PostgresDatabase;
+use crate::{
+    describe_table, import, locate_refused_row, CancelToken, Config, Connection, Pipeline,
+    QueryOptions, QueryStream,
+};
+
+const PRODUCT: &str = "PostgreSQL";
+
+/// PostgreSQL's [`Driver`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PostgresDriver;
+
+impl Driver for PostgresDriver {
+    fn product(&self) -> &'static str {
+        PRODUCT
+    }
+
+    fn url_forms(&self) -> &'static [&'static str] {
+        &["postgres://", "postgresql://", "libpq key=value strings"]
+    }
+
+    fn recognizes(&self, target: &str) -> bool {
+        let lower = target.trim_start().to_ascii_lowercase();
+        lower.starts_with("postgres://")
+            || lower.starts_with("postgresql://")
+            // libpq's key=value form: settings without a URL scheme; an empty
+            // string is libpq's too: everything from the PG* variables.
+            || (!lower.contains("://") && (lower.contains('=') || lower.trim().is_empty()))
+    }
+
+    fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
+        let config: Config = target.parse()?;
+        Ok(Arc::new(PostgresTarget {
+            config: Arc::new(config),
+        }))
+    }
+}
+
+/// A parsed PostgreSQL connection target.
+#[derive(Debug)]
+struct PostgresTarget {
+    config: Arc<Config>,
+}
+
+impl Target for PostgresTarget {
+    fn product(&self) -> &'static str {
+        PRODUCT
+    }
+
+    fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
+        Box::pin(async move {
+            let connection = Connection::connect(&self.config, meter).await?;
+            let session: Box<dyn Session> = Box::new(DirectSession {
+                start: meter.snapshot().round_trips,
+                connection,
+                config: self.config.clone(),
+            });
+            Ok(session)
+        })
+    }
+
+    fn gateway(&self, options: PoolOptions) -> Arc<dyn Database> {
+        Arc::new(PostgresDatabase::new((*self.config).clone(), options))
+    }
+}
+
+/// Cancels a session's running statement with PostgreSQL's cancel request.
+struct PostgresCanceller {
+    token: CancelToken,
+    config: Arc<Config>,
+}
+
+impl Canceller for PostgresCanceller {
+    fn cancel(&self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.token.cancel(&self.config))
+    }
+}
+
+/// A connection of its own, for one command.
+struct DirectSession {
+    connection: Connection,
+    config: Arc<Config>,
+    /// The meter's round trips when the session was opened.
+    start: u64,
+}
+
+impl Session for DirectSession {
+    fn product(&self) -> &'static str {
+        PRODUCT
+    }
+
+    fn round_trips(&self) -> u64 {
+        self.connection.meter().snapshot().round_trips - self.start
+    }
+
+    fn canceller(&self) -> Arc<dyn Canceller> {
+        Arc::new(PostgresCanceller {
+            token: self.connection.cancel_token(),
+            config: self.config.clone(),
+        })
+    }
+
+    fn export(
+        self: Box<Self>,
+        sql: String,
+        options: ExportOptions,
+    ) -> BoxFuture<'static, Result<Box<dyn Export>, Error>> {
+        Box::pin(async move {
+            let options = QueryOptions {
+                params: options.params,
+                fetch_size: options.fetch_size,
+                lob_inline: options.inline_large_objects,
+            };
+            let stream = QueryStream::start(self.connection, &sql, options).await?;
+            let export: Box<dyn Export> = Box::new(PostgresExport { stream });
+            Ok(export)
+        })
+    }
+
+    fn describe_table<'a>(&'a mut self, table: &'a str) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        Box::pin(describe_table(&mut self.connection, table))
+    }
+
+    fn import<'a>(
+        &'a mut self,
+        request: ImportRequest<'a>,
+    ) -> BoxFuture<'a, Result<ImportSummary, Error>> {
+        Box::pin(import(
+            &mut self.connection,
+            request.table,
+            request.decoder,
+            request.reader,
+            request.options,
+            request.rejects,
+            request.progress,
+        ))
+    }
+
+    fn locate_refused_row<'a>(
+        &'a mut self,
+        request: ImportRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<RowError>, Error>> {
+        Box::pin(locate_refused_row(
+            &mut self.connection,
+            request.table,
+            request.decoder,
+            request.reader,
+            request.options,
+        ))
+    }
+
+    fn prepare_calls<'a>(
+        &'a mut self,
+        sql: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn Calls + 'a>, Error>> {
+        Box::pin(async move {
+            let pipeline = Pipeline::prepare(&mut self.connection, sql).await?;
+            let calls: Box<dyn Calls + 'a> = Box::new(pipeline);
+            Ok(calls)
+        })
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.connection.close())
+    }
+}
+
+impl Calls for Pipeline<'_> {
+    fn schema(&self) -> &Schema {
+        Pipeline::schema(self)
+    }
+
+    fn parameters(&self) -> usize {
+        Pipeline::parameters(self)
+    }
+
+    fn run<'a>(
+        self: Box<Self>,
+        source: &'a mut dyn ParamSource,
+        mode: Transaction,
+        window_bytes: usize,
+        report: &'a mut CallReport<'_>,
+    ) -> BoxFuture<'a, Result<PipelineSummary, Error>>
+    where
+        Self: 'a,
+    {
+        Box::pin((*self).run(source, mode, window_bytes, report))
+    }
+}
+
+/// A query's result on a [`DirectSession`]'s connection.
+struct PostgresExport {
+    stream: QueryStream,
+}
+
+impl Export for PostgresExport {
+    fn schema(&self) -> &Schema {
+        self.stream.schema()
+    }
+
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
+        Box::pin(self.stream.next_batch())
+    }
+
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
+        Box::pin(self.stream.next_chunk())
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            if let Some(connection) = self.stream.into_connection() {
+                connection.close().await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_urls_and_key_value_strings_but_not_other_schemes() {
+        let driver = PostgresDriver;
+        assert!(driver.recognizes("postgres://u@h/db"));
+        assert!(driver.recognizes("PostgreSQL://u@h/db"));
+        assert!(driver.recognizes("host=h dbname=db"));
+        assert!(driver.recognizes(""));
+        assert!(!driver.recognizes("mysql://u@h/db"));
+        assert!(!driver.recognizes("sqlite:///tmp/x.db"));
+        assert!(!driver.recognizes("/tmp/x.db"));
+    }
+}
