@@ -14,6 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::connect::Session;
 use crate::source::Chunk;
 use crate::{Batch, BatchSource, Error, Schema};
 
@@ -313,4 +314,18 @@ pub trait Database: Send + Sync {
     /// Sets up a session as ad-hoc SQL would be run (as `role`, with the login
     /// checked) and closes it: `Refused` says why ad-hoc SQL could not run here.
     fn check_ad_hoc<'a>(&'a self, role: Option<&'a str>) -> BoxFuture<'a, Result<(), StartError>>;
+
+    /// A session held for one request that drives it itself (loading a table,
+    /// a batch of calls), waiting up to the pool's wait, with this
+    /// `statement_timeout` and, when `read_only`, read-only transactions.
+    /// Closing it gives it back; dropping it discards it. `None` for a database
+    /// served read-only (the default).
+    fn session(
+        &self,
+        statement_timeout: Option<Duration>,
+        read_only: bool,
+    ) -> Option<BoxFuture<'_, Result<Box<dyn Session>, StartError>>> {
+        let _ = (statement_timeout, read_only);
+        None
+    }
 }

@@ -16,7 +16,9 @@ use sluice_core::load::{ImportSummary, TableInfo};
 use sluice_core::source::Chunk;
 use sluice_core::{Batch, BatchSource, Error, Meter, RowError, Schema};
 
-use crate::gateway::PostgresDatabase;
+use deadpool::managed::Object;
+
+use crate::gateway::{PostgresDatabase, SessionManager};
 use crate::{
     describe_table, import, locate_refused_row, CancelToken, Config, Connection, Pipeline,
     QueryOptions, QueryStream,
@@ -68,11 +70,8 @@ impl Target for PostgresTarget {
     fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
         Box::pin(async move {
             let connection = Connection::connect(&self.config, meter).await?;
-            let session: Box<dyn Session> = Box::new(DirectSession {
-                start: meter.snapshot().round_trips,
-                connection,
-                config: self.config.clone(),
-            });
+            let session: Box<dyn Session> =
+                Box::new(PostgresSession::direct(connection, self.config.clone()));
             Ok(session)
         })
     }
@@ -94,15 +93,56 @@ impl Canceller for PostgresCanceller {
     }
 }
 
-/// A connection of its own, for one command.
-struct DirectSession {
+/// A session: a connection of its own for one command, or one taken from a
+/// gateway's pool for one request. Closed, a pooled session goes back to its
+/// pool; dropped without that (an error, a client gone), it is discarded: its
+/// socket closes, so the server rolls back whatever was open.
+pub(crate) struct PostgresSession {
     connection: Connection,
     config: Arc<Config>,
-    /// The meter's round trips when the session was opened.
+    /// The meter's round trips when the session was taken.
     start: u64,
+    /// The pool slot the connection returns to, for a pooled session.
+    slot: Option<Object<SessionManager>>,
 }
 
-impl Session for DirectSession {
+impl PostgresSession {
+    /// A session on a connection of its own.
+    fn direct(connection: Connection, config: Arc<Config>) -> PostgresSession {
+        PostgresSession {
+            start: connection.meter().snapshot().round_trips,
+            connection,
+            config,
+            slot: None,
+        }
+    }
+
+    /// A session taken from `slot`, its round trips counted from `start` (what
+    /// the meter said when the request took it, so settings it needed count).
+    pub(crate) fn pooled(
+        connection: Connection,
+        config: Arc<Config>,
+        slot: Object<SessionManager>,
+        start: u64,
+    ) -> PostgresSession {
+        PostgresSession {
+            connection,
+            config,
+            start,
+            slot: Some(slot),
+        }
+    }
+}
+
+/// Ends `connection`'s use: back into its pool slot, or closed.
+async fn finish(connection: Connection, slot: Option<Object<SessionManager>>) {
+    match slot {
+        Some(mut slot) => slot.connection = Some(connection),
+        None => connection.close().await,
+    }
+}
+
+impl Session for PostgresSession {
     fn product(&self) -> &'static str {
         PRODUCT
     }
@@ -130,7 +170,10 @@ impl Session for DirectSession {
                 lob_inline: options.inline_large_objects,
             };
             let stream = QueryStream::start(self.connection, &sql, options).await?;
-            let export: Box<dyn Export> = Box::new(PostgresExport { stream });
+            let export: Box<dyn Export> = Box::new(PostgresExport {
+                stream,
+                slot: self.slot,
+            });
             Ok(export)
         })
     }
@@ -179,7 +222,7 @@ impl Session for DirectSession {
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(self.connection.close())
+        Box::pin(finish(self.connection, self.slot))
     }
 }
 
@@ -206,9 +249,10 @@ impl Calls for Pipeline<'_> {
     }
 }
 
-/// A query's result on a [`DirectSession`]'s connection.
+/// A query's result on a [`PostgresSession`]'s connection.
 struct PostgresExport {
     stream: QueryStream,
+    slot: Option<Object<SessionManager>>,
 }
 
 impl Export for PostgresExport {
@@ -226,8 +270,10 @@ impl Export for PostgresExport {
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
+            // No connection back: the query did not end cleanly, so a pooled
+            // session's slot stays empty and the pool discards it.
             if let Some(connection) = self.stream.into_connection() {
-                connection.close().await;
+                finish(connection, self.slot).await;
             }
         })
     }

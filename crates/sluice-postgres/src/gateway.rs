@@ -25,6 +25,7 @@ use std::time::Duration;
 use deadpool::managed::{self, Object, PoolError, RecycleError, TimeoutType};
 use postgres_protocol::escape::escape_identifier;
 pub use sluice_core::connect::PoolOptions;
+use sluice_core::connect::Session;
 use sluice_core::database::Refusal;
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
@@ -32,6 +33,7 @@ use sluice_core::database::{
 };
 use sluice_core::{Error, ErrorKind, Meter, MeterSnapshot};
 
+use crate::driver::PostgresSession;
 use crate::privileges::{Privileges, QUERY};
 use crate::types::Oid;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
@@ -49,7 +51,7 @@ pub struct SessionManager {
 /// `None` if the query did not end cleanly, which makes the pool drop it.
 #[derive(Debug)]
 pub struct PooledSession {
-    connection: Option<Connection>,
+    pub(crate) connection: Option<Connection>,
     /// The settings this session has, so they are only SET when they change;
     /// `None` when unknown (a new session, or a SET that failed).
     settings: Option<Settings>,
@@ -159,15 +161,31 @@ impl PostgresDatabase {
         PostgresDatabase { pool, config }
     }
 
-    /// A session held for one request that drives the connection itself (an
-    /// import, a batch of calls), waiting up to the pool's wait for it.
-    pub async fn session(&self) -> Result<Session, StartError> {
-        let (object, connection) = self.checkout().await?;
-        Ok(Session {
-            meter_start: connection.meter().snapshot(),
-            object,
-            connection: Some(connection),
-        })
+    /// A session held for one request that drives it itself (an import, a
+    /// batch of calls), waiting up to the pool's wait for it, with this
+    /// `statement_timeout` and, when `read_only`, read-only transactions (a
+    /// round trip only when the session's last user had other settings).
+    async fn checkout_session(
+        &self,
+        statement_timeout: Option<Duration>,
+        read_only: bool,
+    ) -> Result<PostgresSession, StartError> {
+        let (mut slot, mut connection) = self.checkout().await?;
+        let start = connection.meter().snapshot().round_trips;
+        let wanted = Settings {
+            statement_timeout,
+            read_only,
+        };
+        wanted
+            .apply(&mut connection, &mut slot.settings)
+            .await
+            .map_err(StartError::classify)?;
+        Ok(PostgresSession::pooled(
+            connection,
+            self.config.clone(),
+            slot,
+            start,
+        ))
     }
 
     /// Takes a session out of the pool, waiting up to the pool's wait.
@@ -316,6 +334,18 @@ impl Database for PostgresDatabase {
     fn check_ad_hoc<'a>(&'a self, role: Option<&'a str>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(self.check_ad_hoc_session(role))
     }
+
+    fn session(
+        &self,
+        statement_timeout: Option<Duration>,
+        read_only: bool,
+    ) -> Option<BoxFuture<'_, Result<Box<dyn Session>, StartError>>> {
+        Some(Box::pin(async move {
+            let session: Box<dyn Session> =
+                Box::new(self.checkout_session(statement_timeout, read_only).await?);
+            Ok(session)
+        }))
+    }
 }
 
 /// The text PostgreSQL converts to the parameter's type (`None` is NULL).
@@ -375,55 +405,6 @@ fn ad_hoc_setup(statement_timeout: Option<Duration>, role: Option<&str>) -> Stri
     }
     sql.push_str(&QUERY);
     sql
-}
-
-/// A session taken from its pool for one request. [`Session::release`] puts it
-/// back; dropped without that (an error, a client gone, shutdown), it is
-/// discarded: its socket is closed, so the server rolls back whatever was open.
-pub struct Session {
-    object: Object<SessionManager>,
-    connection: Option<Connection>,
-    meter_start: MeterSnapshot,
-}
-
-impl Session {
-    /// The connection, idle.
-    pub fn connection(&mut self) -> &mut Connection {
-        self.connection
-            .as_mut()
-            .expect("the connection is only taken by release")
-    }
-
-    /// Round trips to the database since the session was taken.
-    pub fn round_trips(&self) -> u64 {
-        self.connection.as_ref().map_or(0, |connection| {
-            (connection.meter().snapshot() - self.meter_start).round_trips
-        })
-    }
-
-    /// Gives the session this `statement_timeout` and, when `read_only`,
-    /// `default_transaction_read_only = on` (else the login's default); a round
-    /// trip only when the session had other settings.
-    pub async fn apply_settings(
-        &mut self,
-        statement_timeout: Option<Duration>,
-        read_only: bool,
-    ) -> Result<(), Error> {
-        let wanted = Settings {
-            statement_timeout,
-            read_only,
-        };
-        let connection = self
-            .connection
-            .as_mut()
-            .expect("the connection is only taken by release");
-        wanted.apply(connection, &mut self.object.settings).await
-    }
-
-    /// The request is done and the session idle: back to the pool.
-    pub fn release(mut self) {
-        self.object.connection = self.connection.take();
-    }
 }
 
 /// What a query on a pooled session needs besides its rows: the session to

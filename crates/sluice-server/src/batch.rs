@@ -42,10 +42,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
+use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, Transaction};
+use sluice_core::connect::Session;
 use sluice_core::database::BoxFuture;
 use sluice_core::{Encoder, Error, ErrorKind};
 use sluice_formats::{JsonEncoder, JsonOptions};
-use sluice_postgres::{CallOutcome, ParamSet, ParamSource, Pipeline, Transaction};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::io::StreamReader;
@@ -53,7 +54,6 @@ use tokio_util::io::StreamReader;
 use crate::app::AppState;
 use crate::auth::Need;
 use crate::config::{ParamSpec, QueryConfig};
-use crate::db::Session;
 use crate::error::AppError;
 use crate::stream::RequestContext;
 use crate::uri::{QueryPairs, RouteName};
@@ -380,16 +380,20 @@ pub async fn run_batch(
             }
         }
         let database = state.database(&config.database)?;
-        let Some(session) = database.session().await else {
+        let Some(session) = database
+            .session(config.limits.statement_timeout, !may_write)
+            .await
+        else {
             return Err(AppError::MethodNotAllowed(format!(
-                "query {name:?} runs on SQLite, which is served read-only: batches need PostgreSQL"
+                "query {name:?} runs on {}, which is served read-only: batches need a database that takes writes",
+                database.kind().product()
             )));
         };
         let session = session.map_err(|error| AppError::from_start(error, false))?;
-        Ok((config.clone(), session, mode.unwrap_or_default(), may_write))
+        Ok((config.clone(), session, mode.unwrap_or_default()))
     }
     .await;
-    let (config, session, mode, may_write) = match prepared {
+    let (config, session, mode) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             context.finish(
@@ -408,7 +412,7 @@ pub async fn run_batch(
     let shutdown = state.shutdown_token();
     tokio::spawn(async move {
         tokio::select! {
-            () = pipeline_task(config, session, mode, may_write, body, sender, ready, context) => {}
+            () = pipeline_task(config, session, mode, body, sender, ready, context) => {}
             // Dropping the task closes the session: the server rolls back what is open.
             () = shutdown.cancelled() => {}
         }
@@ -437,33 +441,15 @@ pub async fn run_batch(
 
 /// Prepares the statement (answering `ready`), runs the pipeline over the body's
 /// lines, sends the result lines, and logs the request.
-#[allow(clippy::too_many_arguments)]
 async fn pipeline_task(
     config: QueryConfig,
-    mut session: Session,
+    mut session: Box<dyn Session>,
     mode: Transaction,
-    may_write: bool,
     body: Body,
     sender: mpsc::Sender<Chunk>,
     ready: oneshot::Sender<Result<(), AppError>>,
     mut context: RequestContext,
 ) {
-    if let Err(error) = session
-        .apply_settings(config.limits.statement_timeout, !may_write)
-        .await
-    {
-        let error = AppError::from_query(error, false);
-        context.finish(
-            error.status().as_u16(),
-            "rejected",
-            0,
-            0,
-            session.round_trips(),
-            Some(&error.to_string()),
-        );
-        let _ = ready.send(Err(error));
-        return;
-    }
     let mut ready = Some(ready);
     let output = Arc::new(Mutex::new(Vec::new()));
     let reader = BufReader::with_capacity(
@@ -483,7 +469,7 @@ async fn pipeline_task(
         body_failed: false,
     };
     let outcome = async {
-        let pipeline = match Pipeline::prepare(session.connection(), &config.sql).await {
+        let pipeline = match session.prepare_calls(&config.sql).await {
             Ok(pipeline) => pipeline,
             Err(error) => return Err((Some(AppError::from_query(error, false)), None)),
         };
@@ -536,7 +522,7 @@ async fn pipeline_task(
             let round_trips = session.round_trips();
             match flushed {
                 Ok(_) => {
-                    session.release();
+                    session.close().await;
                     context.finish(200, "complete", summary.calls, 0, round_trips, None);
                 }
                 Err(error) => {

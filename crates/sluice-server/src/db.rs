@@ -3,18 +3,17 @@
 //! session settings, ad-hoc SQL fencing and statement checks live there), and a
 //! query in flight is a [`Source`].
 //!
-//! [`Database::new`] is where a database kind is registered: the one place the
-//! server names the database crates. Imports (`POST /tables`) and batches of
-//! calls (`POST /batch`) still drive a PostgreSQL session directly
-//! ([`Database::session`]); they move behind the trait with the second database
-//! that can load and pipeline.
+//! Imports (`POST /tables`) and batches of calls (`POST /batch`) hold a
+//! [`Session`] of the database's own ([`Database::session`]) and drive it
+//! through core's traits too. [`Database::new`] is where a database kind is
+//! registered: the one place the server names the database crates.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::connect::Session;
 use sluice_core::database::{self, Access, QueryRequest, RunningQuery, Usage};
 use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
-pub use sluice_postgres::gateway::Session;
 use sluice_postgres::gateway::{PoolOptions, PostgresDatabase};
 use sluice_sqlite::gateway::SqliteDatabase;
 use tokio_util::task::TaskTracker;
@@ -27,36 +26,29 @@ pub use sluice_core::database::{Param, Refusal, StartError, StatementProblem};
 pub struct Database {
     name: String,
     database: Arc<dyn database::Database>,
-    /// The same database when it is PostgreSQL, for imports and batches.
-    postgres: Option<Arc<PostgresDatabase>>,
 }
 
 impl Database {
     /// A database with an empty pool; connections are made on first use, so a
     /// database that is down at start only makes requests fail until it is back.
     pub fn new(config: &DatabaseConfig) -> Database {
-        let (database, postgres): (Arc<dyn database::Database>, _) = match &config.kind {
+        let database: Arc<dyn database::Database> = match &config.kind {
             DatabaseKind::Postgres(postgres) => {
                 let options = PoolOptions {
                     size: config.pool_size,
                     wait: config.pool_wait,
                 };
-                let postgres = Arc::new(PostgresDatabase::new(postgres.clone(), options));
-                (postgres.clone(), Some(postgres))
+                Arc::new(PostgresDatabase::new(postgres.clone(), options))
             }
-            DatabaseKind::Sqlite(path) => (
-                Arc::new(SqliteDatabase::new(
-                    path.clone(),
-                    config.pool_size,
-                    config.pool_wait,
-                )),
-                None,
-            ),
+            DatabaseKind::Sqlite(path) => Arc::new(SqliteDatabase::new(
+                path.clone(),
+                config.pool_size,
+                config.pool_wait,
+            )),
         };
         Database {
             name: config.name.clone(),
             database,
-            postgres,
         }
     }
 
@@ -114,11 +106,16 @@ impl Database {
         Ok(Source { query })
     }
 
-    /// A PostgreSQL session held for one request that drives the connection
-    /// itself (an import, a batch of calls), waiting up to the pool's wait for
-    /// it; `None` for databases served read-only.
-    pub async fn session(&self) -> Option<Result<Session, StartError>> {
-        Some(self.postgres.as_ref()?.session().await)
+    /// A session held for one request that drives it itself (an import, a
+    /// batch of calls), waiting up to the pool's wait for it, with this
+    /// statement timeout and, when `read_only`, read-only transactions; `None`
+    /// for databases served read-only.
+    pub async fn session(
+        &self,
+        statement_timeout: Option<Duration>,
+        read_only: bool,
+    ) -> Option<Result<Box<dyn Session>, StartError>> {
+        Some(self.database.session(statement_timeout, read_only)?.await)
     }
 }
 

@@ -24,13 +24,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use sluice_core::connect::{ImportRequest, Session};
+use sluice_core::load::{
+    ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+};
 use sluice_core::{Decoder, Error, ErrorKind, Progress, Rejected};
 use sluice_formats::{
     CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch, NdjsonDecoder, NdjsonOptions,
-};
-use sluice_postgres::{
-    describe_table, import, Connection, ImportOptions, ImportSummary, Method, OnConflict, OnError,
-    TableInfo,
 };
 use tokio_util::io::StreamReader;
 
@@ -385,20 +385,18 @@ async fn import_body(
     let pairs = pairs?;
     let options = parse_options(&pairs, headers)?;
     let database = state.database(&table.database)?;
-    let Some(session) = database.session().await else {
+    let Some(session) = database.session(table.statement_timeout, false).await else {
         return Err(AppError::MethodNotAllowed(format!(
-            "database {:?} is SQLite, which is served read-only",
-            table.database
+            "database {:?} is {}, which is served read-only",
+            table.database,
+            database.kind().product()
         ))
         .into());
     };
     let mut session = session.map_err(|error| AppError::from_start(error, false))?;
     let result = async {
-        session
-            .apply_settings(table.statement_timeout, false)
-            .await
-            .map_err(|error| AppError::from_query(error, false))?;
-        let info = describe_table(session.connection(), &table.table)
+        let info = session
+            .describe_table(&table.table)
             .await
             .map_err(|error| match error.kind() {
                 ErrorKind::Config => AppError::Internal(format!(
@@ -407,13 +405,13 @@ async fn import_body(
                 )),
                 _ => AppError::from_query(error, false),
             })?;
-        load(session.connection(), &info, table, &options, body).await
+        load(&mut *session, &info, table, &options, body).await
     }
     .await;
     *round_trips = session.round_trips();
     match result {
         Ok(done) => {
-            session.release();
+            session.close().await;
             Ok(done)
         }
         // Dropping the session discards it: whatever an error left open is
@@ -435,7 +433,7 @@ const BODY_FAILED: &str = "reading the request body failed";
 
 /// Decodes the body into the table.
 async fn load(
-    connection: &mut Connection,
+    session: &mut dyn Session,
     info: &TableInfo,
     table: &TableConfig,
     options: &IngestOptions,
@@ -482,7 +480,7 @@ async fn load(
             )
             .map_err(|error| AppError::parameter("columns", error.to_string()))?;
             run_import(
-                connection,
+                session,
                 info,
                 &mut decoder,
                 &mut reader,
@@ -503,7 +501,7 @@ async fn load(
                 },
             );
             run_import(
-                connection,
+                session,
                 info,
                 &mut decoder,
                 &mut reader,
@@ -522,26 +520,24 @@ async fn load(
     })
 }
 
-async fn run_import<D: Decoder>(
-    connection: &mut Connection,
-    info: &TableInfo,
-    decoder: &mut D,
+async fn run_import(
+    session: &mut dyn Session,
+    table: &TableInfo,
+    decoder: &mut dyn Decoder,
     reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
     options: &ImportOptions,
-    sink: &mut sluice_postgres::import::RejectSink<'_>,
+    rejects: &mut RejectSink<'_>,
     progress: &Progress,
 ) -> Result<ImportSummary, Error> {
-    let mut reader = reader;
-    import(
-        connection,
-        info,
+    let request = ImportRequest {
+        table,
         decoder,
-        &mut reader,
+        reader,
         options,
-        sink,
+        rejects,
         progress,
-    )
-    .await
+    };
+    session.import(request).await
 }
 
 /// A CSV header that does not match, told in this endpoint's parameters.
