@@ -1,4 +1,5 @@
-//! The HTTP API: [`app`] builds the router over an [`AppState`].
+//! The HTTP API: [`app`] builds the router over an [`AppState`] and holds the
+//! handlers of queries, ad-hoc SQL, health, metrics and the OpenAPI document.
 //!
 //! | route | what |
 //! |---|---|
@@ -14,10 +15,6 @@
 //! asks for it. Without tokens, every route first checks the `Host` header
 //! ([`crate::auth::check_host`]).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -27,95 +24,16 @@ use axum::{Json, Router};
 use serde_json::json;
 use sluice_formats::{Format, JsonOptions};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tower_http::compression::CompressionLayer;
 
-use crate::auth::{Auth, Need};
-use crate::config::{Config, QueryConfig};
-use crate::db::{Database, Param, StartError};
+use crate::auth::Need;
+use crate::config::QueryConfig;
+use crate::db::Param;
 use crate::error::AppError;
+pub use crate::state::AppState;
 use crate::stream::{respond, RequestContext};
 use crate::uri::{QueryPairs, RouteName};
 use sluice_core::database::Access;
-
-/// Everything the handlers share; cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    config: Config,
-    databases: BTreeMap<String, Database>,
-    auth: Auth,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
-    openapi: serde_json::Value,
-}
-
-impl AppState {
-    /// State for `config`. No connection is made yet.
-    pub fn new(config: Config) -> AppState {
-        crate::metrics::handle();
-        let databases = config
-            .databases
-            .iter()
-            .map(|(name, database)| (name.clone(), Database::new(database)))
-            .collect();
-        let openapi = crate::openapi::document(&config);
-        AppState {
-            inner: Arc::new(Inner {
-                auth: Auth::new(config.tokens.clone()),
-                config,
-                databases,
-                shutdown: CancellationToken::new(),
-                tracker: TaskTracker::new(),
-                openapi,
-            }),
-        }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.inner.config
-    }
-
-    /// Cancelled when the shutdown grace period is over: streams still running abort.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.inner.shutdown.clone()
-    }
-
-    /// Tracks the cancel requests sent for abandoned queries.
-    pub fn tracker(&self) -> TaskTracker {
-        self.inner.tracker.clone()
-    }
-
-    /// True when bearer tokens are configured.
-    pub fn auth_enabled(&self) -> bool {
-        self.inner.auth.enabled()
-    }
-
-    /// The bearer tokens.
-    pub(crate) fn auth(&self) -> &Auth {
-        &self.inner.auth
-    }
-
-    /// True when at least one configured database may be written to (SQLite is
-    /// served read-only).
-    pub(crate) fn has_writable_database(&self) -> bool {
-        self.inner
-            .databases
-            .values()
-            .any(|database| !database.kind().read_only())
-    }
-
-    pub(crate) fn database(&self, name: &str) -> Result<&Database, AppError> {
-        self.inner
-            .databases
-            .get(name)
-            .ok_or_else(|| AppError::Internal(format!("no database {name:?}")))
-    }
-}
 
 /// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
 /// serves it on a listener.
@@ -247,12 +165,12 @@ async fn run_query(
     let prepared = async {
         let Some(config) = state.config().queries.get(&name) else {
             // Unknown names are 404 for everyone, so tokens reveal nothing.
-            state.inner.auth.check(&headers, Need::Query(&name))?;
+            state.auth().check(&headers, Need::Query(&name))?;
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
-        context.token = state.inner.auth.check(&headers, Need::Query(&name))?;
+        context.token = state.auth().check(&headers, Need::Query(&name))?;
         // A GET must not write unless the token may.
-        let read_only = !state.inner.auth.has_scope(&headers, "write");
+        let read_only = !state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
@@ -334,7 +252,7 @@ async fn run_sql(
                 "POST /sql is not enabled on this server".into(),
             ));
         };
-        context.token = state.inner.auth.check(&headers, Need::Sql)?;
+        context.token = state.auth().check(&headers, Need::Sql)?;
         let QueryPairs(pairs) = query?;
         let format = format_of(&pairs, &headers)?;
         // Read here, not by an extractor: after the token check, and so that a
@@ -437,34 +355,6 @@ fn simple_context(route: &'static str) -> RequestContext {
     RequestContext::new(route, "", false, CancellationToken::new())
 }
 
-impl AppState {
-    /// Runs `select 1` on every database (at most 5 s each): whether all are
-    /// usable, and each one's status (`ok`, `busy`, `unavailable`, `timeout`).
-    pub async fn health(&self) -> (bool, BTreeMap<String, &'static str>) {
-        let mut healthy = true;
-        let mut statuses = BTreeMap::new();
-        for (name, database) in &self.inner.databases {
-            let status = match tokio::time::timeout(Duration::from_secs(5), database.check()).await
-            {
-                Ok(Ok(())) => "ok",
-                // Busy is not broken: every connection is streaming.
-                Ok(Err(StartError::Busy)) => "busy",
-                Ok(Err(error)) => {
-                    tracing::warn!(database = %name, error = ?error, "health check failed");
-                    healthy = false;
-                    "unavailable"
-                }
-                Err(_) => {
-                    healthy = false;
-                    "timeout"
-                }
-            };
-            statuses.insert(name.clone(), status);
-        }
-        (healthy, statuses)
-    }
-}
-
 async fn health(State(state): State<AppState>) -> Response {
     let context = simple_context("health");
     let (healthy, databases) = state.health().await;
@@ -494,7 +384,7 @@ async fn health(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    for (name, database) in &state.inner.databases {
+    for (name, database) in state.databases() {
         let usage = database.usage();
         crate::metrics::pool(name, usage.in_use, usage.size, usage.waiting);
     }
@@ -512,7 +402,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 
 async fn openapi(State(state): State<AppState>) -> Response {
     simple_context("openapi").finish(200, "complete", 0, 0, 0, None);
-    Json(state.inner.openapi.clone()).into_response()
+    Json(state.openapi().clone()).into_response()
 }
 
 /// Without tokens, refuses requests whose `Host` names something else than this

@@ -14,7 +14,7 @@
 //! - [`stream`]: a result as a response body, its endings, its log line;
 //! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
 //! - [`batch`]: `POST /queries/{name}/batch`, many calls of a named query, pipelined;
-//! - [`app`]: routes and handlers; [`error`]: the error responses; [`auth`]:
+//! - [`app`]: routes and handlers over the shared [`state`]; [`error`]: the error responses; [`auth`]:
 //!   bearer tokens and the `Host` check; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod params;
 pub mod server;
+pub mod state;
 pub mod stream;
 pub mod uri;
 

@@ -1,0 +1,132 @@
+//! [`AppState`]: what every handler shares — the configuration, the databases,
+//! the tokens, the shutdown signal and the tasks still cancelling queries — and
+//! the health check over the databases. Handlers take it; it knows no routes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::db::{Database, StartError};
+use crate::error::AppError;
+
+/// Everything the handlers share; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    databases: BTreeMap<String, Database>,
+    auth: Auth,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    openapi: serde_json::Value,
+}
+
+impl AppState {
+    /// State for `config`. No connection is made yet.
+    pub fn new(config: Config) -> AppState {
+        crate::metrics::handle();
+        let databases = config
+            .databases
+            .iter()
+            .map(|(name, database)| (name.clone(), Database::new(database)))
+            .collect();
+        let openapi = crate::openapi::document(&config);
+        AppState {
+            inner: Arc::new(Inner {
+                auth: Auth::new(config.tokens.clone()),
+                config,
+                databases,
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+                openapi,
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Cancelled when the shutdown grace period is over: streams still running abort.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    /// Tracks the cancel requests sent for abandoned queries.
+    pub fn tracker(&self) -> TaskTracker {
+        self.inner.tracker.clone()
+    }
+
+    /// True when bearer tokens are configured.
+    pub fn auth_enabled(&self) -> bool {
+        self.inner.auth.enabled()
+    }
+
+    /// The bearer tokens.
+    pub(crate) fn auth(&self) -> &Auth {
+        &self.inner.auth
+    }
+
+    /// True when at least one configured database may be written to (SQLite is
+    /// served read-only).
+    pub(crate) fn has_writable_database(&self) -> bool {
+        self.inner
+            .databases
+            .values()
+            .any(|database| !database.kind().read_only())
+    }
+
+    /// The databases by their configured names.
+    pub(crate) fn databases(&self) -> impl Iterator<Item = (&String, &Database)> {
+        self.inner.databases.iter()
+    }
+
+    /// The OpenAPI document, made once at start.
+    pub(crate) fn openapi(&self) -> &serde_json::Value {
+        &self.inner.openapi
+    }
+
+    pub(crate) fn database(&self, name: &str) -> Result<&Database, AppError> {
+        self.inner
+            .databases
+            .get(name)
+            .ok_or_else(|| AppError::Internal(format!("no database {name:?}")))
+    }
+}
+
+impl AppState {
+    /// Runs `select 1` on every database (at most 5 s each): whether all are
+    /// usable, and each one's status (`ok`, `busy`, `unavailable`, `timeout`).
+    pub async fn health(&self) -> (bool, BTreeMap<String, &'static str>) {
+        let mut healthy = true;
+        let mut statuses = BTreeMap::new();
+        for (name, database) in &self.inner.databases {
+            let status = match tokio::time::timeout(Duration::from_secs(5), database.check()).await
+            {
+                Ok(Ok(())) => "ok",
+                // Busy is not broken: every connection is streaming.
+                Ok(Err(StartError::Busy)) => "busy",
+                Ok(Err(error)) => {
+                    tracing::warn!(database = %name, error = ?error, "health check failed");
+                    healthy = false;
+                    "unavailable"
+                }
+                Err(_) => {
+                    healthy = false;
+                    "timeout"
+                }
+            };
+            statuses.insert(name.clone(), status);
+        }
+        (healthy, statuses)
+    }
+}
