@@ -313,7 +313,7 @@ async fn run(
     let shutdown = state.shutdown_token();
     let mut round_trips = 0;
     let result = tokio::select! {
-        result = import_body(&state, &name, pairs, &headers, body, &mut context, &mut round_trips) => result,
+        result = import_body(&state, IngestRequest { name: &name, pairs, headers: &headers, body }, &mut context, &mut round_trips) => result,
         () = shutdown.cancelled() => Err(Failed {
             // Dropping the import closes its session: the server rolls back.
             error: AppError::Unavailable("the server is shutting down".into()),
@@ -356,21 +356,35 @@ async fn run(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a `POST /tables/{name}` request brought.
+struct IngestRequest<'a> {
+    /// The table's name in the configuration.
+    name: &'a str,
+    /// The query string, or why it could not be read.
+    pairs: Result<Vec<(String, String)>, AppError>,
+    headers: &'a HeaderMap,
+    body: Body,
+}
+
+/// Checks the request, takes a session and loads the body; `round_trips` is
+/// kept current for the log line, whatever happens.
 async fn import_body(
     state: &AppState,
-    name: &str,
-    pairs: Result<Vec<(String, String)>, AppError>,
-    headers: &HeaderMap,
-    body: Body,
+    request: IngestRequest<'_>,
     context: &mut RequestContext,
     round_trips: &mut u64,
 ) -> Result<Done, Failed> {
+    let IngestRequest {
+        name,
+        pairs,
+        headers,
+        body,
+    } = request;
     let Some(table) = state.config().tables.get(name) else {
         if !state.has_writable_database() {
             return Err(AppError::MethodNotAllowed(
-                "this server's databases are SQLite, which is served read-only: \
-                 POST /tables needs a PostgreSQL database"
+                "this server's databases are all served read-only: \
+                 POST /tables needs one that takes writes"
                     .into(),
             )
             .into());
