@@ -28,9 +28,9 @@ use std::collections::VecDeque;
 
 use sluice_core::{Chunk, Error};
 
-use crate::copy_in::quote_identifier;
 use crate::query::{QueryStream, Step};
 use crate::types::Oid;
+use postgres_protocol::escape::escape_identifier;
 
 /// The `oid` type, whose columns `--lob inline` reads as large objects.
 pub const OID: Oid = 26;
@@ -41,7 +41,7 @@ const PIECE: u32 = 1024 * 1024;
 /// The query that returns the pieces of every large object of `sql`'s rows.
 pub(crate) fn rewrite(sql: &str, column_oids: &[Oid]) -> String {
     let names: Vec<String> = (1..=column_oids.len())
-        .map(|index| quote_identifier(&format!("sluice_c{index}")))
+        .map(|index| escape_identifier(&format!("sluice_c{index}")))
         .collect();
     let branches: Vec<String> = column_oids
         .iter()

@@ -15,16 +15,12 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
-use bytes::BufMut;
 use postgres_protocol::message::backend::Message;
-use postgres_protocol::message::frontend;
-use postgres_protocol::IsNull;
 use sluice_core::{Batch, DbError, Error, Schema};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::connection::Connection;
+use crate::connection::{text_values, Connection, Received};
 use crate::error::db_error;
 use crate::types::{self, Oid};
 
@@ -123,11 +119,7 @@ impl<'c> Pipeline<'c> {
             None => types::resolve(connection, &oids).await,
         };
         // End the preparing exchange; the named statement outlives it.
-        frontend::sync(&mut connection.write_buffer);
-        connection.send().await?;
-        let drained = connection.drain_until_ready().await;
-        let catalog = catalog?;
-        drained?;
+        let catalog = connection.end_exchange(catalog).await?;
         let schema = types::schema_of(&columns, &catalog);
         Ok(Pipeline {
             connection,
@@ -178,7 +170,6 @@ impl<'c> Pipeline<'c> {
         let mut commit_error: Option<Error> = None;
         let mut ran = 0u64;
         let mut rows = Batch::new(self.schema.len());
-        let mut written = 0usize;
         let connection = self.connection;
         // Single mode: calls written since the last Flush or Sync.
         let mut unflushed = false;
@@ -187,7 +178,7 @@ impl<'c> Pipeline<'c> {
             next: None,
         };
         if mode == Transaction::Single {
-            frontend::query("begin", &mut connection.write_buffer).map_err(Error::io)?;
+            connection.encode_query("begin")?;
             expected.push_back(Expected::Control);
             ready_pending += 1;
         }
@@ -197,7 +188,7 @@ impl<'c> Pipeline<'c> {
                 // Wait for input only when nothing is in flight; otherwise take what
                 // is ready and go on answering, so a client that waits for each
                 // result before sending the next set never stalls the pipeline.
-                let idle = expected.is_empty() && written >= connection.write_buffer.len();
+                let idle = expected.is_empty() && connection.queued_bytes() == 0;
                 let Some(ready) = feed.next(idle).await else {
                     break;
                 };
@@ -230,31 +221,21 @@ impl<'c> Pipeline<'c> {
                         continue;
                     }
                 };
-                let before = connection.write_buffer.len();
-                frontend::bind(
-                    "",
+                let before = connection.queued_bytes();
+                connection.encode_bind(
                     STATEMENT,
-                    std::iter::once(0i16),
-                    values.iter(),
-                    |value, buffer| match value {
-                        Some(text) => {
-                            buffer.put_slice(text.as_bytes());
-                            Ok(IsNull::No)
-                        }
-                        None => Ok(IsNull::Yes),
-                    },
+                    [0],
+                    text_values(&values),
                     self.bytes_columns.iter().map(|&bytes| i16::from(bytes)),
-                    &mut connection.write_buffer,
-                )
-                .map_err(|_| Error::config("too many parameters"))?;
-                frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
+                )?;
+                connection.encode_execute(0)?;
                 if mode == Transaction::Each {
-                    frontend::sync(&mut connection.write_buffer);
+                    connection.encode_sync();
                     ready_pending += 1;
                 } else {
                     unflushed = true;
                 }
-                let bytes = connection.write_buffer.len() - before;
+                let bytes = connection.queued_bytes() - before;
                 in_flight_bytes += bytes;
                 expected.push_back(Expected::Call {
                     line: set.line,
@@ -264,10 +245,10 @@ impl<'c> Pipeline<'c> {
             if (input_done || failed) && mode == Transaction::Single && !ended {
                 // Sync ends the pipeline; COMMIT on a transaction a failed call
                 // aborted rolls it back, so only an invalid line needs ROLLBACK.
-                frontend::sync(&mut connection.write_buffer);
+                connection.encode_sync();
                 unflushed = false;
                 let end = if failed { "rollback" } else { "commit" };
-                frontend::query(end, &mut connection.write_buffer).map_err(Error::io)?;
+                connection.encode_query(end)?;
                 expected.push_back(Expected::Control);
                 ready_pending += 2;
                 ended = true;
@@ -277,7 +258,7 @@ impl<'c> Pipeline<'c> {
             if (input_done || failed)
                 && expected.is_empty()
                 && ready_pending == 0
-                && written >= connection.write_buffer.len()
+                && connection.queued_bytes() == 0
             {
                 break;
             }
@@ -285,24 +266,17 @@ impl<'c> Pipeline<'c> {
             // Sync (single mode keeps one transaction open) it would hold its
             // answers, and an input that is not ready yet would wait for them.
             if unflushed {
-                frontend::flush(&mut connection.write_buffer);
+                connection.encode_flush();
                 unflushed = false;
             }
             // Write what is queued and read what has arrived, whichever can go.
-            exchange(connection, &mut written).await?;
-            if written > 0 && written >= connection.write_buffer.len() {
-                connection.write_buffer.clear();
-                written = 0;
-            }
-            while let Some((tag, total)) = connection.complete_message() {
-                if tag == b'D' {
-                    crate::query::parse_data_row(&connection.read_buffer[5..total], &mut rows)?;
-                    connection.consume(total);
-                    continue;
-                }
-                let message = Message::parse(&mut connection.read_buffer)
-                    .map_err(Error::io)?
-                    .ok_or_else(|| Error::protocol("incomplete message"))?;
+            connection.exchange().await?;
+            loop {
+                let message = match connection.receive_buffered(&mut rows)? {
+                    Received::Row => continue,
+                    Received::Message(message) => message,
+                    Received::Incomplete => break,
+                };
                 if matches!(
                     message,
                     Message::CommandComplete(_) | Message::ErrorResponse(_)
@@ -384,10 +358,8 @@ impl<'c> Pipeline<'c> {
             }
         }
         // Drop the prepared statement so the session is as it was.
-        frontend::close(b'S', STATEMENT, &mut connection.write_buffer).map_err(Error::io)?;
-        frontend::sync(&mut connection.write_buffer);
-        connection.send().await?;
-        connection.drain_until_ready().await?;
+        connection.encode_close_statement(STATEMENT)?;
+        connection.sync_and_drain().await?;
         match commit_error {
             Some(error) => Err(error),
             None => Ok(summary),
@@ -449,60 +421,4 @@ fn report_invalid_lines(
         }
     }
     Ok(())
-}
-
-/// Writes from the write buffer and reads into the read buffer, returning as soon
-/// as either made progress: the two directions never wait on each other, which is
-/// what lets the server keep answering while more requests go out.
-async fn exchange(connection: &mut Connection, written: &mut usize) -> Result<(), Error> {
-    std::future::poll_fn(|context: &mut Context<'_>| {
-        let mut progressed = false;
-        let Connection {
-            stream,
-            write_buffer,
-            read_buffer,
-            ..
-        } = &mut *connection;
-        while *written < write_buffer.len() {
-            match Pin::new(&mut *stream).poll_write(context, &write_buffer[*written..]) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err(Error::new(
-                        sluice_core::ErrorKind::Closed,
-                        "the database server closed the connection",
-                    )))
-                }
-                Poll::Ready(Ok(count)) => {
-                    *written += count;
-                    progressed = true;
-                }
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
-                Poll::Pending => break,
-            }
-        }
-        read_buffer.reserve(64 * 1024);
-        let spare = read_buffer.spare_capacity_mut();
-        let mut buffer = ReadBuf::uninit(spare);
-        match Pin::new(&mut *stream).poll_read(context, &mut buffer) {
-            Poll::Ready(Ok(())) => {
-                let count = buffer.filled().len();
-                if count == 0 {
-                    return Poll::Ready(Err(Error::new(
-                        sluice_core::ErrorKind::Closed,
-                        "the database server closed the connection unexpectedly",
-                    )));
-                }
-                // SAFETY: `count` bytes of the spare capacity were just initialised by the read.
-                unsafe { read_buffer.set_len(read_buffer.len() + count) };
-                progressed = true;
-            }
-            Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
-            Poll::Pending => {}
-        }
-        if progressed {
-            Poll::Ready(Ok(()))
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
 }
