@@ -21,6 +21,7 @@ use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
 
 use crate::connection::{text_values, Connection, Received};
 use crate::error::db_error;
+use crate::lob::LobInline;
 use crate::types::{self, Oid};
 
 /// A batch is handed on once it holds this many bytes of values.
@@ -78,20 +79,33 @@ enum State {
     Done,
 }
 
-/// A running query; read it through [`BatchSource::next_batch`].
+/// A running query; read it through [`BatchSource::next_batch`] (or, with large
+/// objects inline, [`BatchSource::next_chunk`]).
 #[derive(Debug)]
 pub struct QueryStream {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    /// The rows as the server sends them.
+    Rows(RowStream),
+    /// Rows of the rewritten query, reassembled around their large objects.
+    LargeObjects(LobInline),
+}
+
+/// The rows of one query, parsed from the socket into a reused batch.
+#[derive(Debug)]
+pub(crate) struct RowStream {
     connection: Connection,
     schema: Schema,
-    pub(crate) batch: Batch,
+    batch: Batch,
     state: State,
     fetch_size: Option<u32>,
     command_tag: Option<String>,
     large_row: Option<LargeRow>,
     /// Bytes of the read buffer lent out in the last chunk, dropped on the next call.
     lent: usize,
-    /// Set when large objects are read inline (see [`crate::lob`]).
-    pub(crate) lob: Option<crate::lob::LobPlan>,
 }
 
 impl QueryStream {
@@ -105,87 +119,125 @@ impl QueryStream {
         sql: &str,
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
-        let description = match connection.prepare("", sql).await {
-            Ok(description) => description,
-            Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
-                return Err(connection.abort_exchange(error).await)
-            }
-            Err(error) => return Err(error),
-        };
-        let parameter_count = description.parameters;
-        let columns = description.columns;
-        if options.params.len() != parameter_count {
-            let message = format!(
-                "the query has {parameter_count} parameter{} but {} value{} given",
-                if parameter_count == 1 { "" } else { "s" },
-                options.params.len(),
-                if options.params.len() == 1 {
-                    " was"
-                } else {
-                    "s were"
-                },
-            );
-            return Err(connection.abort_exchange(Error::config(message)).await);
-        }
-
+        let (columns, catalog) = describe(&mut connection, sql, &options).await?;
         let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
-        let catalog = match types::resolve(&mut connection, &oids).await {
-            Ok(catalog) => catalog,
-            Err(error) => return Err(connection.abort_exchange(error).await),
+        let mut schema = types::schema_of(&columns, &catalog);
+        let lob_inline = options.lob_inline && oids.contains(&crate::lob::OID);
+        if lob_inline {
+            crate::lob::prepare(&mut connection, sql, &oids).await?;
+            schema = crate::lob::rewritten_schema(schema);
+        }
+        let rows = RowStream::bind(connection, schema, &options).await?;
+        let inner = match lob_inline {
+            true => Inner::LargeObjects(LobInline::new(rows, &oids)),
+            false => Inner::Rows(rows),
         };
-        let schema = types::schema_of(&columns, &catalog);
+        Ok(QueryStream { inner })
+    }
+
+    fn rows(&self) -> &RowStream {
+        match &self.inner {
+            Inner::Rows(rows) => rows,
+            Inner::LargeObjects(objects) => objects.rows(),
+        }
+    }
+
+    /// The server's completion tag (e.g. `SELECT 1000`) once the result is complete.
+    pub fn command_tag(&self) -> Option<&str> {
+        self.rows().command_tag.as_deref()
+    }
+
+    /// The connection, once the result has been read to the end.
+    pub fn into_connection(self) -> Option<Connection> {
+        let rows = match self.inner {
+            Inner::Rows(rows) => rows,
+            Inner::LargeObjects(objects) => objects.into_rows(),
+        };
+        (rows.state == State::Done).then_some(rows.connection)
+    }
+
+    /// The connection, for its cancel token or meter.
+    pub fn connection(&self) -> &Connection {
+        &self.rows().connection
+    }
+}
+
+impl BatchSource for QueryStream {
+    fn schema(&self) -> &Schema {
+        match &self.inner {
+            Inner::Rows(rows) => rows.schema(),
+            Inner::LargeObjects(objects) => objects.schema(),
+        }
+    }
+
+    async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+        match &mut self.inner {
+            Inner::Rows(rows) => rows.next_batch().await,
+            Inner::LargeObjects(objects) => objects.next_batch().await,
+        }
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
+        match &mut self.inner {
+            Inner::Rows(rows) => rows.next_chunk().await,
+            Inner::LargeObjects(objects) => objects.next_chunk().await,
+        }
+    }
+}
+
+/// Prepares `sql` as the unnamed statement, checks the parameter count and
+/// looks up the result columns' types; after an error the exchange is ended.
+async fn describe(
+    connection: &mut Connection,
+    sql: &str,
+    options: &QueryOptions,
+) -> Result<(Vec<(String, Oid)>, types::Catalog), Error> {
+    let description = match connection.prepare("", sql).await {
+        Ok(description) => description,
+        Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
+            return Err(connection.abort_exchange(error).await)
+        }
+        Err(error) => return Err(error),
+    };
+    let parameter_count = description.parameters;
+    if options.params.len() != parameter_count {
+        let message = format!(
+            "the query has {parameter_count} parameter{} but {} value{} given",
+            if parameter_count == 1 { "" } else { "s" },
+            options.params.len(),
+            if options.params.len() == 1 {
+                " was"
+            } else {
+                "s were"
+            },
+        );
+        return Err(connection.abort_exchange(Error::config(message)).await);
+    }
+    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid)| *oid).collect();
+    match types::resolve(connection, &oids).await {
+        Ok(catalog) => Ok((description.columns, catalog)),
+        Err(error) => Err(connection.abort_exchange(error).await),
+    }
+}
+
+impl RowStream {
+    /// Binds the unnamed statement, whose result columns `schema` describes, and
+    /// starts the result flowing.
+    async fn bind(
+        mut connection: Connection,
+        schema: Schema,
+        options: &QueryOptions,
+    ) -> Result<RowStream, Error> {
         // Binary only where the raw bytes are the canonical form: no hex on the
         // server, half the bytes on the wire.
-        let mut result_formats: Vec<i16> = schema
+        let result_formats = schema
             .columns
             .iter()
-            .map(|column| i16::from(column.kind == sluice_core::Kind::Bytes))
-            .collect();
-        let mut schema = schema;
-        let mut lob = None;
-        let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
-        if options.lob_inline && oids.contains(&crate::lob::OID) {
-            // Replace the unnamed statement by the rewritten one; its columns are
-            // the user's columns, then the piece columns.
-            let rewritten = crate::lob::rewrite(sql, &oids);
-            connection.encode_parse("", &rewritten)?;
-            connection.encode_flush();
-            connection.send().await?;
-            match connection.read_message().await? {
-                Message::ParseComplete => {}
-                Message::ErrorResponse(body) => {
-                    return Err(connection.abort_exchange(db_error(&body)).await)
-                }
-                _ => return Err(Error::protocol("unexpected message while preparing")),
-            }
-            for (column, oid) in schema.columns.iter_mut().zip(&oids) {
-                if *oid == crate::lob::OID {
-                    column.kind = sluice_core::Kind::Bytes;
-                    column.type_name = "lo".into();
-                }
-            }
-            let mut internal = result_formats.clone();
-            // The OID columns themselves travel as text; their bytes come as pieces.
-            for (format, oid) in internal.iter_mut().zip(&oids) {
-                if *oid == crate::lob::OID {
-                    *format = 0;
-                }
-            }
-            internal.extend([0, 0, 1]);
-            result_formats = internal;
-            lob = Some(crate::lob::LobPlan::new(&oids));
-        }
-
-        let bound = connection.encode_bind(
-            "",
-            [0],
-            text_values(&options.params),
-            result_formats.iter().copied(),
-        );
+            .map(|column| i16::from(column.kind == sluice_core::Kind::Bytes));
+        let bound = connection.encode_bind("", [0], text_values(&options.params), result_formats);
         if let Err(error) = bound {
             return Err(connection.abort_exchange(error).await);
         }
-        let result_formats_len = result_formats.len();
         let fetch_size = options.fetch_size.filter(|&size| size > 0);
         connection.encode_execute(fetch_size.unwrap_or(0))?;
         match fetch_size {
@@ -193,32 +245,16 @@ impl QueryStream {
             Some(_) => connection.encode_flush(),
         }
         connection.send().await?;
-        Ok(QueryStream {
+        Ok(RowStream {
             connection,
-            batch: Batch::new(result_formats_len),
+            batch: Batch::new(schema.len()),
             schema,
             state: State::Streaming,
             fetch_size,
             command_tag: None,
             large_row: None,
             lent: 0,
-            lob,
         })
-    }
-
-    /// The server's completion tag (e.g. `SELECT 1000`) once the result is complete.
-    pub fn command_tag(&self) -> Option<&str> {
-        self.command_tag.as_deref()
-    }
-
-    /// The connection, once the result has been read to the end.
-    pub fn into_connection(self) -> Option<Connection> {
-        (self.state == State::Done).then_some(self.connection)
-    }
-
-    /// The connection, for its cancel token or meter.
-    pub fn connection(&self) -> &Connection {
-        &self.connection
     }
 
     /// Handles one non-row message.
@@ -271,7 +307,7 @@ impl QueryStream {
     }
 }
 
-impl QueryStream {
+impl RowStream {
     /// The next step through a large row: each value's length is checked against
     /// what is left of the row's message before a byte of it is handed over.
     async fn large_row_chunk(&mut self, mut row: LargeRow) -> Result<Chunk<'_>, Error> {
@@ -373,17 +409,19 @@ impl LargeRow {
     }
 }
 
-impl BatchSource for QueryStream {
+impl RowStream {
+    /// The batch the last [`BatchSource::next_batch`] handed over.
+    pub(crate) fn current_batch(&self) -> &Batch {
+        &self.batch
+    }
+}
+
+impl BatchSource for RowStream {
     fn schema(&self) -> &Schema {
         &self.schema
     }
 
     async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
-        if self.lob.is_some() {
-            return Err(Error::config(
-                "large objects inline are handed over value by value: read them with next_chunk",
-            ));
-        }
         match self.step(false).await? {
             Step::Rows => Ok(Some(&self.batch)),
             Step::End => Ok(None),
@@ -393,9 +431,6 @@ impl BatchSource for QueryStream {
 
     async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
         self.connection.consume(std::mem::take(&mut self.lent));
-        if self.lob.is_some() {
-            return self.lob_chunk().await;
-        }
         if let Some(row) = self.large_row {
             return self.large_row_chunk(row).await.map(Some);
         }
@@ -407,8 +442,8 @@ impl BatchSource for QueryStream {
     }
 }
 
-/// What [`QueryStream::step`] produced.
-pub(crate) enum Step {
+/// What [`RowStream::step`] produced.
+enum Step {
     /// `self.batch` holds rows.
     Rows,
     /// A large row has begun (only when large rows are allowed).
@@ -417,10 +452,10 @@ pub(crate) enum Step {
     End,
 }
 
-impl QueryStream {
+impl RowStream {
     /// Reads until the batch is worth handing over, a large row begins (when
     /// `allow_large`; otherwise such a row is read whole), or the result ends.
-    pub(crate) async fn step(&mut self, allow_large: bool) -> Result<Step, Error> {
+    async fn step(&mut self, allow_large: bool) -> Result<Step, Error> {
         self.batch.clear();
         loop {
             while self.state != State::Done {
