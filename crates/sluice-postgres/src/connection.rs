@@ -1,24 +1,32 @@
 //! [`Connection`]: one authenticated session, its buffers and its metered socket.
 //!
-//! The connection owns a read buffer that [`crate::query`] parses rows from in
-//! place, and a write buffer that collects several protocol messages so they leave
-//! in one write (one round trip).
+//! This file owns the socket, startup and authentication; the message exchange
+//! every operation of the crate goes through is in two parts: `wire` (encoding
+//! requests, moving bytes, framing and decoding answers) and `exchange` (prepare,
+//! end an exchange, run a command, small queries). The buffers are private to the two:
+//! other modules speak to the server only through the exchange operations.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use postgres_protocol::authentication::{md5_hash, sasl};
-use postgres_protocol::message::backend::{DataRowBody, Message};
+use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use sluice_core::{Error, ErrorKind, Meter, MeteredStream};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::config::{Config, Target};
 use crate::error::db_error;
 use crate::CancelToken;
+
+mod exchange;
+mod wire;
+
+pub(crate) use exchange::{tag_count, text_values};
+pub(crate) use wire::Received;
 
 /// Free space asked of the read buffer before each socket read.
 const READ_CHUNK: usize = 256 * 1024;
@@ -114,31 +122,6 @@ pub(crate) struct Description {
     pub columns: Vec<(String, crate::types::Oid)>,
 }
 
-/// The count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `COPY 7`).
-pub(crate) fn tag_count(tag: &str) -> Option<u64> {
-    tag.rsplit(' ').next().and_then(|count| count.parse().ok())
-}
-
-/// A `DataRow` of text values as strings (`None` for NULL).
-fn text_row(body: &DataRowBody) -> Result<Vec<Option<String>>, Error> {
-    let buffer = body.buffer();
-    let mut ranges = body.ranges();
-    let mut row = Vec::new();
-    while let Some(range) =
-        fallible_iterator::FallibleIterator::next(&mut ranges).map_err(Error::io)?
-    {
-        row.push(match range {
-            Some(range) => Some(
-                std::str::from_utf8(&buffer[range])
-                    .map_err(|_| Error::protocol("invalid UTF-8 from the server"))?
-                    .to_owned(),
-            ),
-            None => None,
-        });
-    }
-    Ok(row)
-}
-
 /// Files an error the server sent while logging in under the kind a caller acts on:
 /// refused credentials or an unknown role are authentication failures, anything
 /// else (unknown database, too many connections, shutting down) a connection failure.
@@ -153,9 +136,11 @@ fn login_error(error: Error) -> Error {
 /// An authenticated session, idle and ready for a query.
 #[derive(Debug)]
 pub struct Connection {
-    pub(crate) stream: MeteredStream<Socket>,
-    pub(crate) read_buffer: BytesMut,
-    pub(crate) write_buffer: BytesMut,
+    stream: MeteredStream<Socket>,
+    /// Bytes received and not yet consumed; rows are decoded from it in place.
+    read_buffer: BytesMut,
+    /// Messages encoded and not yet sent: several leave in one write.
+    write_buffer: BytesMut,
     target: Target,
     process_id: i32,
     secret_key: i32,
@@ -331,172 +316,6 @@ impl Connection {
         }
     }
 
-    /// Writes everything queued in the write buffer.
-    pub(crate) async fn send(&mut self) -> Result<(), Error> {
-        self.stream
-            .write_all(&self.write_buffer)
-            .await
-            .map_err(Error::io)?;
-        self.write_buffer.clear();
-        Ok(())
-    }
-
-    /// Reads more bytes from the socket into the read buffer; EOF is an error.
-    pub(crate) async fn fill(&mut self) -> Result<(), Error> {
-        self.read_buffer.reserve(READ_CHUNK);
-        let read = self
-            .stream
-            .read_buf(&mut self.read_buffer)
-            .await
-            .map_err(Error::io)?;
-        if read == 0 {
-            return Err(Error::new(
-                ErrorKind::Closed,
-                "the database server closed the connection unexpectedly",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The length of the complete message at the front of the read buffer, if any:
-    /// `(tag, total length including tag and length word)`.
-    pub(crate) fn complete_message(&self) -> Option<(u8, usize)> {
-        let buffer = &self.read_buffer[..];
-        if buffer.len() < 5 {
-            return None;
-        }
-        let length = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
-        let total = length + 1;
-        (buffer.len() >= total).then_some((buffer[0], total))
-    }
-
-    /// Drops `length` bytes from the front of the read buffer.
-    pub(crate) fn consume(&mut self, length: usize) {
-        self.read_buffer.advance(length);
-    }
-
-    /// Reads one whole message, waiting for the socket as needed.
-    pub(crate) async fn read_message(&mut self) -> Result<Message, Error> {
-        loop {
-            if let Some(message) = Message::parse(&mut self.read_buffer).map_err(Error::io)? {
-                return Ok(message);
-            }
-            self.fill().await?;
-        }
-    }
-
-    /// Reads messages until `ReadyForQuery`, returning the first error seen. Used to
-    /// bring the session back to idle after a failure.
-    pub(crate) async fn drain_until_ready(&mut self) -> Result<(), Error> {
-        let mut first_error = None;
-        loop {
-            match self.read_message().await? {
-                Message::ReadyForQuery(_) => break,
-                Message::ErrorResponse(body) => {
-                    first_error.get_or_insert_with(|| db_error(&body));
-                }
-                _ => {}
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Parses `sql` as statement `name` (empty: the unnamed one) and describes it,
-    /// in one round trip and without ending the exchange: after an error the
-    /// caller must send `Sync`, as after success it must bind or sync.
-    pub(crate) async fn prepare(&mut self, name: &str, sql: &str) -> Result<Description, Error> {
-        use fallible_iterator::FallibleIterator as _;
-        frontend::parse(name, sql, std::iter::empty(), &mut self.write_buffer)
-            .map_err(Error::io)?;
-        frontend::describe(b'S', name, &mut self.write_buffer).map_err(Error::io)?;
-        frontend::flush(&mut self.write_buffer);
-        self.send().await?;
-        let mut description = Description::default();
-        loop {
-            match self.read_message().await? {
-                Message::ParseComplete
-                | Message::NoticeResponse(_)
-                | Message::ParameterStatus(_) => {}
-                Message::ParameterDescription(body) => {
-                    description.parameter_types = body.parameters().collect().map_err(Error::io)?;
-                    description.parameters = description.parameter_types.len();
-                }
-                Message::RowDescription(body) => {
-                    let mut fields = body.fields();
-                    while let Some(field) = fields.next().map_err(Error::io)? {
-                        description
-                            .columns
-                            .push((field.name().to_owned(), field.type_oid()));
-                    }
-                    return Ok(description);
-                }
-                Message::NoData => return Ok(description),
-                Message::ErrorResponse(body) => return Err(db_error(&body)),
-                _ => return Err(Error::protocol("unexpected message while preparing")),
-            }
-        }
-    }
-
-    /// Parses `sql` as the unnamed statement and returns the type OID the server
-    /// inferred for each of its parameters (`$1` first), leaving the session idle.
-    /// Nothing runs: this checks SQL and learns its parameters without side effects.
-    pub async fn parameter_types(&mut self, sql: &str) -> Result<Vec<crate::types::Oid>, Error> {
-        let described = match self.prepare("", sql).await {
-            // The connection itself failed: there is no exchange to end.
-            Err(error) if error.kind() != ErrorKind::Database => return Err(error),
-            described => described,
-        };
-        frontend::sync(&mut self.write_buffer);
-        self.send().await?;
-        let drained = self.drain_until_ready().await;
-        let description = described?;
-        drained?;
-        Ok(description.parameter_types)
-    }
-
-    /// Reads a command's answers up to `ReadyForQuery` and returns the row count
-    /// of its (last) completion tag (`INSERT 0 5` → 5), or the first error.
-    pub(crate) async fn command_result(&mut self) -> Result<u64, Error> {
-        let mut count = 0;
-        let mut error = None;
-        loop {
-            match self.read_message().await? {
-                Message::CommandComplete(body) => {
-                    let tag = body.tag().map_err(Error::io)?;
-                    count = tag_count(tag).unwrap_or(0);
-                }
-                Message::ErrorResponse(body) => {
-                    error.get_or_insert_with(|| db_error(&body));
-                }
-                Message::ReadyForQuery(_) => break,
-                _ => {}
-            }
-        }
-        error.map_or(Ok(count), Err)
-    }
-
-    /// Runs SQL through the simple query protocol and returns the rows of its last
-    /// statement as text (NULL as `None`). Meant for short catalog and session
-    /// commands, not for results of unbounded size.
-    pub async fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, Error> {
-        frontend::query(sql, &mut self.write_buffer).map_err(Error::io)?;
-        self.send().await?;
-        let mut rows = Vec::new();
-        let mut error = None;
-        loop {
-            match self.read_message().await? {
-                Message::RowDescription(_) => rows.clear(),
-                Message::DataRow(body) => rows.push(text_row(&body)?),
-                Message::ErrorResponse(body) => {
-                    error.get_or_insert_with(|| db_error(&body));
-                }
-                Message::ReadyForQuery(_) => break,
-                _ => {}
-            }
-        }
-        error.map_or(Ok(rows), Err)
-    }
-
     /// Checks, without waiting and without a round trip, that an idle session is
     /// still usable: its socket is open and the server has sent nothing unasked
     /// (an idle session only hears from the server when it is being shut down, e.g.
@@ -523,77 +342,6 @@ impl Connection {
             )),
             Err(error) => Err(Error::io(error)),
         }
-    }
-
-    /// Runs a small query with text parameters (`None` is NULL) and returns its
-    /// rows as text, leaving the session idle. For catalog look-ups and the like,
-    /// not for results of unbounded size.
-    pub async fn query_rows(
-        &mut self,
-        sql: &str,
-        params: &[Option<&str>],
-    ) -> Result<Vec<Vec<Option<String>>>, Error> {
-        self.extended_rows("", sql, params, true).await
-    }
-
-    /// The extended-protocol exchange behind [`Connection::query_rows`]. With
-    /// `sync` false it runs inside an exchange the caller has open (a named
-    /// `statement` keeps the caller's unnamed one alive) and leaves ending it,
-    /// also after an error, to the caller.
-    pub(crate) async fn extended_rows(
-        &mut self,
-        statement: &str,
-        sql: &str,
-        params: &[Option<&str>],
-        sync: bool,
-    ) -> Result<Vec<Vec<Option<String>>>, Error> {
-        let buffer = &mut self.write_buffer;
-        frontend::parse(statement, sql, std::iter::empty(), buffer).map_err(Error::io)?;
-        frontend::bind(
-            "",
-            statement,
-            std::iter::once(0i16),
-            params.iter(),
-            |value, buffer| match value {
-                Some(text) => {
-                    buffer.extend_from_slice(text.as_bytes());
-                    Ok(postgres_protocol::IsNull::No)
-                }
-                None => Ok(postgres_protocol::IsNull::Yes),
-            },
-            std::iter::once(0i16),
-            buffer,
-        )
-        .map_err(|_| Error::config("too many parameters"))?;
-        frontend::execute("", 0, buffer).map_err(Error::io)?;
-        if !statement.is_empty() {
-            frontend::close(b'S', statement, buffer).map_err(Error::io)?;
-        }
-        if sync {
-            frontend::sync(buffer);
-        } else {
-            frontend::flush(buffer);
-        }
-        self.send().await?;
-        let mut rows = Vec::new();
-        let mut error = None;
-        loop {
-            match self.read_message().await? {
-                Message::DataRow(body) => rows.push(text_row(&body)?),
-                Message::ErrorResponse(body) => {
-                    let failure = db_error(&body);
-                    if !sync {
-                        return Err(failure);
-                    }
-                    error.get_or_insert(failure);
-                }
-                Message::CloseComplete if !sync => break,
-                Message::CommandComplete(_) if !sync && statement.is_empty() => break,
-                Message::ReadyForQuery(_) if sync => break,
-                _ => {}
-            }
-        }
-        error.map_or(Ok(rows), Err)
     }
 
     /// A handle that can cancel this session's running query from elsewhere.

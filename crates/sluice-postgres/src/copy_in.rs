@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::BufMut;
 use postgres_protocol::message::backend::Message;
-use postgres_protocol::message::frontend;
 use sluice_core::{Batch, Error, Kind};
 
 use crate::connection::Connection;
@@ -26,16 +25,11 @@ pub struct CopyIn<'c> {
     rows_sent: u64,
 }
 
-/// Double-quotes an SQL identifier.
-pub fn quote_identifier(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
 impl Connection {
     /// Starts `statement` (a `COPY … FROM STDIN` in text format) and waits for the
     /// server to accept data. `kinds` are the kinds of the copied columns, in order.
     pub async fn copy_in(&mut self, statement: &str, kinds: &[Kind]) -> Result<CopyIn<'_>, Error> {
-        frontend::query(statement, &mut self.write_buffer).map_err(Error::io)?;
+        self.encode_query(statement)?;
         self.send().await?;
         loop {
             match self.read_message().await? {
@@ -75,6 +69,31 @@ fn escape(text: &[u8], output: &mut bytes::BytesMut) {
     output.put_slice(&text[run_start..]);
 }
 
+/// Appends one row in COPY's text format: values separated by tabs, NULL as
+/// `\N`, `bytea` as escaped hex, a line break at the end.
+fn encode_row(row: &sluice_core::Row<'_>, bytes_columns: &[bool], buffer: &mut bytes::BytesMut) {
+    for (column, &is_bytes) in bytes_columns.iter().enumerate() {
+        if column > 0 {
+            buffer.put_u8(b'\t');
+        }
+        match row.get(column) {
+            None => buffer.put_slice(b"\\N"),
+            Some(bytes) if is_bytes => {
+                // `\x` hex, its backslash escaped for COPY.
+                buffer.put_slice(b"\\\\x");
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                buffer.reserve(bytes.len() * 2);
+                for &byte in bytes {
+                    buffer.put_u8(HEX[(byte >> 4) as usize]);
+                    buffer.put_u8(HEX[(byte & 0xf) as usize]);
+                }
+            }
+            Some(text) => escape(text, buffer),
+        }
+    }
+    buffer.put_u8(b'\n');
+}
+
 impl CopyIn<'_> {
     /// Rows sent so far.
     pub fn rows_sent(&self) -> u64 {
@@ -90,35 +109,11 @@ impl CopyIn<'_> {
     ) -> Result<(), Error> {
         for index in rows {
             let row = batch.row(index);
-            let buffer = &mut self.connection.write_buffer;
-            // CopyData: 'd', length (patched below), row text.
-            let start = buffer.len();
-            buffer.put_u8(b'd');
-            buffer.put_u32(0);
-            for (column, &is_bytes) in self.bytes_columns.iter().enumerate() {
-                if column > 0 {
-                    buffer.put_u8(b'\t');
-                }
-                match row.get(column) {
-                    None => buffer.put_slice(b"\\N"),
-                    Some(bytes) if is_bytes => {
-                        // `\x` hex, its backslash escaped for COPY.
-                        buffer.put_slice(b"\\\\x");
-                        const HEX: &[u8; 16] = b"0123456789abcdef";
-                        buffer.reserve(bytes.len() * 2);
-                        for &byte in bytes {
-                            buffer.put_u8(HEX[(byte >> 4) as usize]);
-                            buffer.put_u8(HEX[(byte & 0xf) as usize]);
-                        }
-                    }
-                    Some(text) => escape(text, buffer),
-                }
-            }
-            buffer.put_u8(b'\n');
-            let length = (buffer.len() - start - 1) as u32;
-            buffer[start + 1..start + 5].copy_from_slice(&length.to_be_bytes());
+            let bytes_columns = &self.bytes_columns;
+            self.connection
+                .encode_copy_data(|buffer| encode_row(&row, bytes_columns, buffer))?;
             self.rows_sent += 1;
-            if self.connection.write_buffer.len() >= SEND_BYTES {
+            if self.connection.queued_bytes() >= SEND_BYTES {
                 self.connection.send().await?;
                 self.check_for_error().await?;
             }
@@ -130,15 +125,18 @@ impl CopyIn<'_> {
     /// only speaks to refuse a row, and stopping then saves sending the rest.
     async fn check_for_error(&mut self) -> Result<(), Error> {
         let connection = &mut *self.connection;
-        if connection.complete_message().is_none()
-            && tokio::time::timeout(Duration::ZERO, connection.fill())
+        let mut message = connection.buffered_message()?;
+        if message.is_none() {
+            if tokio::time::timeout(Duration::ZERO, connection.fill())
                 .await
                 .is_err()
-        {
-            return Ok(());
+            {
+                return Ok(());
+            }
+            message = connection.buffered_message()?;
         }
-        while connection.complete_message().is_some() {
-            match connection.read_message().await? {
+        while let Some(received) = message.take() {
+            match received {
                 Message::ErrorResponse(body) => {
                     let error = db_error(&body);
                     // A COPY begun by a simple query ends at the error; the
@@ -149,20 +147,21 @@ impl CopyIn<'_> {
                 Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
                 _ => return Err(Error::protocol("unexpected message during COPY")),
             }
+            message = connection.buffered_message()?;
         }
         Ok(())
     }
 
     /// Ends the data and returns how many rows the server stored.
     pub async fn finish(self) -> Result<u64, Error> {
-        frontend::copy_done(&mut self.connection.write_buffer);
+        self.connection.encode_copy_done();
         self.connection.send().await?;
         self.connection.command_result().await
     }
 
     /// Abandons the COPY: the server discards everything sent.
     pub async fn fail(self, reason: &str) -> Result<(), Error> {
-        frontend::copy_fail(reason, &mut self.connection.write_buffer).map_err(Error::io)?;
+        self.connection.encode_copy_fail(reason)?;
         self.connection.send().await?;
         // The server answers with the error it made of our CopyFail.
         let _ = self.connection.drain_until_ready().await;
@@ -192,6 +191,5 @@ mod tests {
         let mut output = bytes::BytesMut::new();
         escape(b"a\\b\tc\nd\re", &mut output);
         assert_eq!(&output[..], b"a\\\\b\\tc\\nd\\re");
-        assert_eq!(quote_identifier("we\"ird"), "\"we\"\"ird\"");
     }
 }

@@ -19,8 +19,7 @@
 
 use std::fmt::Write as _;
 
-use postgres_protocol::message::frontend;
-use postgres_protocol::IsNull;
+use postgres_protocol::escape::escape_identifier;
 use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -28,7 +27,7 @@ pub use sluice_core::load::{
     ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
 
-use crate::copy_in::{error_position, quote_identifier};
+use crate::copy_in::error_position;
 use crate::types;
 use crate::Connection;
 
@@ -71,10 +70,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     let oids: Vec<u32> = raw.iter().map(|(_, oid)| *oid).collect();
     let catalog = types::resolve(connection, &oids).await;
     // resolve() runs inside an exchange; end it whatever happened.
-    frontend::sync(&mut connection.write_buffer);
-    connection.send().await?;
-    connection.drain_until_ready().await?;
-    let catalog = catalog?;
+    let catalog = connection.end_exchange(catalog).await?;
     Ok(TableInfo {
         name,
         defaulted,
@@ -192,7 +188,7 @@ fn reason_of(error: &Error, line: u64, column: Option<String>) -> RowError {
 fn column_list(columns: &[Column]) -> String {
     columns
         .iter()
-        .map(|column| quote_identifier(&column.name))
+        .map(|column| escape_identifier(&column.name))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -354,7 +350,7 @@ impl Plan {
             let keys = options
                 .key
                 .iter()
-                .map(|key| quote_identifier(key))
+                .map(|key| escape_identifier(key))
                 .collect::<Vec<_>>()
                 .join(", ");
             let target = if keys.is_empty() {
@@ -368,7 +364,7 @@ impl Plan {
                         .iter()
                         .filter(|column| !options.key.contains(&column.name))
                         .map(|column| {
-                            let name = quote_identifier(&column.name);
+                            let name = escape_identifier(&column.name);
                             format!("{name} = excluded.{name}")
                         })
                         .collect();
@@ -392,7 +388,7 @@ impl Plan {
                 let keys = options
                     .key
                     .iter()
-                    .map(|key| quote_identifier(key))
+                    .map(|key| escape_identifier(key))
                     .collect::<Vec<_>>()
                     .join(", ");
                 // The last record of a repeated key wins: a fresh staging table
@@ -444,9 +440,7 @@ impl Plan {
 
 /// Runs SQL that returns no rows and reports the server's error.
 async fn execute(connection: &mut Connection, sql: &str) -> Result<u64, Error> {
-    frontend::query(sql, &mut connection.write_buffer).map_err(Error::io)?;
-    connection.send().await?;
-    connection.command_result().await
+    connection.simple_command(sql).await
 }
 
 /// Rolls back, keeping the error that caused it.
@@ -678,8 +672,7 @@ async fn insert_batches<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Size
                 let name = if rows == batch_size { STATEMENT } else { "" };
                 if name.is_empty() || !prepared {
                     let sql = insert_statement(plan, rows);
-                    frontend::parse(name, &sql, std::iter::empty(), &mut connection.write_buffer)
-                        .map_err(Error::io)?;
+                    connection.encode_parse(name, &sql)?;
                     prepared |= !name.is_empty();
                 }
                 let written = insert_rows(connection, plan, name, &pending.batch, 0..rows)
@@ -768,24 +761,11 @@ async fn insert_rows(
         })
         .collect();
     let values = rows.flat_map(|row| (0..columns).map(move |column| batch.row(row).get(column)));
-    frontend::bind(
-        "",
-        statement,
-        formats,
-        values,
-        |value, buffer| match value {
-            Some(bytes) => {
-                buffer.extend_from_slice(bytes);
-                Ok(IsNull::No)
-            }
-            None => Ok(IsNull::Yes),
-        },
-        std::iter::once(0i16),
-        &mut connection.write_buffer,
-    )
-    .map_err(|_| Error::config("too many parameters in one INSERT: lower --batch-size"))?;
-    frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
-    frontend::sync(&mut connection.write_buffer);
+    connection
+        .encode_bind(statement, formats, values, [0])
+        .map_err(|_| Error::config("too many parameters in one INSERT: lower --batch-size"))?;
+    connection.encode_execute(0)?;
+    connection.encode_sync();
     connection.send().await?;
     connection.command_result().await
 }

@@ -19,18 +19,22 @@
 //!
 //! A new original row begins where the pieces stop continuing the previous ones
 //! (a lower column, an offset back at 0, or a row without objects), so no row
-//! number is needed. [`QueryStream`] reassembles the pieces into the original rows and hands each
+//! number is needed. [`LobInline`], a source wrapped around the rewritten query's
+//! rows, reassembles the pieces into the original rows and hands each
 //! row over value by value ([`sluice_core::Chunk`]), so an object of any size, even
 //! beyond `bytea`'s 1 GB limit, streams through in bounded memory. Every `oid`
 //! column of the query is taken to hold large-object references.
 
 use std::collections::VecDeque;
 
-use sluice_core::{Chunk, Error};
+use postgres_protocol::message::backend::Message;
+use sluice_core::{Batch, BatchSource, Chunk, Column, Error, Kind, Schema};
 
-use crate::copy_in::quote_identifier;
-use crate::query::{QueryStream, Step};
+use crate::connection::Connection;
+use crate::error::db_error;
+use crate::query::RowStream;
 use crate::types::Oid;
+use postgres_protocol::escape::escape_identifier;
 
 /// The `oid` type, whose columns `--lob inline` reads as large objects.
 pub const OID: Oid = 26;
@@ -41,7 +45,7 @@ const PIECE: u32 = 1024 * 1024;
 /// The query that returns the pieces of every large object of `sql`'s rows.
 pub(crate) fn rewrite(sql: &str, column_oids: &[Oid]) -> String {
     let names: Vec<String> = (1..=column_oids.len())
-        .map(|index| quote_identifier(&format!("sluice_c{index}")))
+        .map(|index| escape_identifier(&format!("sluice_c{index}")))
         .collect();
     let branches: Vec<String> = column_oids
         .iter()
@@ -90,7 +94,7 @@ enum Pending {
 
 /// Reassembly state of a query run with large objects inline.
 #[derive(Debug)]
-pub(crate) struct LobPlan {
+struct LobPlan {
     /// For each user column, whether it holds large objects.
     lob_columns: Vec<bool>,
     pending: VecDeque<Pending>,
@@ -112,7 +116,7 @@ pub(crate) struct LobPlan {
 }
 
 impl LobPlan {
-    pub(crate) fn new(column_oids: &[Oid]) -> LobPlan {
+    fn new(column_oids: &[Oid]) -> LobPlan {
         LobPlan {
             lob_columns: column_oids.iter().map(|oid| *oid == OID).collect(),
             pending: VecDeque::new(),
@@ -158,7 +162,7 @@ impl LobPlan {
 
     /// Reads internal row `index` of `batch` (user columns…, sluice_column,
     /// sluice_offset, sluice_piece) into pending steps.
-    fn read(&mut self, batch: &sluice_core::Batch, index: usize) -> Result<(), Error> {
+    fn read(&mut self, batch: &Batch, index: usize) -> Result<(), Error> {
         let row = batch.row(index);
         let users = self.lob_columns.len();
         let number = |bytes: Option<&[u8]>| -> Result<Option<u64>, Error> {
@@ -207,51 +211,137 @@ impl LobPlan {
     }
 }
 
-impl QueryStream {
-    /// The next chunk of a query run with large objects inline.
-    pub(crate) async fn lob_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
-        loop {
-            let plan = self.lob.as_mut().expect("a large-object plan");
-            if let Some(step) = plan.pending.pop_front() {
-                let users = plan.lob_columns.len();
-                if let Pending::Stored(_, value) = &step {
-                    plan.handed = value.clone();
-                }
-                let plan = self.lob.as_ref().expect("a large-object plan");
-                return Ok(Some(match step {
-                    Pending::RowStart => Chunk::RowStart,
-                    Pending::Stored(column, _) => Chunk::Value {
-                        column,
-                        value: plan.handed.as_deref(),
-                    },
-                    Pending::Null(column) => Chunk::Value {
-                        column,
-                        value: None,
-                    },
-                    Pending::ValueStart(column) => Chunk::ValueStart { column },
-                    Pending::Piece { column, row } => Chunk::Piece {
-                        column,
-                        bytes: self.batch.row(row).get(users + 2).unwrap_or(&[]),
-                    },
-                    Pending::ValueEnd(column) => Chunk::ValueEnd { column },
-                    Pending::RowEnd => Chunk::RowEnd,
-                }));
+/// Replaces the unnamed statement, just described, by the rewritten query;
+/// after an error the exchange is ended.
+pub(crate) async fn prepare(
+    connection: &mut Connection,
+    sql: &str,
+    column_oids: &[Oid],
+) -> Result<(), Error> {
+    connection.encode_parse("", &rewrite(sql, column_oids))?;
+    connection.encode_flush();
+    connection.send().await?;
+    match connection.read_message().await? {
+        Message::ParseComplete => Ok(()),
+        Message::ErrorResponse(body) => Err(connection.abort_exchange(db_error(&body)).await),
+        _ => Err(Error::protocol("unexpected message while preparing")),
+    }
+}
+
+/// The columns of the rewritten query given the user's: theirs (the OID
+/// columns as the server's text), then the piece columns.
+pub(crate) fn rewritten_schema(mut user: Schema) -> Schema {
+    let column = |name: &str, kind: Kind, type_name: &str| Column {
+        name: name.into(),
+        kind,
+        type_name: type_name.into(),
+    };
+    user.columns.extend([
+        column("sluice_column", Kind::Integer, "int4"),
+        column("sluice_offset", Kind::Integer, "int8"),
+        column("sluice_piece", Kind::Bytes, "bytea"),
+    ]);
+    user
+}
+
+/// The rows of the rewritten query, handed over as the user's rows value by
+/// value, each large object in its pieces.
+#[derive(Debug)]
+pub(crate) struct LobInline {
+    rows: RowStream,
+    /// The user's columns, large-object columns as bytes.
+    schema: Schema,
+    plan: LobPlan,
+}
+
+impl LobInline {
+    /// Wraps the rows of the rewritten query of a query with these column types.
+    pub(crate) fn new(rows: RowStream, column_oids: &[Oid]) -> LobInline {
+        let mut schema = Schema {
+            columns: rows.schema().columns[..column_oids.len()].to_vec(),
+        };
+        for (column, oid) in schema.columns.iter_mut().zip(column_oids) {
+            if *oid == OID {
+                column.kind = Kind::Bytes;
+                column.type_name = "lo".into();
             }
-            if plan.cursor < self.batch.num_rows() {
-                let index = plan.cursor;
-                plan.cursor += 1;
-                plan.read(&self.batch, index)?;
+        }
+        LobInline {
+            rows,
+            schema,
+            plan: LobPlan::new(column_oids),
+        }
+    }
+
+    /// The rows underneath.
+    pub(crate) fn rows(&self) -> &RowStream {
+        &self.rows
+    }
+
+    /// The rows underneath, for their connection.
+    pub(crate) fn into_rows(self) -> RowStream {
+        self.rows
+    }
+
+    /// Turns a pending step into the chunk it stands for.
+    fn hand_over(&mut self, step: Pending) -> Chunk<'_> {
+        match step {
+            Pending::RowStart => Chunk::RowStart,
+            Pending::Stored(column, value) => {
+                self.plan.handed = value;
+                Chunk::Value {
+                    column,
+                    value: self.plan.handed.as_deref(),
+                }
+            }
+            Pending::Null(column) => Chunk::Value {
+                column,
+                value: None,
+            },
+            Pending::ValueStart(column) => Chunk::ValueStart { column },
+            Pending::Piece { column, row } => {
+                let piece = self.plan.lob_columns.len() + 2;
+                Chunk::Piece {
+                    column,
+                    bytes: self.rows.current_batch().row(row).get(piece).unwrap_or(&[]),
+                }
+            }
+            Pending::ValueEnd(column) => Chunk::ValueEnd { column },
+            Pending::RowEnd => Chunk::RowEnd,
+        }
+    }
+}
+
+impl BatchSource for LobInline {
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+        Err(Error::config(
+            "large objects inline are handed over value by value: read them with next_chunk",
+        ))
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
+        loop {
+            if let Some(step) = self.plan.pending.pop_front() {
+                return Ok(Some(self.hand_over(step)));
+            }
+            if self.plan.cursor < self.rows.current_batch().num_rows() {
+                let index = self.plan.cursor;
+                self.plan.cursor += 1;
+                self.plan.read(self.rows.current_batch(), index)?;
                 continue;
             }
-            if plan.finished {
+            if self.plan.finished {
                 return Ok(None);
             }
-            match self.step(false).await? {
-                Step::Rows => self.lob.as_mut().expect("a large-object plan").cursor = 0,
-                Step::End | Step::LargeRow => {
-                    let plan = self.lob.as_mut().expect("a large-object plan");
-                    plan.close_row();
-                    plan.finished = true;
+            match self.rows.next_batch().await? {
+                Some(_) => self.plan.cursor = 0,
+                None => {
+                    self.plan.close_row();
+                    self.plan.finished = true;
                 }
             }
         }

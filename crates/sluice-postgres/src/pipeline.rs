@@ -15,18 +15,14 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
-use bytes::BufMut;
 use postgres_protocol::message::backend::Message;
-use postgres_protocol::message::frontend;
-use postgres_protocol::IsNull;
 use sluice_core::{Batch, Error, Schema};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 pub use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, PipelineSummary, Transaction};
 
-use crate::connection::Connection;
+use crate::connection::{text_values, Connection, Received};
 use crate::error::db_error;
 use crate::types::{self, Oid};
 
@@ -67,11 +63,7 @@ impl<'c> Pipeline<'c> {
             None => types::resolve(connection, &oids).await,
         };
         // End the preparing exchange; the named statement outlives it.
-        frontend::sync(&mut connection.write_buffer);
-        connection.send().await?;
-        let drained = connection.drain_until_ready().await;
-        let catalog = catalog?;
-        drained?;
+        let catalog = connection.end_exchange(catalog).await?;
         let schema = types::schema_of(&columns, &catalog);
         Ok(Pipeline {
             connection,
@@ -108,233 +100,309 @@ impl<'c> Pipeline<'c> {
         source: &mut S,
         mode: Transaction,
         window_bytes: usize,
-        report: &mut (dyn FnMut(u64, CallOutcome<'_>) -> Result<(), Error> + Send),
+        report: &mut Report<'_>,
     ) -> Result<PipelineSummary, Error> {
-        let mut summary = PipelineSummary::default();
-        let mut expected: VecDeque<Expected> = VecDeque::new();
-        let mut in_flight_bytes = 0usize;
-        let mut input_done = false;
-        // ReadyForQuery answers still owed (one per Sync or simple query).
-        let mut ready_pending = 0usize;
-        let mut ended = false;
-        // Single mode: a call failed (or a line was invalid): roll everything back.
-        let mut failed = false;
-        let mut commit_error: Option<Error> = None;
-        let mut ran = 0u64;
-        let mut rows = Batch::new(self.schema.len());
-        let mut written = 0usize;
-        let connection = self.connection;
-        // Single mode: calls written since the last Flush or Sync.
-        let mut unflushed = false;
+        let mut run = Run {
+            rows: Batch::new(self.schema.len()),
+            connection: self.connection,
+            parameters: self.parameters,
+            bytes_columns: self.bytes_columns,
+            mode,
+            window_bytes,
+            report,
+            summary: PipelineSummary::default(),
+            expected: VecDeque::new(),
+            in_flight_bytes: 0,
+            input_done: false,
+            ready_pending: 0,
+            ended: false,
+            failed: false,
+            commit_error: None,
+            ran: 0,
+            unflushed: false,
+        };
         let mut feed = Feed {
             source: Some(source),
             next: None,
         };
-        if mode == Transaction::Single {
-            frontend::query("begin", &mut connection.write_buffer).map_err(Error::io)?;
-            expected.push_back(Expected::Control);
-            ready_pending += 1;
-        }
+        run.begin()?;
         loop {
-            // Queue more requests while the window allows.
-            while !input_done && !failed && in_flight_bytes < window_bytes {
-                // Wait for input only when nothing is in flight; otherwise take what
-                // is ready and go on answering, so a client that waits for each
-                // result before sending the next set never stalls the pipeline.
-                let idle = expected.is_empty() && written >= connection.write_buffer.len();
-                let Some(ready) = feed.next(idle).await else {
-                    break;
-                };
-                let Some(set) = ready? else {
-                    input_done = true;
-                    break;
-                };
-                summary.calls += 1;
-                let values = match set.values {
-                    Ok(values) if values.len() == self.parameters => values,
-                    Ok(values) => {
-                        let reason = format!(
-                            "the statement has {} parameters but the line has {} values",
-                            self.parameters,
-                            values.len()
-                        );
-                        expected.push_back(Expected::Invalid {
-                            line: set.line,
-                            reason,
-                        });
-                        failed |= mode == Transaction::Single;
-                        continue;
-                    }
-                    Err(reason) => {
-                        expected.push_back(Expected::Invalid {
-                            line: set.line,
-                            reason,
-                        });
-                        failed |= mode == Transaction::Single;
-                        continue;
-                    }
-                };
-                let before = connection.write_buffer.len();
-                frontend::bind(
-                    "",
-                    STATEMENT,
-                    std::iter::once(0i16),
-                    values.iter(),
-                    |value, buffer| match value {
-                        Some(text) => {
-                            buffer.put_slice(text.as_bytes());
-                            Ok(IsNull::No)
-                        }
-                        None => Ok(IsNull::Yes),
-                    },
-                    self.bytes_columns.iter().map(|&bytes| i16::from(bytes)),
-                    &mut connection.write_buffer,
-                )
-                .map_err(|_| Error::config("too many parameters"))?;
-                frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
-                if mode == Transaction::Each {
-                    frontend::sync(&mut connection.write_buffer);
-                    ready_pending += 1;
-                } else {
-                    unflushed = true;
-                }
-                let bytes = connection.write_buffer.len() - before;
-                in_flight_bytes += bytes;
-                expected.push_back(Expected::Call {
-                    line: set.line,
-                    bytes,
-                });
-            }
-            if (input_done || failed) && mode == Transaction::Single && !ended {
-                // Sync ends the pipeline; COMMIT on a transaction a failed call
-                // aborted rolls it back, so only an invalid line needs ROLLBACK.
-                frontend::sync(&mut connection.write_buffer);
-                unflushed = false;
-                let end = if failed { "rollback" } else { "commit" };
-                frontend::query(end, &mut connection.write_buffer).map_err(Error::io)?;
-                expected.push_back(Expected::Control);
-                ready_pending += 2;
-                ended = true;
-            }
+            run.queue_calls(&mut feed).await?;
+            run.end_transaction_when_due()?;
             // Lines that could not be sent are reported when their turn comes.
-            report_invalid_lines(&mut expected, report, &mut summary, mode)?;
-            if (input_done || failed)
-                && expected.is_empty()
-                && ready_pending == 0
-                && written >= connection.write_buffer.len()
-            {
+            run.report_invalid_lines()?;
+            if run.is_complete() {
                 break;
             }
-            // Before waiting on the server, make it send what it has: without a
-            // Sync (single mode keeps one transaction open) it would hold its
-            // answers, and an input that is not ready yet would wait for them.
-            if unflushed {
-                frontend::flush(&mut connection.write_buffer);
-                unflushed = false;
-            }
+            run.flush_calls();
             // Write what is queued and read what has arrived, whichever can go.
-            exchange(connection, &mut written).await?;
-            if written > 0 && written >= connection.write_buffer.len() {
-                connection.write_buffer.clear();
-                written = 0;
+            run.connection.exchange().await?;
+            run.read_answers()?;
+        }
+        run.finish().await
+    }
+}
+
+/// Receives each call's outcome, with its input line.
+pub type Report<'r> = dyn FnMut(u64, CallOutcome<'_>) -> Result<(), Error> + Send + 'r;
+
+/// One [`Pipeline::run`] under way: what has been sent, what the server's
+/// answers will be for, and how the transaction stands.
+struct Run<'c, 'r> {
+    connection: &'c mut Connection,
+    parameters: usize,
+    bytes_columns: Vec<bool>,
+    mode: Transaction,
+    window_bytes: usize,
+    report: &'r mut Report<'r>,
+    summary: PipelineSummary,
+    /// What the answers still to come are for, in order.
+    expected: VecDeque<Expected>,
+    /// Bytes of calls sent and not yet answered: bounded by `window_bytes`.
+    in_flight_bytes: usize,
+    /// The source has no more sets.
+    input_done: bool,
+    /// `ReadyForQuery` answers still owed (one per `Sync` or simple query).
+    ready_pending: usize,
+    /// Single mode: the transaction's end is queued.
+    ended: bool,
+    /// Single mode: a call failed (or a line was invalid): roll everything back.
+    failed: bool,
+    /// `BEGIN` or `COMMIT` refused.
+    commit_error: Option<Error>,
+    /// Calls that completed.
+    ran: u64,
+    /// The rows of the call being answered.
+    rows: Batch,
+    /// Single mode: calls queued since the last `Flush` or `Sync`.
+    unflushed: bool,
+}
+
+impl Run<'_, '_> {
+    /// Single mode opens the transaction all calls run in.
+    fn begin(&mut self) -> Result<(), Error> {
+        if self.mode == Transaction::Single {
+            self.connection.encode_query("begin")?;
+            self.expected.push_back(Expected::Control);
+            self.ready_pending += 1;
+        }
+        Ok(())
+    }
+
+    /// Queues calls while the window allows. Waits for input only when nothing
+    /// is in flight; otherwise takes what is ready and goes on answering, so a
+    /// client that waits for each result before sending the next set never
+    /// stalls the pipeline.
+    async fn queue_calls<S: ParamSource + ?Sized>(
+        &mut self,
+        feed: &mut Feed<'_, S>,
+    ) -> Result<(), Error> {
+        while !self.input_done && !self.failed && self.in_flight_bytes < self.window_bytes {
+            let idle = self.expected.is_empty() && self.connection.queued_bytes() == 0;
+            let Some(ready) = feed.next(idle).await else {
+                break;
+            };
+            match ready? {
+                Some(set) => self.queue_call(set)?,
+                None => self.input_done = true,
             }
-            while let Some((tag, total)) = connection.complete_message() {
-                if tag == b'D' {
-                    crate::query::parse_data_row(&connection.read_buffer[5..total], &mut rows)?;
-                    connection.consume(total);
-                    continue;
-                }
-                let message = Message::parse(&mut connection.read_buffer)
-                    .map_err(Error::io)?
-                    .ok_or_else(|| Error::protocol("incomplete message"))?;
-                if matches!(
-                    message,
-                    Message::CommandComplete(_) | Message::ErrorResponse(_)
-                ) {
+        }
+        Ok(())
+    }
+
+    /// Queues `Bind` + `Execute` for one set, or notes why it cannot be sent.
+    fn queue_call(&mut self, set: ParamSet) -> Result<(), Error> {
+        self.summary.calls += 1;
+        let values = match set.values {
+            Ok(values) if values.len() == self.parameters => values,
+            Ok(values) => {
+                let reason = format!(
+                    "the statement has {} parameters but the line has {} values",
+                    self.parameters,
+                    values.len()
+                );
+                self.queue_invalid(set.line, reason);
+                return Ok(());
+            }
+            Err(reason) => {
+                self.queue_invalid(set.line, reason);
+                return Ok(());
+            }
+        };
+        let before = self.connection.queued_bytes();
+        self.connection.encode_bind(
+            STATEMENT,
+            [0],
+            text_values(&values),
+            self.bytes_columns.iter().map(|&bytes| i16::from(bytes)),
+        )?;
+        self.connection.encode_execute(0)?;
+        if self.mode == Transaction::Each {
+            self.connection.encode_sync();
+            self.ready_pending += 1;
+        } else {
+            self.unflushed = true;
+        }
+        let bytes = self.connection.queued_bytes() - before;
+        self.in_flight_bytes += bytes;
+        self.expected.push_back(Expected::Call {
+            line: set.line,
+            bytes,
+        });
+        Ok(())
+    }
+
+    fn queue_invalid(&mut self, line: u64, reason: String) {
+        self.expected.push_back(Expected::Invalid { line, reason });
+        self.failed |= self.mode == Transaction::Single;
+    }
+
+    /// Single mode, once the input is done or a call failed: `Sync` ends the
+    /// pipeline, then COMMIT (on a transaction a failed call aborted, COMMIT
+    /// rolls back, so only an invalid line needs ROLLBACK).
+    fn end_transaction_when_due(&mut self) -> Result<(), Error> {
+        if (self.input_done || self.failed) && self.mode == Transaction::Single && !self.ended {
+            self.connection.encode_sync();
+            self.unflushed = false;
+            let end = if self.failed { "rollback" } else { "commit" };
+            self.connection.encode_query(end)?;
+            self.expected.push_back(Expected::Control);
+            self.ready_pending += 2;
+            self.ended = true;
+        }
+        Ok(())
+    }
+
+    /// Everything is sent and answered.
+    fn is_complete(&self) -> bool {
+        (self.input_done || self.failed)
+            && self.expected.is_empty()
+            && self.ready_pending == 0
+            && self.connection.queued_bytes() == 0
+    }
+
+    /// Before waiting on the server, makes it send what it has: without a Sync
+    /// (single mode keeps one transaction open) it would hold its answers, and
+    /// an input that is not ready yet would wait for them.
+    fn flush_calls(&mut self) {
+        if self.unflushed {
+            self.connection.encode_flush();
+            self.unflushed = false;
+        }
+    }
+
+    /// Handles every answer already received.
+    fn read_answers(&mut self) -> Result<(), Error> {
+        loop {
+            let message = match self.connection.receive_buffered(&mut self.rows)? {
+                Received::Row => continue,
+                Received::Message(message) => message,
+                Received::Incomplete => return Ok(()),
+            };
+            match message {
+                Message::BindComplete
+                | Message::NoticeResponse(_)
+                | Message::ParameterStatus(_)
+                | Message::EmptyQueryResponse => {}
+                Message::CommandComplete(body) => {
                     // Lines that could not be sent come before this answer's call.
-                    report_invalid_lines(&mut expected, report, &mut summary, mode)?;
+                    self.report_invalid_lines()?;
+                    let affected = crate::connection::tag_count(body.tag().map_err(Error::io)?);
+                    self.call_completed(affected)?;
                 }
-                match message {
-                    Message::BindComplete
-                    | Message::NoticeResponse(_)
-                    | Message::ParameterStatus(_)
-                    | Message::EmptyQueryResponse => {}
-                    Message::CommandComplete(body) => {
-                        let affected = crate::connection::tag_count(body.tag().map_err(Error::io)?);
-                        match expected.pop_front() {
-                            Some(Expected::Call { line, bytes }) => {
-                                in_flight_bytes -= bytes;
-                                report(
-                                    line,
-                                    CallOutcome::Done {
-                                        rows: &rows,
-                                        affected,
-                                    },
-                                )?;
-                                ran += 1;
-                                summary.succeeded += u64::from(mode == Transaction::Each);
-                            }
-                            Some(Expected::Control) => {}
-                            _ => return Err(Error::protocol("an answer for no call")),
-                        }
-                        rows.clear();
-                    }
-                    Message::ErrorResponse(body) => {
-                        let error = db_error(&body);
-                        let db = error.as_db_error().cloned().unwrap_or_default();
-                        rows.clear();
-                        match expected.pop_front() {
-                            Some(Expected::Call { line, bytes }) => {
-                                in_flight_bytes -= bytes;
-                                report(line, CallOutcome::Failed(&db))?;
-                                if mode == Transaction::Each {
-                                    summary.failed += 1;
-                                } else {
-                                    // The server skips every call up to the Sync.
-                                    while let Some(
-                                        Expected::Call { .. } | Expected::Invalid { .. },
-                                    ) = expected.front()
-                                    {
-                                        if let Some(
-                                            Expected::Call { line, .. }
-                                            | Expected::Invalid { line, .. },
-                                        ) = expected.pop_front()
-                                        {
-                                            report(line, CallOutcome::RolledBack)?;
-                                        }
-                                    }
-                                    in_flight_bytes = 0;
-                                    failed = true;
-                                }
-                            }
-                            // BEGIN or COMMIT refused (e.g. a deferred constraint).
-                            Some(Expected::Control) => {
-                                failed = true;
-                                commit_error.get_or_insert(error);
-                            }
-                            _ => return Err(Error::protocol("an error for no call")),
-                        }
-                    }
-                    Message::ReadyForQuery(_) => ready_pending = ready_pending.saturating_sub(1),
-                    _ => return Err(Error::protocol("unexpected message in a pipeline")),
+                Message::ErrorResponse(body) => {
+                    self.report_invalid_lines()?;
+                    self.call_failed(db_error(&body))?;
                 }
+                Message::ReadyForQuery(_) => {
+                    self.ready_pending = self.ready_pending.saturating_sub(1)
+                }
+                _ => return Err(Error::protocol("unexpected message in a pipeline")),
             }
         }
-        if mode == Transaction::Single {
-            if failed {
-                summary.failed = summary.calls;
+    }
+
+    fn call_completed(&mut self, affected: Option<u64>) -> Result<(), Error> {
+        match self.expected.pop_front() {
+            Some(Expected::Call { line, bytes }) => {
+                self.in_flight_bytes -= bytes;
+                let rows = &self.rows;
+                (self.report)(line, CallOutcome::Done { rows, affected })?;
+                self.ran += 1;
+                self.summary.succeeded += u64::from(self.mode == Transaction::Each);
+            }
+            Some(Expected::Control) => {}
+            _ => return Err(Error::protocol("an answer for no call")),
+        }
+        self.rows.clear();
+        Ok(())
+    }
+
+    fn call_failed(&mut self, error: Error) -> Result<(), Error> {
+        self.rows.clear();
+        match self.expected.pop_front() {
+            Some(Expected::Call { line, bytes }) => {
+                self.in_flight_bytes -= bytes;
+                let db = error.as_db_error().cloned().unwrap_or_default();
+                (self.report)(line, CallOutcome::Failed(&db))?;
+                if self.mode == Transaction::Each {
+                    self.summary.failed += 1;
+                } else {
+                    self.roll_back_queued()?;
+                }
+            }
+            // BEGIN or COMMIT refused (e.g. a deferred constraint).
+            Some(Expected::Control) => {
+                self.failed = true;
+                self.commit_error.get_or_insert(error);
+            }
+            _ => return Err(Error::protocol("an error for no call")),
+        }
+        Ok(())
+    }
+
+    /// Single mode after a failed call: the server skips every call up to the
+    /// Sync, and the transaction is lost.
+    fn roll_back_queued(&mut self) -> Result<(), Error> {
+        while let Some(Expected::Call { .. } | Expected::Invalid { .. }) = self.expected.front() {
+            if let Some(Expected::Call { line, .. } | Expected::Invalid { line, .. }) =
+                self.expected.pop_front()
+            {
+                (self.report)(line, CallOutcome::RolledBack)?;
+            }
+        }
+        self.in_flight_bytes = 0;
+        self.failed = true;
+        Ok(())
+    }
+
+    /// Reports the input lines at the front of the queue that could not be
+    /// sent: their turn has come.
+    fn report_invalid_lines(&mut self) -> Result<(), Error> {
+        while let Some(Expected::Invalid { .. }) = self.expected.front() {
+            if let Some(Expected::Invalid { line, reason }) = self.expected.pop_front() {
+                (self.report)(line, CallOutcome::Invalid(&reason))?;
+                self.summary.failed += u64::from(self.mode == Transaction::Each);
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles the summary and drops the prepared statement, so the session is
+    /// as it was.
+    async fn finish(mut self) -> Result<PipelineSummary, Error> {
+        if self.mode == Transaction::Single {
+            if self.failed {
+                self.summary.failed = self.summary.calls;
             } else {
-                summary.succeeded = ran;
+                self.summary.succeeded = self.ran;
             }
         }
-        // Drop the prepared statement so the session is as it was.
-        frontend::close(b'S', STATEMENT, &mut connection.write_buffer).map_err(Error::io)?;
-        frontend::sync(&mut connection.write_buffer);
-        connection.send().await?;
-        connection.drain_until_ready().await?;
-        match commit_error {
+        self.connection.encode_close_statement(STATEMENT)?;
+        self.connection.sync_and_drain().await?;
+        match self.commit_error {
             Some(error) => Err(error),
-            None => Ok(summary),
+            None => Ok(self.summary),
         }
     }
 }
@@ -376,77 +444,4 @@ impl<'s, S: ParamSource + ?Sized> Feed<'s, S> {
         self.source = Some(source);
         Some(result)
     }
-}
-
-/// Reports the input lines at the front of the queue that could not be sent:
-/// their turn has come.
-fn report_invalid_lines(
-    expected: &mut VecDeque<Expected>,
-    report: &mut (dyn FnMut(u64, CallOutcome<'_>) -> Result<(), Error> + Send),
-    summary: &mut PipelineSummary,
-    mode: Transaction,
-) -> Result<(), Error> {
-    while let Some(Expected::Invalid { .. }) = expected.front() {
-        if let Some(Expected::Invalid { line, reason }) = expected.pop_front() {
-            report(line, CallOutcome::Invalid(&reason))?;
-            summary.failed += u64::from(mode == Transaction::Each);
-        }
-    }
-    Ok(())
-}
-
-/// Writes from the write buffer and reads into the read buffer, returning as soon
-/// as either made progress: the two directions never wait on each other, which is
-/// what lets the server keep answering while more requests go out.
-async fn exchange(connection: &mut Connection, written: &mut usize) -> Result<(), Error> {
-    std::future::poll_fn(|context: &mut Context<'_>| {
-        let mut progressed = false;
-        let Connection {
-            stream,
-            write_buffer,
-            read_buffer,
-            ..
-        } = &mut *connection;
-        while *written < write_buffer.len() {
-            match Pin::new(&mut *stream).poll_write(context, &write_buffer[*written..]) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err(Error::new(
-                        sluice_core::ErrorKind::Closed,
-                        "the database server closed the connection",
-                    )))
-                }
-                Poll::Ready(Ok(count)) => {
-                    *written += count;
-                    progressed = true;
-                }
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
-                Poll::Pending => break,
-            }
-        }
-        read_buffer.reserve(64 * 1024);
-        let spare = read_buffer.spare_capacity_mut();
-        let mut buffer = ReadBuf::uninit(spare);
-        match Pin::new(&mut *stream).poll_read(context, &mut buffer) {
-            Poll::Ready(Ok(())) => {
-                let count = buffer.filled().len();
-                if count == 0 {
-                    return Poll::Ready(Err(Error::new(
-                        sluice_core::ErrorKind::Closed,
-                        "the database server closed the connection unexpectedly",
-                    )));
-                }
-                // SAFETY: `count` bytes of the spare capacity were just initialised by the read.
-                unsafe { read_buffer.set_len(read_buffer.len() + count) };
-                progressed = true;
-            }
-            Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
-            Poll::Pending => {}
-        }
-        if progressed {
-            Poll::Ready(Ok(()))
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
 }

@@ -17,12 +17,11 @@
 //! [`Batch`]; memory is one read buffer plus one batch, whatever the row count.
 
 use postgres_protocol::message::backend::Message;
-use postgres_protocol::message::frontend;
-use postgres_protocol::IsNull;
 use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
 
-use crate::connection::Connection;
+use crate::connection::{text_values, Connection, Received};
 use crate::error::db_error;
+use crate::lob::LobInline;
 use crate::types::{self, Oid};
 
 /// A batch is handed on once it holds this many bytes of values.
@@ -45,6 +44,9 @@ const SMALL_VALUE_BYTES: usize = 64 * 1024;
 struct LargeRow {
     /// Values not yet begun.
     fields_left: usize,
+    /// Bytes of the message not yet read: every value must fit in them, and
+    /// the last must use them up.
+    bytes_left: usize,
     /// The column of the next value (or of the value in pieces).
     column: usize,
     /// Bytes still to come of the value in pieces, if one is under way.
@@ -77,20 +79,33 @@ enum State {
     Done,
 }
 
-/// A running query; read it through [`BatchSource::next_batch`].
+/// A running query; read it through [`BatchSource::next_batch`] (or, with large
+/// objects inline, [`BatchSource::next_chunk`]).
 #[derive(Debug)]
 pub struct QueryStream {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    /// The rows as the server sends them.
+    Rows(RowStream),
+    /// Rows of the rewritten query, reassembled around their large objects.
+    LargeObjects(LobInline),
+}
+
+/// The rows of one query, parsed from the socket into a reused batch.
+#[derive(Debug)]
+pub(crate) struct RowStream {
     connection: Connection,
     schema: Schema,
-    pub(crate) batch: Batch,
+    batch: Batch,
     state: State,
     fetch_size: Option<u32>,
     command_tag: Option<String>,
     large_row: Option<LargeRow>,
     /// Bytes of the read buffer lent out in the last chunk, dropped on the next call.
     lent: usize,
-    /// Set when large objects are read inline (see [`crate::lob`]).
-    pub(crate) lob: Option<crate::lob::LobPlan>,
 }
 
 impl QueryStream {
@@ -104,145 +119,142 @@ impl QueryStream {
         sql: &str,
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
-        let description = match connection.prepare("", sql).await {
-            Ok(description) => description,
-            Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
-                return Err(abort(connection, error).await)
-            }
-            Err(error) => return Err(error),
-        };
-        let parameter_count = description.parameters;
-        let columns = description.columns;
-        if options.params.len() != parameter_count {
-            let message = format!(
-                "the query has {parameter_count} parameter{} but {} value{} given",
-                if parameter_count == 1 { "" } else { "s" },
-                options.params.len(),
-                if options.params.len() == 1 {
-                    " was"
-                } else {
-                    "s were"
-                },
-            );
-            return Err(abort(connection, Error::config(message)).await);
-        }
-
+        let (columns, catalog) = describe(&mut connection, sql, &options).await?;
         let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
-        let catalog = match types::resolve(&mut connection, &oids).await {
-            Ok(catalog) => catalog,
-            Err(error) => return Err(abort(connection, error).await),
+        let mut schema = types::schema_of(&columns, &catalog);
+        let lob_inline = options.lob_inline && oids.contains(&crate::lob::OID);
+        if lob_inline {
+            crate::lob::prepare(&mut connection, sql, &oids).await?;
+            schema = crate::lob::rewritten_schema(schema);
+        }
+        let rows = RowStream::bind(connection, schema, &options).await?;
+        let inner = match lob_inline {
+            true => Inner::LargeObjects(LobInline::new(rows, &oids)),
+            false => Inner::Rows(rows),
         };
-        let schema = types::schema_of(&columns, &catalog);
+        Ok(QueryStream { inner })
+    }
+
+    fn rows(&self) -> &RowStream {
+        match &self.inner {
+            Inner::Rows(rows) => rows,
+            Inner::LargeObjects(objects) => objects.rows(),
+        }
+    }
+
+    /// The server's completion tag (e.g. `SELECT 1000`) once the result is complete.
+    pub fn command_tag(&self) -> Option<&str> {
+        self.rows().command_tag.as_deref()
+    }
+
+    /// The connection, once the result has been read to the end.
+    pub fn into_connection(self) -> Option<Connection> {
+        let rows = match self.inner {
+            Inner::Rows(rows) => rows,
+            Inner::LargeObjects(objects) => objects.into_rows(),
+        };
+        (rows.state == State::Done).then_some(rows.connection)
+    }
+
+    /// The connection, for its cancel token or meter.
+    pub fn connection(&self) -> &Connection {
+        &self.rows().connection
+    }
+}
+
+impl BatchSource for QueryStream {
+    fn schema(&self) -> &Schema {
+        match &self.inner {
+            Inner::Rows(rows) => rows.schema(),
+            Inner::LargeObjects(objects) => objects.schema(),
+        }
+    }
+
+    async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+        match &mut self.inner {
+            Inner::Rows(rows) => rows.next_batch().await,
+            Inner::LargeObjects(objects) => objects.next_batch().await,
+        }
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
+        match &mut self.inner {
+            Inner::Rows(rows) => rows.next_chunk().await,
+            Inner::LargeObjects(objects) => objects.next_chunk().await,
+        }
+    }
+}
+
+/// Prepares `sql` as the unnamed statement, checks the parameter count and
+/// looks up the result columns' types; after an error the exchange is ended.
+async fn describe(
+    connection: &mut Connection,
+    sql: &str,
+    options: &QueryOptions,
+) -> Result<(Vec<(String, Oid)>, types::Catalog), Error> {
+    let description = match connection.prepare("", sql).await {
+        Ok(description) => description,
+        Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
+            return Err(connection.abort_exchange(error).await)
+        }
+        Err(error) => return Err(error),
+    };
+    let parameter_count = description.parameters;
+    if options.params.len() != parameter_count {
+        let message = format!(
+            "the query has {parameter_count} parameter{} but {} value{} given",
+            if parameter_count == 1 { "" } else { "s" },
+            options.params.len(),
+            if options.params.len() == 1 {
+                " was"
+            } else {
+                "s were"
+            },
+        );
+        return Err(connection.abort_exchange(Error::config(message)).await);
+    }
+    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid)| *oid).collect();
+    match types::resolve(connection, &oids).await {
+        Ok(catalog) => Ok((description.columns, catalog)),
+        Err(error) => Err(connection.abort_exchange(error).await),
+    }
+}
+
+impl RowStream {
+    /// Binds the unnamed statement, whose result columns `schema` describes, and
+    /// starts the result flowing.
+    async fn bind(
+        mut connection: Connection,
+        schema: Schema,
+        options: &QueryOptions,
+    ) -> Result<RowStream, Error> {
         // Binary only where the raw bytes are the canonical form: no hex on the
         // server, half the bytes on the wire.
-        let mut result_formats: Vec<i16> = schema
+        let result_formats = schema
             .columns
             .iter()
-            .map(|column| i16::from(column.kind == sluice_core::Kind::Bytes))
-            .collect();
-        let mut schema = schema;
-        let mut lob = None;
-        let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
-        if options.lob_inline && oids.contains(&crate::lob::OID) {
-            // Replace the unnamed statement by the rewritten one; its columns are
-            // the user's columns, then the piece columns.
-            let rewritten = crate::lob::rewrite(sql, &oids);
-            frontend::parse(
-                "",
-                &rewritten,
-                std::iter::empty(),
-                &mut connection.write_buffer,
-            )
-            .map_err(Error::io)?;
-            frontend::flush(&mut connection.write_buffer);
-            connection.send().await?;
-            match connection.read_message().await? {
-                Message::ParseComplete => {}
-                Message::ErrorResponse(body) => {
-                    return Err(abort(connection, db_error(&body)).await)
-                }
-                _ => return Err(Error::protocol("unexpected message while preparing")),
-            }
-            for (column, oid) in schema.columns.iter_mut().zip(&oids) {
-                if *oid == crate::lob::OID {
-                    column.kind = sluice_core::Kind::Bytes;
-                    column.type_name = "lo".into();
-                }
-            }
-            let mut internal = result_formats.clone();
-            // The OID columns themselves travel as text; their bytes come as pieces.
-            for (format, oid) in internal.iter_mut().zip(&oids) {
-                if *oid == crate::lob::OID {
-                    *format = 0;
-                }
-            }
-            internal.extend([0, 0, 1]);
-            result_formats = internal;
-            lob = Some(crate::lob::LobPlan::new(&oids));
-        }
-
-        let bound = frontend::bind(
-            "",
-            "",
-            std::iter::once(0i16),
-            options.params.iter(),
-            |value, buffer| match value {
-                Some(text) => {
-                    buffer.extend_from_slice(text.as_bytes());
-                    Ok(IsNull::No)
-                }
-                None => Ok(IsNull::Yes),
-            },
-            result_formats.iter().copied(),
-            &mut connection.write_buffer,
-        );
-        let result_formats_len = result_formats.len();
-        if bound.is_err() {
-            return Err(abort(connection, Error::config("too many parameters")).await);
+            .map(|column| i16::from(column.kind == sluice_core::Kind::Bytes));
+        let bound = connection.encode_bind("", [0], text_values(&options.params), result_formats);
+        if let Err(error) = bound {
+            return Err(connection.abort_exchange(error).await);
         }
         let fetch_size = options.fetch_size.filter(|&size| size > 0);
-        frontend::execute(
-            "",
-            fetch_size.unwrap_or(0) as i32,
-            &mut connection.write_buffer,
-        )
-        .map_err(Error::io)?;
+        connection.encode_execute(fetch_size.unwrap_or(0))?;
         match fetch_size {
-            None => frontend::sync(&mut connection.write_buffer),
-            Some(_) => frontend::flush(&mut connection.write_buffer),
+            None => connection.encode_sync(),
+            Some(_) => connection.encode_flush(),
         }
         connection.send().await?;
-        Ok(QueryStream {
+        Ok(RowStream {
             connection,
-            batch: Batch::new(result_formats_len),
+            batch: Batch::new(schema.len()),
             schema,
             state: State::Streaming,
             fetch_size,
             command_tag: None,
             large_row: None,
             lent: 0,
-            lob,
         })
-    }
-
-    /// The server's completion tag (e.g. `SELECT 1000`) once the result is complete.
-    pub fn command_tag(&self) -> Option<&str> {
-        self.command_tag.as_deref()
-    }
-
-    /// The connection, once the result has been read to the end.
-    pub fn into_connection(self) -> Option<Connection> {
-        (self.state == State::Done).then_some(self.connection)
-    }
-
-    /// The connection, for its cancel token or meter.
-    pub fn connection(&self) -> &Connection {
-        &self.connection
-    }
-
-    /// Copies the `DataRow` at the front of the read buffer into the batch.
-    fn push_row(&mut self, total: usize) -> Result<(), Error> {
-        parse_data_row(&self.connection.read_buffer[5..total], &mut self.batch)
     }
 
     /// Handles one non-row message.
@@ -261,11 +273,12 @@ impl QueryStream {
             Message::ReadyForQuery(_) => self.state = State::Done,
             Message::ErrorResponse(body) => {
                 let error = db_error(&body);
-                if self.fetch_size.is_some() {
-                    frontend::sync(&mut self.connection.write_buffer);
-                    self.connection.send().await?;
-                }
-                let _ = self.connection.drain_until_ready().await;
+                // Streaming, the Sync is already sent; through a portal, it ends
+                // the exchange the error broke off.
+                let _ = match self.fetch_size {
+                    Some(_) => self.connection.sync_and_drain().await,
+                    None => self.connection.drain_until_ready().await,
+                };
                 self.state = State::Done;
                 return Err(error);
             }
@@ -276,9 +289,9 @@ impl QueryStream {
 
     /// Asks for the next `fetch_size` rows of the suspended portal.
     async fn resume(&mut self) -> Result<(), Error> {
-        let size = self.fetch_size.unwrap_or(0) as i32;
-        frontend::execute("", size, &mut self.connection.write_buffer).map_err(Error::io)?;
-        frontend::flush(&mut self.connection.write_buffer);
+        self.connection
+            .encode_execute(self.fetch_size.unwrap_or(0))?;
+        self.connection.encode_flush();
         self.connection.send().await?;
         self.state = State::Streaming;
         Ok(())
@@ -286,7 +299,7 @@ impl QueryStream {
 
     async fn finish_result(&mut self) -> Result<(), Error> {
         if self.fetch_size.is_some() {
-            frontend::sync(&mut self.connection.write_buffer);
+            self.connection.encode_sync();
             self.connection.send().await?;
         }
         self.state = State::AwaitingReady;
@@ -294,94 +307,121 @@ impl QueryStream {
     }
 }
 
-impl QueryStream {
-    /// Waits until the read buffer holds at least `bytes` bytes.
-    async fn buffered(&mut self, bytes: usize) -> Result<(), Error> {
-        while self.connection.read_buffer.len() < bytes {
-            self.connection.fill().await?;
-        }
-        Ok(())
-    }
-
-    /// The next step through a large row.
+impl RowStream {
+    /// The next step through a large row: each value's length is checked against
+    /// what is left of the row's message before a byte of it is handed over.
     async fn large_row_chunk(&mut self, mut row: LargeRow) -> Result<Chunk<'_>, Error> {
         if let Some(left) = row.value_left {
-            let column = row.column;
-            if left == 0 {
-                self.large_row = Some(LargeRow {
-                    fields_left: row.fields_left - 1,
-                    column: column + 1,
-                    value_left: None,
-                });
-                return Ok(Chunk::ValueEnd { column });
-            }
-            self.buffered(1).await?;
-            let length = left.min(self.connection.read_buffer.len()).min(PIECE_BYTES);
-            row.value_left = Some(left - length);
-            self.large_row = Some(row);
-            self.lent = length;
-            return Ok(Chunk::Piece {
-                column,
-                bytes: &self.connection.read_buffer[..length],
-            });
+            return self.large_value_piece(row, left).await;
         }
         if row.fields_left == 0 {
+            if row.bytes_left != 0 {
+                return Err(Error::protocol(
+                    "malformed DataRow message: bytes after its last value",
+                ));
+            }
             self.large_row = None;
             return Ok(Chunk::RowEnd);
         }
-        self.buffered(4).await?;
-        let header = &self.connection.read_buffer[..4];
+        let overrun = || Error::protocol("malformed DataRow message: its values overrun it");
+        row.bytes_left = row.bytes_left.checked_sub(4).ok_or_else(overrun)?;
+        self.connection.fill_to(4).await?;
+        let header = &self.connection.buffered()[..4];
         let length = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
         self.connection.consume(4);
         let column = row.column;
-        if length < 0 || length as usize <= SMALL_VALUE_BYTES {
-            self.large_row = Some(LargeRow {
-                fields_left: row.fields_left - 1,
-                column: column + 1,
-                value_left: None,
-            });
-            if length < 0 {
-                return Ok(Chunk::Value {
-                    column,
-                    value: None,
-                });
-            }
-            let length = length as usize;
-            self.buffered(length).await?;
-            self.lent = length;
+        let Ok(length) = usize::try_from(length) else {
+            self.large_row = Some(row.next_value());
             return Ok(Chunk::Value {
                 column,
-                value: Some(&self.connection.read_buffer[..length]),
+                value: None,
             });
+        };
+        row.bytes_left = row.bytes_left.checked_sub(length).ok_or_else(overrun)?;
+        if length > SMALL_VALUE_BYTES {
+            row.value_left = Some(length);
+            self.large_row = Some(row);
+            return Ok(Chunk::ValueStart { column });
         }
-        row.value_left = Some(length as usize);
-        self.large_row = Some(row);
-        Ok(Chunk::ValueStart { column })
+        self.large_row = Some(row.next_value());
+        self.connection.fill_to(length).await?;
+        self.lent = length;
+        Ok(Chunk::Value {
+            column,
+            value: Some(&self.connection.buffered()[..length]),
+        })
     }
 
-    /// The length of a `DataRow` at the front of the read buffer too long to hold,
-    /// if that is what is there.
-    fn large_row_ahead(&self) -> Option<usize> {
-        let buffer = &self.connection.read_buffer;
-        if buffer.len() < 5 || buffer[0] != b'D' {
-            return None;
+    /// The next piece of a value handed over in pieces, `left` bytes of it to come.
+    async fn large_value_piece(
+        &mut self,
+        mut row: LargeRow,
+        left: usize,
+    ) -> Result<Chunk<'_>, Error> {
+        let column = row.column;
+        if left == 0 {
+            self.large_row = Some(row.next_value());
+            return Ok(Chunk::ValueEnd { column });
         }
-        let length = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
-        (length + 1 > LARGE_ROW_BYTES).then_some(length + 1)
+        self.connection.fill_to(1).await?;
+        let length = left.min(self.connection.buffered().len()).min(PIECE_BYTES);
+        row.value_left = Some(left - length);
+        self.large_row = Some(row);
+        self.lent = length;
+        Ok(Chunk::Piece {
+            column,
+            bytes: &self.connection.buffered()[..length],
+        })
+    }
+
+    /// Begins the large row at the front of the read buffer, its message `total`
+    /// bytes long, if the batch has been handed over.
+    async fn begin_large_row(&mut self, total: usize) -> Result<Step, Error> {
+        if !self.batch.is_empty() {
+            return Ok(Step::Rows);
+        }
+        self.connection.fill_to(7).await?;
+        let buffered = self.connection.buffered();
+        let count = u16::from_be_bytes([buffered[5], buffered[6]]) as usize;
+        if count != self.batch.num_columns() {
+            return Err(Error::protocol("DataRow with the wrong number of values"));
+        }
+        self.connection.consume(7);
+        self.large_row = Some(LargeRow {
+            fields_left: count,
+            bytes_left: total - 7,
+            column: 0,
+            value_left: None,
+        });
+        Ok(Step::LargeRow)
     }
 }
 
-impl BatchSource for QueryStream {
+impl LargeRow {
+    /// The row once its current value has been handed over.
+    fn next_value(self) -> LargeRow {
+        LargeRow {
+            fields_left: self.fields_left - 1,
+            column: self.column + 1,
+            value_left: None,
+            ..self
+        }
+    }
+}
+
+impl RowStream {
+    /// The batch the last [`BatchSource::next_batch`] handed over.
+    pub(crate) fn current_batch(&self) -> &Batch {
+        &self.batch
+    }
+}
+
+impl BatchSource for RowStream {
     fn schema(&self) -> &Schema {
         &self.schema
     }
 
     async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
-        if self.lob.is_some() {
-            return Err(Error::config(
-                "large objects inline are handed over value by value: read them with next_chunk",
-            ));
-        }
         match self.step(false).await? {
             Step::Rows => Ok(Some(&self.batch)),
             Step::End => Ok(None),
@@ -391,9 +431,6 @@ impl BatchSource for QueryStream {
 
     async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
         self.connection.consume(std::mem::take(&mut self.lent));
-        if self.lob.is_some() {
-            return self.lob_chunk().await;
-        }
         if let Some(row) = self.large_row {
             return self.large_row_chunk(row).await.map(Some);
         }
@@ -405,8 +442,8 @@ impl BatchSource for QueryStream {
     }
 }
 
-/// What [`QueryStream::step`] produced.
-pub(crate) enum Step {
+/// What [`RowStream::step`] produced.
+enum Step {
     /// `self.batch` holds rows.
     Rows,
     /// A large row has begun (only when large rows are allowed).
@@ -415,48 +452,24 @@ pub(crate) enum Step {
     End,
 }
 
-impl QueryStream {
+impl RowStream {
     /// Reads until the batch is worth handing over, a large row begins (when
     /// `allow_large`; otherwise such a row is read whole), or the result ends.
-    pub(crate) async fn step(&mut self, allow_large: bool) -> Result<Step, Error> {
+    async fn step(&mut self, allow_large: bool) -> Result<Step, Error> {
         self.batch.clear();
         loop {
             while self.state != State::Done {
-                if allow_large && self.large_row_ahead().is_some() {
-                    if !self.batch.is_empty() {
-                        return Ok(Step::Rows);
+                if allow_large {
+                    if let Some(total) = self.large_row_ahead()? {
+                        return self.begin_large_row(total).await;
                     }
-                    self.buffered(7).await?;
-                    let count = u16::from_be_bytes([
-                        self.connection.read_buffer[5],
-                        self.connection.read_buffer[6],
-                    ]) as usize;
-                    if count != self.batch.num_columns() {
-                        return Err(Error::protocol("DataRow with the wrong number of values"));
-                    }
-                    self.connection.consume(7);
-                    self.large_row = Some(LargeRow {
-                        fields_left: count,
-                        column: 0,
-                        value_left: None,
-                    });
-                    return Ok(Step::LargeRow);
                 }
-                let Some((tag, total)) = self.connection.complete_message() else {
-                    break;
-                };
-                if tag == b'D' {
-                    self.push_row(total)?;
-                    self.connection.consume(total);
-                    if self.batch.data_len() >= BATCH_BYTES {
-                        return Ok(Step::Rows);
-                    }
-                    continue;
+                match self.connection.receive_buffered(&mut self.batch)? {
+                    Received::Row if self.batch.data_len() >= BATCH_BYTES => return Ok(Step::Rows),
+                    Received::Row => {}
+                    Received::Message(message) => self.handle(message).await?,
+                    Received::Incomplete => break,
                 }
-                let message = Message::parse(&mut self.connection.read_buffer)
-                    .map_err(Error::io)?
-                    .ok_or_else(|| Error::protocol("incomplete message"))?;
-                self.handle(message).await?;
             }
             if !self.batch.is_empty() {
                 return Ok(Step::Rows);
@@ -469,44 +482,13 @@ impl QueryStream {
             self.connection.fill().await?;
         }
     }
-}
 
-/// Copies the values of a `DataRow` body (after its tag and length) into `batch`,
-/// which must have as many columns as the row has values.
-pub(crate) fn parse_data_row(message: &[u8], batch: &mut Batch) -> Result<(), Error> {
-    let malformed = || Error::protocol("malformed DataRow message");
-    if message.len() < 2 {
-        return Err(malformed());
+    /// The length of a `DataRow` at the front of the read buffer too long to hold,
+    /// if that is what is there.
+    fn large_row_ahead(&self) -> Result<Option<usize>, Error> {
+        Ok(match self.connection.front_header()? {
+            Some((b'D', total)) if total > LARGE_ROW_BYTES => Some(total),
+            _ => None,
+        })
     }
-    let count = u16::from_be_bytes([message[0], message[1]]) as usize;
-    if count != batch.num_columns() {
-        return Err(Error::protocol(format!(
-            "DataRow has {count} values for {} columns",
-            batch.num_columns()
-        )));
-    }
-    let mut position = 2;
-    for _ in 0..count {
-        let header = message.get(position..position + 4).ok_or_else(malformed)?;
-        let length = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
-        position += 4;
-        if length < 0 {
-            batch.push_null();
-        } else {
-            let end = position + length as usize;
-            batch.push_value(message.get(position..end).ok_or_else(malformed)?);
-            position = end;
-        }
-    }
-    Ok(())
-}
-
-/// Ends a failed extended-protocol exchange (`Sync`, then reads to `ReadyForQuery`)
-/// and returns the error that caused it.
-async fn abort(mut connection: Connection, error: Error) -> Error {
-    frontend::sync(&mut connection.write_buffer);
-    if connection.send().await.is_ok() {
-        let _ = connection.drain_until_ready().await;
-    }
-    error
 }

@@ -98,6 +98,9 @@ pub(crate) struct CatalogType {
     pub fields: Vec<(String, Oid)>,
 }
 
+/// Catalog entries by OID, as [`resolve`] looks them up.
+pub(crate) type Catalog = HashMap<Oid, CatalogType>;
+
 /// The catalog query: for each OID, its `pg_type` facts and, for composites, the
 /// live attributes in order.
 pub(crate) const CATALOG_QUERY: &str = "select t.oid::int8, t.typname::text, t.typtype::text, \
