@@ -14,12 +14,14 @@
 //! - [`Decoder`]: the way in, input formats to batches with exact error positions;
 //! - [`Meter`] and [`MeteredStream`]: round trips and wire bytes, counted at the
 //!   socket so every feature reports the same figures;
-//! - [`Error`]: one opaque error type with kind accessors.
+//! - [`Error`]: one opaque error type with kind accessors;
+//! - [`parse_duration`]: the one spelling of durations people write.
 #![warn(missing_docs)]
 
 pub mod batch;
 pub mod database;
 pub mod decode;
+pub mod duration;
 pub mod error;
 pub mod meter;
 pub mod pump;
@@ -29,6 +31,7 @@ pub mod value;
 
 pub use batch::{Batch, BatchMark, Row};
 pub use decode::{Decoded, Decoder, Rejected, RowError};
+pub use duration::{parse_duration, DurationError};
 pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};

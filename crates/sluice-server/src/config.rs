@@ -60,6 +60,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use sluice_core::parse_duration;
 use toml::Spanned;
 
 use crate::params::ParamType;
@@ -405,30 +406,6 @@ impl Source<'_> {
     }
 }
 
-/// `500ms`, `30s`, `5m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|character: char| !character.is_ascii_digit() && character != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. \"500ms\", \"30s\", \"5m\")"))?;
-    let seconds = match unit.trim() {
-        "ms" => number / 1000.0,
-        "s" => number,
-        "m" | "min" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a duration (e.g. \"500ms\", \"30s\", \"5m\")"
-            ))
-        }
-    };
-    Ok(Duration::from_secs_f64(seconds))
-}
-
 impl Source<'_> {
     /// A connection timeout: a duration above zero, `default` when absent.
     fn timeout(
@@ -445,7 +422,7 @@ impl Source<'_> {
                 Err(self.error(value.span(), key, "must be more than zero"))
             }
             Ok(duration) => Ok(duration),
-            Err(message) => Err(self.error(value.span(), key, message)),
+            Err(error) => Err(self.error(value.span(), key, error.to_string())),
         }
     }
 }
@@ -520,8 +497,9 @@ impl Config {
             None => None,
         };
         let shutdown_grace = match &raw.server.shutdown_grace {
-            Some(grace) => parse_duration(grace.get_ref())
-                .map_err(|message| source.error(grace.span(), "server.shutdown_grace", message))?,
+            Some(grace) => parse_duration(grace.get_ref()).map_err(|error| {
+                source.error(grace.span(), "server.shutdown_grace", error.to_string())
+            })?,
             None => Duration::from_secs(30),
         };
         let header_read_timeout = source.timeout(
@@ -572,8 +550,8 @@ impl Config {
                 None => 8,
             };
             let pool_wait = match &database.pool_wait {
-                Some(wait) => parse_duration(wait.get_ref()).map_err(|message| {
-                    source.error(wait.span(), &format!("{key}.pool_wait"), message)
+                Some(wait) => parse_duration(wait.get_ref()).map_err(|error| {
+                    source.error(wait.span(), &format!("{key}.pool_wait"), error.to_string())
                 })?,
                 None => Duration::from_secs(2),
             };
@@ -874,8 +852,12 @@ impl Config {
                 None => name.clone(),
             };
             let statement_timeout = match &table.statement_timeout {
-                Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|message| {
-                    source.error(timeout.span(), &format!("{key}.statement_timeout"), message)
+                Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|error| {
+                    source.error(
+                        timeout.span(),
+                        &format!("{key}.statement_timeout"),
+                        error.to_string(),
+                    )
                 })?),
                 None => None,
             };
@@ -938,8 +920,12 @@ struct RawLimits<'a> {
 
 fn limits(source: &Source<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, ConfigError> {
     let statement_timeout = match raw.statement_timeout {
-        Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|message| {
-            source.error(timeout.span(), &format!("{key}.statement_timeout"), message)
+        Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|error| {
+            source.error(
+                timeout.span(),
+                &format!("{key}.statement_timeout"),
+                error.to_string(),
+            )
         })?),
         None => None,
     };
@@ -1084,6 +1070,17 @@ scopes = ["sql"]
         ));
         assert_eq!(error.line, 15);
 
+        let error =
+            error_for(&GOOD.replace("statement_timeout = \"30s\"", "statement_timeout = \"30\""));
+        assert_eq!(
+            (error.line, error.key.as_str(), error.message.as_str()),
+            (
+                15,
+                "queries.by_status.statement_timeout",
+                "give a unit: 30s, 30ms"
+            )
+        );
+
         let error = error_for(&GOOD.replace(
             "default = \"2024-01-01T00:00:00Z\"",
             "default = \"yesterday\"",
@@ -1188,10 +1185,7 @@ scopes = ["sql"]
     }
 
     #[test]
-    fn durations_and_sizes_parse() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("soon").is_err());
+    fn sizes_parse() {
         assert_eq!(
             parse_bytes(&toml::Value::String("2GB".into())).unwrap(),
             2_000_000_000
