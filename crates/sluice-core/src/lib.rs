@@ -30,7 +30,7 @@ pub mod transfer;
 pub mod value;
 
 pub use batch::{Batch, BatchMark, Row};
-pub use decode::{Decoded, Decoder, Rejected, RowError};
+pub use decode::{Decoded, Decoder, Rejected, RowError, RowFault};
 pub use duration::{parse_duration, DurationError};
 pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};

@@ -110,6 +110,91 @@ impl Default for ImportOptions {
     }
 }
 
+impl ImportOptions {
+    /// Checks that the settings fit together (what needs the table, such as key
+    /// columns it has, is checked by [`import`]). A misfit is an error of kind
+    /// [`ErrorKind::Config`] whose [`ImportFault`] the caller words for its users.
+    pub fn check(&self) -> Result<(), Error> {
+        let fault = match (self.on_conflict, self.key.is_empty()) {
+            (OnConflict::Update, true) => Some(ImportFault::UpdateWithoutKey),
+            (OnConflict::Error, false) => Some(ImportFault::KeyWithoutConflictAction),
+            _ if self.on_error == OnError::Skip && matches!(self.method, Method::Insert { .. }) => {
+                Some(ImportFault::SkipWithInsert)
+            }
+            _ => None,
+        };
+        fault.map_or(Ok(()), |fault| Err(fault.into_error()))
+    }
+}
+
+/// A setting of [`ImportOptions`] that does not fit the others or the table, by
+/// name, so that `sluice import` can point at its flag and `POST /tables` at its
+/// query parameter. The error carries it as its source; [`ImportFault::of`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImportFault {
+    /// [`OnConflict::Update`] without key columns to find the rows to update by.
+    UpdateWithoutKey,
+    /// Key columns with [`OnConflict::Error`], which has no use for them.
+    KeyWithoutConflictAction,
+    /// A key column the table does not have.
+    UnknownKeyColumn {
+        /// The name given.
+        name: String,
+    },
+    /// [`OnError::Skip`] with [`Method::Insert`]: an INSERT batch aborts on its
+    /// first error, so there is no row to skip.
+    SkipWithInsert,
+    /// One INSERT of this many rows would need more bind parameters than the
+    /// protocol carries (one per column and row).
+    BatchTooLarge {
+        /// Rows in the statement.
+        rows: usize,
+        /// Columns per row.
+        columns: usize,
+    },
+}
+
+impl ImportFault {
+    /// The fault behind an import error, when a setting caused it.
+    pub fn of(error: &Error) -> Option<&ImportFault> {
+        std::error::Error::source(error)?.downcast_ref::<ImportFault>()
+    }
+
+    fn into_error(self) -> Error {
+        Error::config(self.to_string()).with_source(self)
+    }
+}
+
+impl std::fmt::Display for ImportFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImportFault::UpdateWithoutKey => {
+                f.write_str("updating rows on conflict needs the key columns")
+            }
+            ImportFault::KeyWithoutConflictAction => {
+                f.write_str("key columns go with ignoring or updating rows on conflict")
+            }
+            ImportFault::UnknownKeyColumn { name } => {
+                write!(
+                    f,
+                    "the key names a column {name:?} that the table does not have"
+                )
+            }
+            ImportFault::SkipWithInsert => f.write_str(
+                "skipping bad rows works with COPY (INSERT batches abort on the first error)",
+            ),
+            ImportFault::BatchTooLarge { rows, columns } => write!(
+                f,
+                "one INSERT of {rows} rows of {columns} columns has too many parameters: \
+                 send fewer rows per INSERT"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ImportFault {}
+
 /// What an import did. `accepted + rejected == records` always.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ImportSummary {
@@ -273,11 +358,7 @@ fn reason_of(error: &Error, line: u64, column: Option<String>) -> RowError {
         }
         None => (error.to_string(), column),
     };
-    RowError {
-        line,
-        column,
-        reason,
-    }
+    RowError::new(line, column, reason)
 }
 
 fn column_list(columns: &[Column]) -> String {
@@ -303,14 +384,10 @@ where
     D: Decoder,
     R: AsyncRead + Unpin + Send,
 {
-    if options.on_conflict == OnConflict::Update && options.key.is_empty() {
-        return Err(Error::config("--on-conflict update needs --key"));
-    }
+    options.check()?;
     for key in &options.key {
         if !table.columns.iter().any(|column| &column.name == key) {
-            return Err(Error::config(format!(
-                "--key names {key:?}, which the table does not have"
-            )));
+            return Err(ImportFault::UnknownKeyColumn { name: key.clone() }.into_error());
         }
     }
     let mut input = Input {
@@ -346,11 +423,6 @@ where
     let plan = Plan::new(table, &columns, options);
     let mut summary = match options.method {
         Method::Insert { batch_size } => {
-            if options.on_error == OnError::Skip {
-                return Err(Error::config(
-                    "--on-error skip works with --method copy (INSERT batches abort on the first error)",
-                ));
-            }
             insert_batches(
                 connection,
                 &plan,
@@ -850,6 +922,10 @@ async fn insert_rows(
     rows: std::ops::Range<usize>,
 ) -> Result<u64, Error> {
     let columns = plan.columns.len();
+    let too_large = ImportFault::BatchTooLarge {
+        rows: rows.len(),
+        columns,
+    };
     let formats: Vec<i16> = rows
         .clone()
         .flat_map(|_| {
@@ -874,7 +950,7 @@ async fn insert_rows(
         std::iter::once(0i16),
         &mut connection.write_buffer,
     )
-    .map_err(|_| Error::config("too many parameters in one INSERT: lower --batch-size"))?;
+    .map_err(|_| too_large.into_error())?;
     frontend::execute("", 0, &mut connection.write_buffer).map_err(Error::io)?;
     frontend::sync(&mut connection.write_buffer);
     connection.send().await?;
@@ -884,6 +960,42 @@ async fn insert_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_that_do_not_fit_together_are_typed_faults() {
+        let fault_of = |options: ImportOptions| {
+            let error = options.check().unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Config);
+            assert!(!error.to_string().contains("--"), "{error}");
+            ImportFault::of(&error).cloned()
+        };
+        let update = ImportOptions {
+            on_conflict: OnConflict::Update,
+            ..ImportOptions::default()
+        };
+        assert_eq!(fault_of(update), Some(ImportFault::UpdateWithoutKey));
+        let key_alone = ImportOptions {
+            key: vec!["id".into()],
+            ..ImportOptions::default()
+        };
+        assert_eq!(
+            fault_of(key_alone),
+            Some(ImportFault::KeyWithoutConflictAction)
+        );
+        let skip_insert = ImportOptions {
+            on_error: OnError::Skip,
+            method: Method::Insert { batch_size: 10 },
+            ..ImportOptions::default()
+        };
+        assert_eq!(fault_of(skip_insert), Some(ImportFault::SkipWithInsert));
+        let fine = ImportOptions {
+            on_conflict: OnConflict::Ignore,
+            key: vec!["id".into()],
+            method: Method::Insert { batch_size: 10 },
+            ..ImportOptions::default()
+        };
+        assert!(fine.check().is_ok());
+    }
 
     #[test]
     fn line_map_follows_gaps() {

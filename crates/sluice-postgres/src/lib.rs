@@ -37,8 +37,8 @@ pub use config::Config;
 pub use connection::Connection;
 pub use copy_in::CopyIn;
 pub use import::{
-    describe_table, import, locate_refused_row, ImportOptions, ImportSummary, Method, OnConflict,
-    OnError, TableInfo,
+    describe_table, import, locate_refused_row, ImportFault, ImportOptions, ImportSummary, Method,
+    OnConflict, OnError, TableInfo,
 };
 pub use pipeline::{CallOutcome, ParamSet, ParamSource, Pipeline, PipelineSummary, Transaction};
 pub use query::{QueryOptions, QueryStream};
