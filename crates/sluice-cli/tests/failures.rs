@@ -129,7 +129,10 @@ fn unknown_keys_are_refused_unless_ignored() {
          (use --ignore-unknown to skip unknown keys)\n"
     );
     assert_eq!(db.query_text("select count(*) from child"), "0");
-    let stderr = assert_exit(&import(db.url(), "child", &["--on-error", "skip"], input), 0);
+    let stderr = assert_exit(
+        &import(db.url(), "child", &["--on-error", "skip"], input),
+        0,
+    );
     assert!(
         stderr.contains(
             "sluice: rejected line 1, column extra: the table has no such column \
