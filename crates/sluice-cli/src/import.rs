@@ -11,19 +11,11 @@ use sluice_core::load::{
     ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
 use sluice_core::{Decoder, Error, ErrorKind, Meter, Progress, Rejected};
-use sluice_formats::{
-    CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch, NdjsonDecoder, NdjsonOptions,
-};
+use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
 use tokio::io::AsyncRead;
 
 use crate::console::err_line;
-use crate::report::{exit_code, ProgressLine, Stats};
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum InputFormat {
-    Ndjson,
-    Csv,
-}
+use crate::report::{exit_code, import_message, row_line, row_reason, ProgressLine, Stats};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ErrorMode {
@@ -59,8 +51,8 @@ pub struct ImportArgs {
     #[arg(value_name = "FILE")]
     input: Option<PathBuf>,
 
-    /// Input format. Default: csv for a file ending in .csv, ndjson otherwise.
-    #[arg(long, value_enum)]
+    /// Input format: ndjson or csv. Default: csv for a file ending in .csv, ndjson otherwise.
+    #[arg(long, value_name = "ndjson|csv", value_parser = parse_input_format)]
     format: Option<InputFormat>,
 
     /// The columns to fill, comma-separated. NDJSON default: the keys of the first
@@ -122,6 +114,10 @@ pub struct ImportArgs {
 }
 
 fn parse_header(text: &str) -> Result<CsvHeader, String> {
+    text.parse()
+}
+
+fn parse_input_format(text: &str) -> Result<InputFormat, String> {
     text.parse()
 }
 
@@ -193,7 +189,7 @@ pub async fn run(arguments: ImportArgs) -> u8 {
 /// is told against the option that set what it had to hold.
 fn message(error: &Error) -> String {
     let Some(mismatch) = HeaderMismatch::of(error) else {
-        return error.to_string();
+        return import_message(error).unwrap_or_else(|| error.to_string());
     };
     let (expected, label, hint) = match mismatch.expected_from {
         ExpectedNames::Columns => (
@@ -222,21 +218,10 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
         .input
         .as_ref()
         .filter(|path| path.as_os_str() != "-");
-    let format = arguments.format.unwrap_or_else(|| match path {
-        Some(path)
-            if path
-                .extension()
-                .is_some_and(|ext| ext.eq_ignore_ascii_case("csv")) =>
-        {
-            InputFormat::Csv
-        }
-        _ => InputFormat::Ndjson,
-    });
-    if arguments.header.is_some() && format == InputFormat::Ndjson {
-        return Err(Error::config(
-            "--header goes with CSV input; this input is read as NDJSON (say --format csv)",
-        ));
-    }
+    let format = arguments
+        .format
+        .unwrap_or_else(|| path.map_or(InputFormat::Ndjson, |path| InputFormat::for_path(path)));
+    format.check(&input_options(arguments, Vec::new(), false))?;
     let (mut reader, total_bytes): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = match path {
         Some(path) => {
             let file = tokio::fs::File::open(path).await.map_err(|error| {
@@ -273,6 +258,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
         dry_run: arguments.dry_run,
         ..ImportOptions::default()
     };
+    options.check()?;
     let keep_records = options.on_error == OnError::Skip;
 
     let mut reject_file = match &arguments.reject_file {
@@ -292,13 +278,13 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
                 let line = serde_json::json!({
                     "line": rejected.error.line,
                     "column": rejected.error.column,
-                    "error": rejected.error.reason,
+                    "error": row_reason(&rejected.error),
                     "record": String::from_utf8_lossy(&rejected.record),
                 });
                 writeln!(file, "{line}").map_err(Error::output)
             }
             None => {
-                err_line!("sluice: rejected {}", rejected.error);
+                err_line!("sluice: rejected {}", row_line(&rejected.error));
                 Ok(())
             }
         }
@@ -311,57 +297,19 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), total_bytes);
     let path = path.map(PathBuf::as_path);
-    let result: Result<ImportSummary, Error> = match format {
-        InputFormat::Ndjson => {
-            let make = || {
-                NdjsonDecoder::new(
-                    table.columns.clone(),
-                    NdjsonOptions {
-                        columns: arguments.columns.clone(),
-                        defaulted: table.defaulted.clone(),
-                        ignore_unknown: arguments.ignore_unknown,
-                        max_line_bytes: arguments.max_line_bytes,
-                        keep_records,
-                    },
-                )
-            };
-            load(
-                &mut *session,
-                &table,
-                make,
-                &mut *reader,
-                path,
-                &options,
-                &mut write_reject,
-                &progress,
-            )
-            .await
-        }
-        InputFormat::Csv => {
-            let make = || {
-                Ok(CsvDecoder::new(
-                    table.columns.clone(),
-                    CsvOptions {
-                        header: arguments.header.unwrap_or_default(),
-                        columns: arguments.columns.clone(),
-                        max_record_bytes: arguments.max_line_bytes,
-                        keep_records,
-                    },
-                ))
-            };
-            load(
-                &mut *session,
-                &table,
-                make,
-                &mut *reader,
-                path,
-                &options,
-                &mut write_reject,
-                &progress,
-            )
-            .await
-        }
-    };
+    let input_options = input_options(arguments, table.defaulted.clone(), keep_records);
+    let make = || format.decoder(table.columns.clone(), &input_options);
+    let result: Result<ImportSummary, Error> = load(
+        &mut *session,
+        &table,
+        make,
+        &mut *reader,
+        path,
+        &options,
+        &mut write_reject,
+        &progress,
+    )
+    .await;
     progress_line.finish();
     if let Some(mut file) = reject_file {
         file.flush().map_err(Error::output)?;
@@ -393,4 +341,20 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
         .print();
     }
     Ok(())
+}
+
+/// The decoder's settings from the command line.
+fn input_options(
+    arguments: &ImportArgs,
+    defaulted: Vec<String>,
+    keep_records: bool,
+) -> InputOptions {
+    InputOptions {
+        columns: arguments.columns.clone(),
+        defaulted,
+        header: arguments.header,
+        ignore_unknown: arguments.ignore_unknown,
+        max_record_bytes: arguments.max_line_bytes,
+        keep_records,
+    }
 }

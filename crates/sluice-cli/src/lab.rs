@@ -5,10 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use sluice_core::{Error, ErrorKind};
+use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_lab::LabOptions;
 use sluice_postgres::Config;
-use sluice_proxy::shaping::parse_duration;
 
 use crate::console::{err_line, out_line};
 use crate::report::exit_code;

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use sluice_core::{Error, ErrorKind};
-use sluice_proxy::shaping::{parse_bandwidth, parse_duration};
+use sluice_core::{parse_duration, Error, ErrorKind};
+use sluice_proxy::shaping::parse_bandwidth;
 use sluice_proxy::{Proxy, ProxyHandle, Report, Shaping, DEFAULT_MAX_CONNECTIONS};
 use tokio::signal::unix::{signal, SignalKind};
 

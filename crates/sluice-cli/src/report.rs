@@ -1,11 +1,14 @@
 //! What the CLI tells a person on standard error: errors in one line (with a caret
-//! under the offending SQL), `--stats` figures, and a live progress line.
+//! under the offending SQL), import faults told by the flag that changes them,
+//! `--stats` figures, and a live progress line.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_core::{peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress};
+use sluice_core::{peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress, RowError, RowFault};
+use sluice_formats::InputFault;
+use sluice_postgres::ImportFault;
 
 use crate::console::err_line;
 use crate::exit;
@@ -58,6 +61,72 @@ pub fn print_error(error: &Error, sql: &str, note: Option<&str>) {
         }
         remaining -= characters + 1;
     }
+}
+
+/// An import error in this command's terms, when a setting is at fault (the
+/// libraries name no flag): `None` when the library's words stand as they are.
+pub fn import_message(error: &Error) -> Option<String> {
+    if let Some(fault) = InputFault::of(error) {
+        return Some(input_fault(*fault).to_owned());
+    }
+    if let Some(fault) = ImportFault::of(error) {
+        return Some(import_fault(fault));
+    }
+    error
+        .as_row_error()
+        .filter(|row| row.fault.is_some())
+        .map(row_line)
+}
+
+fn input_fault(fault: InputFault) -> &'static str {
+    match fault {
+        InputFault::HeaderForNdjson => {
+            "--header goes with CSV input; this input is read as NDJSON (say --format csv)"
+        }
+        InputFault::IgnoreUnknownForCsv => {
+            "--ignore-unknown goes with NDJSON input; this input is read as CSV (say --format ndjson)"
+        }
+    }
+}
+
+fn import_fault(fault: &ImportFault) -> String {
+    match fault {
+        ImportFault::UpdateWithoutKey => "--on-conflict update needs --key".into(),
+        ImportFault::KeyWithoutConflictAction => {
+            "--key goes with --on-conflict ignore or --on-conflict update".into()
+        }
+        ImportFault::UnknownKeyColumn { name } => {
+            format!("--key names {name:?}, which the table does not have")
+        }
+        ImportFault::SkipWithInsert => {
+            "--on-error skip works with --method copy (INSERT batches abort on the first error)"
+                .into()
+        }
+        ImportFault::BatchTooLarge { rows, columns } => format!(
+            "too many parameters in one INSERT ({rows} rows of {columns} columns): lower --batch-size"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Why a record was refused, with the flag that would let it through, if one would.
+pub fn row_reason(row: &RowError) -> String {
+    let hint = match row.fault {
+        Some(RowFault::UnknownColumn) => "use --ignore-unknown to skip unknown keys",
+        Some(RowFault::NotListed) => "--columns",
+        Some(RowFault::DefaultedNotSet) => "name it with --columns",
+        _ => return row.reason.clone(),
+    };
+    format!("{} ({hint})", row.reason)
+}
+
+/// A refused record as one line: `line 3, column x: why (what would let it through)`.
+pub fn row_line(row: &RowError) -> String {
+    RowError {
+        reason: row_reason(row),
+        ..row.clone()
+    }
+    .to_string()
 }
 
 fn mebibytes(bytes: u64) -> String {
@@ -174,5 +243,30 @@ impl ProgressLine {
         if let Some(bar) = self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_are_told_by_this_command_s_flags() {
+        let row = RowError {
+            fault: Some(RowFault::UnknownColumn),
+            ..RowError::new(3, Some("colour".into()), "the table has no such column")
+        };
+        let error = Error::bad_row(row.clone());
+        assert_eq!(
+            import_message(&error).as_deref(),
+            Some(
+                "line 3, column colour: the table has no such column \
+                 (use --ignore-unknown to skip unknown keys)"
+            )
+        );
+        let plain = RowError::new(4, None, "invalid JSON");
+        assert_eq!(row_reason(&plain), "invalid JSON");
+        assert_eq!(import_message(&Error::bad_row(plain)), None);
+        assert_eq!(import_message(&Error::config("no such table")), None);
     }
 }

@@ -360,3 +360,29 @@ fn header_is_refused_for_ndjson() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert_eq!(db.query_text("select count(*) from pairs"), "0");
 }
+
+#[test]
+fn ignore_unknown_is_refused_for_csv_in_this_command_s_words() {
+    let db = TestDb::new();
+    db.execute("create table pairs (a int, b text)");
+    let output = sluice(
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            "pairs",
+            "--format",
+            "csv",
+            "--ignore-unknown",
+        ],
+        Some(b"a,b\n1,x\n"),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "sluice: --ignore-unknown goes with NDJSON input; this input is read as CSV \
+         (say --format ndjson)\n"
+    );
+    assert_eq!(db.query_text("select count(*) from pairs"), "0");
+}

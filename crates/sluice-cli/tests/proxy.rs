@@ -199,6 +199,20 @@ fn a_limit_of_no_connections_is_a_usage_error() {
 }
 
 #[test]
+fn a_delay_without_a_unit_is_a_usage_error_asking_for_one() {
+    // "30" was 30 ms here and an error in the server's configuration: now both
+    // ask for the unit.
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["proxy", "--rtt", "30"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("give a unit: 30s, 30ms"), "{stderr}");
+}
+
+#[test]
 fn shaping_options_slow_every_trip_and_sigusr1_writes_the_report() {
     let db = TestDb::new();
     let directory = tempfile::tempdir().unwrap();

@@ -13,8 +13,36 @@ pub struct RowError {
     pub line: u64,
     /// The column at fault, when one is.
     pub column: Option<String>,
-    /// What is wrong, in words.
+    /// What is wrong, in words that name no option of any caller.
     pub reason: String,
+    /// What is wrong, for the faults a setting of the caller would avoid: the
+    /// command line and the HTTP API each name their own setting.
+    pub fault: Option<RowFault>,
+}
+
+impl RowError {
+    /// A record `reason` refuses, at `line` and optionally `column`, with no [`RowFault`].
+    pub fn new(line: u64, column: Option<String>, reason: impl Into<String>) -> RowError {
+        RowError {
+            line,
+            column,
+            reason: reason.into(),
+            fault: None,
+        }
+    }
+}
+
+/// A record refused for a reason a setting of the import would change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RowFault {
+    /// A key names no column of the table; the import could skip unknown keys.
+    UnknownColumn,
+    /// The column is not among the columns the caller listed to fill.
+    NotListed,
+    /// The column has a default, and without a list of columns to fill only
+    /// those the first record set are filled; listing the column fills it.
+    DefaultedNotSet,
 }
 
 impl fmt::Display for RowError {
@@ -43,11 +71,11 @@ impl Rejected {
     /// (`line`, `record`).
     pub fn too_long(line: u64, what: &str, maximum: usize) -> Rejected {
         Rejected {
-            error: RowError {
+            error: RowError::new(
                 line,
-                column: None,
-                reason: format!("the {what} is longer than the maximum of {maximum} bytes"),
-            },
+                None,
+                format!("the {what} is longer than the maximum of {maximum} bytes"),
+            ),
             record: Vec::new(),
         }
     }
@@ -96,4 +124,25 @@ pub trait Decoder: Send {
 
     /// Records seen so far (good and bad), for the summary's accounting.
     fn records_seen(&self) -> u64;
+}
+
+/// A boxed decoder decodes as the one inside, so callers can choose the format at
+/// run time (see `sluice_formats::InputFormat::decoder`).
+impl<D: Decoder + ?Sized> Decoder for Box<D> {
+    fn decode(
+        &mut self,
+        input: &[u8],
+        end_of_input: bool,
+        output: &mut Decoded,
+    ) -> Result<usize, Error> {
+        (**self).decode(input, end_of_input, output)
+    }
+
+    fn target_columns(&self) -> Option<&[Column]> {
+        (**self).target_columns()
+    }
+
+    fn records_seen(&self) -> u64 {
+        (**self).records_seen()
+    }
 }

@@ -18,7 +18,8 @@
 //!   [`connect::Drivers`] registry front ends open URLs with, so none of them
 //!   names a database; [`load`] and [`calls`] hold the vocabulary of loading a
 //!   table and of running one statement for many parameter sets;
-//! - [`Error`]: one opaque error type with kind accessors.
+//! - [`Error`]: one opaque error type with kind accessors;
+//! - [`parse_duration`]: the one spelling of durations people write.
 #![warn(missing_docs)]
 
 pub mod batch;
@@ -26,6 +27,7 @@ pub mod calls;
 pub mod connect;
 pub mod database;
 pub mod decode;
+pub mod duration;
 pub mod error;
 pub mod load;
 pub mod meter;
@@ -35,7 +37,8 @@ pub mod transfer;
 pub mod value;
 
 pub use batch::{Batch, BatchMark, Row};
-pub use decode::{Decoded, Decoder, Rejected, RowError};
+pub use decode::{Decoded, Decoder, Rejected, RowError, RowFault};
+pub use duration::{parse_duration, DurationError};
 pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};

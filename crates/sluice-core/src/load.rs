@@ -85,6 +85,92 @@ impl Default for ImportOptions {
     }
 }
 
+impl ImportOptions {
+    /// Checks that the settings fit together (what needs the table, such as key
+    /// columns it has, is checked by the database's import). A misfit is an error of kind
+    /// [`crate::ErrorKind::Config`] whose [`ImportFault`] the caller words for its users.
+    pub fn check(&self) -> Result<(), Error> {
+        let fault = match (self.on_conflict, self.key.is_empty()) {
+            (OnConflict::Update, true) => Some(ImportFault::UpdateWithoutKey),
+            (OnConflict::Error, false) => Some(ImportFault::KeyWithoutConflictAction),
+            _ if self.on_error == OnError::Skip && matches!(self.method, Method::Insert { .. }) => {
+                Some(ImportFault::SkipWithInsert)
+            }
+            _ => None,
+        };
+        fault.map_or(Ok(()), |fault| Err(fault.into_error()))
+    }
+}
+
+/// A setting of [`ImportOptions`] that does not fit the others or the table, by
+/// name, so that `sluice import` can point at its flag and `POST /tables` at its
+/// query parameter. The error carries it as its source; [`ImportFault::of`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImportFault {
+    /// [`OnConflict::Update`] without key columns to find the rows to update by.
+    UpdateWithoutKey,
+    /// Key columns with [`OnConflict::Error`], which has no use for them.
+    KeyWithoutConflictAction,
+    /// A key column the table does not have.
+    UnknownKeyColumn {
+        /// The name given.
+        name: String,
+    },
+    /// [`OnError::Skip`] with [`Method::Insert`]: an INSERT batch aborts on its
+    /// first error, so there is no row to skip.
+    SkipWithInsert,
+    /// One INSERT of this many rows would need more bind parameters than the
+    /// protocol carries (one per column and row).
+    BatchTooLarge {
+        /// Rows in the statement.
+        rows: usize,
+        /// Columns per row.
+        columns: usize,
+    },
+}
+
+impl ImportFault {
+    /// The fault behind an import error, when a setting caused it.
+    pub fn of(error: &Error) -> Option<&ImportFault> {
+        std::error::Error::source(error)?.downcast_ref::<ImportFault>()
+    }
+
+    /// The fault as an error of kind [`crate::ErrorKind::Config`] carrying it.
+    pub fn into_error(self) -> Error {
+        Error::config(self.to_string()).with_source(self)
+    }
+}
+
+impl std::fmt::Display for ImportFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImportFault::UpdateWithoutKey => {
+                f.write_str("updating rows on conflict needs the key columns")
+            }
+            ImportFault::KeyWithoutConflictAction => {
+                f.write_str("key columns go with ignoring or updating rows on conflict")
+            }
+            ImportFault::UnknownKeyColumn { name } => {
+                write!(
+                    f,
+                    "the key names a column {name:?} that the table does not have"
+                )
+            }
+            ImportFault::SkipWithInsert => f.write_str(
+                "skipping bad rows works with COPY (INSERT batches abort on the first error)",
+            ),
+            ImportFault::BatchTooLarge { rows, columns } => write!(
+                f,
+                "one INSERT of {rows} rows of {columns} columns has too many parameters: \
+                 send fewer rows per INSERT"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ImportFault {}
+
 /// What an import did. `accepted + rejected == records` always.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ImportSummary {

@@ -315,11 +315,7 @@ impl CsvDecoder {
                 expected: names,
                 expected_from,
             };
-            let row = RowError {
-                line: 1,
-                column: None,
-                reason: mismatch.to_string(),
-            };
+            let row = RowError::new(1, None, mismatch.to_string());
             return Err(Error::bad_row(row).with_source(mismatch));
         }
         self.target_columns = Some(columns);
@@ -366,11 +362,7 @@ impl CsvDecoder {
         let columns = self.target_columns.as_ref().expect("header read first");
         let reject = |output: &mut Decoded, column: Option<String>, reason: String| {
             output.rejected.push(Rejected {
-                error: RowError {
-                    line,
-                    column,
-                    reason,
-                },
+                error: RowError::new(line, column, reason),
                 record: record.to_vec(),
             });
         };

@@ -8,7 +8,8 @@
 //! - [`CsvEncoder`]: CSV byte-identical to PostgreSQL's
 //!   `COPY … TO STDOUT WITH (FORMAT csv, HEADER)`;
 //! - [`NdjsonDecoder`] and [`CsvDecoder`]: the way in, with each bad record's
-//!   line, column and reason.
+//!   line, column and reason; [`InputFormat::decoder`] chooses between them as
+//!   [`Format::encoder`] does on the way out.
 //!
 //! Following arrow-json's writers, each column's rendering is chosen once per
 //! schema, the row loop is tight, and output goes to a caller-owned buffer that the
@@ -17,6 +18,7 @@
 
 mod csv;
 mod csv_decode;
+mod input;
 mod json;
 pub mod json_value;
 mod ndjson_decode;
@@ -27,6 +29,7 @@ use std::str::FromStr;
 
 pub use crate::csv::CsvEncoder;
 pub use crate::csv_decode::{CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch};
+pub use crate::input::{InputFault, InputFormat, InputOptions};
 pub use crate::json::JsonEncoder;
 pub use crate::json_value::{BytesEncoding, JsonOptions};
 pub use crate::ndjson_decode::{NdjsonDecoder, NdjsonOptions};

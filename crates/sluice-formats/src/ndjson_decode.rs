@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use sluice_core::{Column, Decoded, Decoder, Error, Kind, Rejected, RowError};
+use sluice_core::{Column, Decoded, Decoder, Error, Kind, Rejected, RowError, RowFault};
 
 use crate::pg_input::{decode_bytes_text, write_array_literal, write_record_literal};
 
@@ -95,11 +95,13 @@ impl NdjsonDecoder {
             for name in names {
                 let index = *decoder.by_name.get(&name).ok_or_else(|| {
                     Error::config(format!(
-                        "--columns names {name:?}, which the table does not have"
+                        "the column list names a column {name:?} that the table does not have"
                     ))
                 })?;
                 if indexes.contains(&index) {
-                    return Err(Error::config(format!("--columns names {name:?} twice")));
+                    return Err(Error::config(format!(
+                        "the column list names column {name:?} twice"
+                    )));
                 }
                 indexes.push(index);
             }
@@ -122,16 +124,19 @@ impl NdjsonDecoder {
 
     /// Decodes one non-blank line into `output`.
     fn decode_line(&mut self, line: &[u8], number: u64, output: &mut Decoded) {
-        let reject = |output: &mut Decoded, column: Option<String>, reason: String| {
+        let reject_for = |output: &mut Decoded, column: Option<String>, reason: String, fault| {
             output.rejected.push(Rejected {
                 error: RowError {
                     line: number,
                     column,
                     reason,
+                    fault,
                 },
                 record: line.to_vec(),
             });
         };
+        let reject =
+            |output: &mut Decoded, column, reason| reject_for(output, column, reason, None);
         let pairs = match parse_object(line) {
             Ok(pairs) => pairs,
             Err(reason) => return reject(output, None, reason),
@@ -152,11 +157,11 @@ impl NdjsonDecoder {
                 }
                 None if self.options.ignore_unknown => {}
                 None => {
-                    return reject(
+                    return reject_for(
                         output,
                         Some(key.to_string()),
-                        "the table has no such column (use --ignore-unknown to skip unknown keys)"
-                            .into(),
+                        "the table has no such column".into(),
+                        Some(RowFault::UnknownColumn),
                     )
                 }
             }
@@ -178,13 +183,20 @@ impl NdjsonDecoder {
                 None if self.options.ignore_unknown => {}
                 None => {
                     // Say why the column is left out: the two causes need different fixes.
-                    let reason = if self.options.columns.is_some() {
-                        "the column is not among the columns to import (--columns)"
+                    let (reason, fault) = if self.options.columns.is_some() {
+                        (
+                            "the column is not among the columns to import",
+                            RowFault::NotListed,
+                        )
                     } else {
-                        "the column has a default and the first record did not set it, so \
-                         it is not imported (name it with --columns)"
+                        (
+                            "the column has a default and the first record did not set it, so \
+                             it is not imported",
+                            RowFault::DefaultedNotSet,
+                        )
                     };
-                    return reject(output, Some(self.table[index].name.clone()), reason.into());
+                    let column = Some(self.table[index].name.clone());
+                    return reject_for(output, column, reason.into(), Some(fault));
                 }
             }
         }
@@ -478,6 +490,10 @@ mod tests {
         assert_eq!(output.batch.num_rows(), 1);
         assert_eq!(output.rejected[0].error.line, 2);
         assert_eq!(output.rejected[0].error.column.as_deref(), Some("id"));
+        assert_eq!(
+            output.rejected[0].error.fault,
+            Some(RowFault::DefaultedNotSet)
+        );
     }
 
     #[test]
@@ -490,8 +506,9 @@ mod tests {
         let (output, _) = decode("{\"id\": 1, \"ok\": true}\n", options);
         assert_eq!(
             output.rejected[0].error.to_string(),
-            "line 1, column ok: the column is not among the columns to import (--columns)"
+            "line 1, column ok: the column is not among the columns to import"
         );
+        assert_eq!(output.rejected[0].error.fault, Some(RowFault::NotListed));
     }
 
     #[test]
@@ -510,10 +527,15 @@ mod tests {
             .collect();
         assert_eq!(output.batch.num_rows(), 1);
         assert_eq!(errors.len(), 5, "{errors:?}");
-        assert!(
-            errors[0].starts_with("line 2, column nope: the table has no such column"),
-            "{errors:?}"
+        assert_eq!(
+            errors[0],
+            "line 2, column nope: the table has no such column"
         );
+        assert_eq!(
+            output.rejected[0].error.fault,
+            Some(RowFault::UnknownColumn)
+        );
+        assert_eq!(output.rejected[1].error.fault, None);
         assert!(errors[1].starts_with("line 3: invalid JSON"), "{errors:?}");
         assert_eq!(errors[2], "line 4: expected a JSON object");
         assert!(

@@ -24,7 +24,7 @@ use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Re
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 pub use sluice_core::load::{
-    ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
 
 use crate::copy_in::error_position;
@@ -178,11 +178,7 @@ fn reason_of(error: &Error, line: u64, column: Option<String>) -> RowError {
         }
         None => (error.to_string(), column),
     };
-    RowError {
-        line,
-        column,
-        reason,
-    }
+    RowError::new(line, column, reason)
 }
 
 fn column_list(columns: &[Column]) -> String {
@@ -208,14 +204,10 @@ where
     D: Decoder + ?Sized,
     R: AsyncRead + Unpin + Send + ?Sized,
 {
-    if options.on_conflict == OnConflict::Update && options.key.is_empty() {
-        return Err(Error::config("--on-conflict update needs --key"));
-    }
+    options.check()?;
     for key in &options.key {
         if !table.columns.iter().any(|column| &column.name == key) {
-            return Err(Error::config(format!(
-                "--key names {key:?}, which the table does not have"
-            )));
+            return Err(ImportFault::UnknownKeyColumn { name: key.clone() }.into_error());
         }
     }
     let mut input = Input {
@@ -251,11 +243,6 @@ where
     let plan = Plan::new(table, &columns, options);
     let mut summary = match options.method {
         Method::Insert { batch_size } => {
-            if options.on_error == OnError::Skip {
-                return Err(Error::config(
-                    "--on-error skip works with --method copy (INSERT batches abort on the first error)",
-                ));
-            }
             insert_batches(
                 connection,
                 &plan,
@@ -752,6 +739,10 @@ async fn insert_rows(
     rows: std::ops::Range<usize>,
 ) -> Result<u64, Error> {
     let columns = plan.columns.len();
+    let too_large = ImportFault::BatchTooLarge {
+        rows: rows.len(),
+        columns,
+    };
     let formats: Vec<i16> = rows
         .clone()
         .flat_map(|_| {
@@ -763,7 +754,7 @@ async fn insert_rows(
     let values = rows.flat_map(|row| (0..columns).map(move |column| batch.row(row).get(column)));
     connection
         .encode_bind(statement, formats, values, [0])
-        .map_err(|_| Error::config("too many parameters in one INSERT: lower --batch-size"))?;
+        .map_err(|_| too_large.into_error())?;
     connection.encode_execute(0)?;
     connection.encode_sync();
     connection.send().await?;
@@ -773,6 +764,42 @@ async fn insert_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_that_do_not_fit_together_are_typed_faults() {
+        let fault_of = |options: ImportOptions| {
+            let error = options.check().unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Config);
+            assert!(!error.to_string().contains("--"), "{error}");
+            ImportFault::of(&error).cloned()
+        };
+        let update = ImportOptions {
+            on_conflict: OnConflict::Update,
+            ..ImportOptions::default()
+        };
+        assert_eq!(fault_of(update), Some(ImportFault::UpdateWithoutKey));
+        let key_alone = ImportOptions {
+            key: vec!["id".into()],
+            ..ImportOptions::default()
+        };
+        assert_eq!(
+            fault_of(key_alone),
+            Some(ImportFault::KeyWithoutConflictAction)
+        );
+        let skip_insert = ImportOptions {
+            on_error: OnError::Skip,
+            method: Method::Insert { batch_size: 10 },
+            ..ImportOptions::default()
+        };
+        assert_eq!(fault_of(skip_insert), Some(ImportFault::SkipWithInsert));
+        let fine = ImportOptions {
+            on_conflict: OnConflict::Ignore,
+            key: vec!["id".into()],
+            method: Method::Insert { batch_size: 10 },
+            ..ImportOptions::default()
+        };
+        assert!(fine.check().is_ok());
+    }
 
     #[test]
     fn line_map_follows_gaps() {

@@ -40,8 +40,8 @@ pub use connection::Connection;
 pub use copy_in::CopyIn;
 pub use driver::PostgresDriver;
 pub use import::{
-    describe_table, import, locate_refused_row, ImportOptions, ImportSummary, Method, OnConflict,
-    OnError, TableInfo,
+    describe_table, import, locate_refused_row, ImportFault, ImportOptions, ImportSummary, Method,
+    OnConflict, OnError, TableInfo,
 };
 pub use pipeline::{CallOutcome, ParamSet, ParamSource, Pipeline, PipelineSummary, Transaction};
 pub use query::{QueryOptions, QueryStream};

@@ -679,5 +679,13 @@ async fn unknown_tables_and_keys_are_clear_errors() {
     .await
     .err()
     .unwrap();
-    assert_eq!(error.to_string(), "line 1, column colour: the table has no such column (use --ignore-unknown to skip unknown keys)");
+    // The library names no option: the CLI and the server each add their own.
+    assert_eq!(
+        error.to_string(),
+        "line 1, column colour: the table has no such column"
+    );
+    assert_eq!(
+        error.as_row_error().and_then(|row| row.fault),
+        Some(sluice_core::RowFault::UnknownColumn)
+    );
 }

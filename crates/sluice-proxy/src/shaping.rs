@@ -1,5 +1,6 @@
 //! [`Shaping`]: what the proxy does to the bytes' timing, and parsing of the
-//! command-line spellings (`2ms`, `0.2ms`, `100mbit`).
+//! bandwidth spellings (`100mbit`, `10MB`). Delays are spelled as every other
+//! duration in sluice, by `sluice_core::parse_duration`.
 
 use std::time::{Duration, Instant};
 
@@ -22,26 +23,6 @@ impl Shaping {
     pub fn holds_back(&self) -> bool {
         !self.rtt.is_zero() || !self.jitter.is_zero() || self.bandwidth.is_some()
     }
-}
-
-/// Parses a duration such as `2ms`, `0.5ms`, `300us`, `1s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 2ms, 0.5ms, 300us)"))?;
-    let seconds = match unit.trim() {
-        "s" => value,
-        "ms" | "" => value / 1e3,
-        "us" | "µs" => value / 1e6,
-        "ns" => value / 1e9,
-        other => return Err(format!("unknown duration unit {other:?} (use s, ms, us)")),
-    };
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// Parses a bandwidth such as `100mbit`, `1gbit`, `10MB` (bytes), into bytes per second.
@@ -154,10 +135,6 @@ mod tests {
 
     #[test]
     fn spellings_parse() {
-        assert_eq!(parse_duration("2ms").unwrap(), Duration::from_millis(2));
-        assert_eq!(parse_duration("0.2ms").unwrap(), Duration::from_micros(200));
-        assert_eq!(parse_duration("300us").unwrap(), Duration::from_micros(300));
-        assert!(parse_duration("fast").is_err());
         assert_eq!(parse_bandwidth("100mbit").unwrap(), 12_500_000);
         assert_eq!(parse_bandwidth("10MB").unwrap(), 10_000_000);
         assert!(parse_bandwidth("10 furlongs").is_err());

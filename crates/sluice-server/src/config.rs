@@ -60,6 +60,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use sluice_core::parse_duration;
 use toml::Spanned;
 
 use crate::params::ParamType;
@@ -405,31 +406,13 @@ impl Source<'_> {
     }
 }
 
-/// `500ms`, `30s`, `5m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|character: char| !character.is_ascii_digit() && character != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. \"500ms\", \"30s\", \"5m\")"))?;
-    let seconds = match unit.trim() {
-        "ms" => number / 1000.0,
-        "s" => number,
-        "m" | "min" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a duration (e.g. \"500ms\", \"30s\", \"5m\")"
-            ))
-        }
-    };
-    Ok(Duration::from_secs_f64(seconds))
-}
-
 impl Source<'_> {
+    /// A duration (see [`parse_duration`]) at `key`.
+    fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, ConfigError> {
+        parse_duration(value.get_ref())
+            .map_err(|error| self.error(value.span(), key, error.to_string()))
+    }
+
     /// A connection timeout: a duration above zero, `default` when absent.
     fn timeout(
         &self,
@@ -445,7 +428,7 @@ impl Source<'_> {
                 Err(self.error(value.span(), key, "must be more than zero"))
             }
             Ok(duration) => Ok(duration),
-            Err(message) => Err(self.error(value.span(), key, message)),
+            Err(error) => Err(self.error(value.span(), key, error.to_string())),
         }
     }
 }
@@ -502,424 +485,28 @@ impl Config {
 
     /// Checks configuration text; `file` names it in errors. Relative SQLite paths
     /// are taken relative to the current directory.
+    ///
+    /// Sections are read in the order they refer to each other: databases before
+    /// the queries, `[sql]` and tables that name them, queries before the tokens
+    /// that allow them, tokens before the sections that need a token's scope.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let source = Source { file, text };
         let raw: RawFile = toml::from_str(text).map_err(|error| source.parse_error(&error))?;
-
-        let listen = match &raw.server.listen {
-            Some(listen) => Some(listen.get_ref().parse::<SocketAddr>().map_err(|_| {
-                source.error(
-                    listen.span(),
-                    "server.listen",
-                    format!(
-                        "{:?} is not an address such as \"127.0.0.1:8080\"",
-                        listen.get_ref()
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        let shutdown_grace = match &raw.server.shutdown_grace {
-            Some(grace) => parse_duration(grace.get_ref())
-                .map_err(|message| source.error(grace.span(), "server.shutdown_grace", message))?,
-            None => Duration::from_secs(30),
-        };
-        let header_read_timeout = source.timeout(
-            &raw.server.header_read_timeout,
-            "server.header_read_timeout",
-            DEFAULT_HEADER_READ_TIMEOUT,
-        )?;
-        let keep_alive_timeout = source.timeout(
-            &raw.server.keep_alive_timeout,
-            "server.keep_alive_timeout",
-            DEFAULT_KEEP_ALIVE_TIMEOUT,
-        )?;
-
-        let mut databases = BTreeMap::new();
-        for (name, database) in &raw.databases {
-            let key = format!("databases.{name}");
-            let span = database.span();
-            let database = database.get_ref();
-            let kind = match (&database.url, &database.sqlite) {
-                (Some(url), None) => {
-                    let url_text = source.substitute(url, &format!("{key}.url"))?;
-                    let config: sluice_postgres::Config =
-                        url_text.parse().map_err(|error: sluice_core::Error| {
-                            source.error(url.span(), &format!("{key}.url"), error.to_string())
-                        })?;
-                    DatabaseKind::Postgres(config)
-                }
-                (None, Some(path)) => DatabaseKind::Sqlite(PathBuf::from(
-                    source.substitute(path, &format!("{key}.sqlite"))?,
-                )),
-                _ => {
-                    return Err(source.error(
-                        span,
-                        &key,
-                        "give exactly one of url = \"postgres://…\" or sqlite = \"path\"",
-                    ))
-                }
-            };
-            let pool_size = match &database.pool_size {
-                Some(size) if (1..=10_000).contains(size.get_ref()) => *size.get_ref() as usize,
-                Some(size) => {
-                    return Err(source.error(
-                        size.span(),
-                        &format!("{key}.pool_size"),
-                        "must be between 1 and 10000",
-                    ))
-                }
-                None => 8,
-            };
-            let pool_wait = match &database.pool_wait {
-                Some(wait) => parse_duration(wait.get_ref()).map_err(|message| {
-                    source.error(wait.span(), &format!("{key}.pool_wait"), message)
-                })?,
-                None => Duration::from_secs(2),
-            };
-            databases.insert(
-                name.clone(),
-                DatabaseConfig {
-                    name: name.clone(),
-                    kind,
-                    pool_size,
-                    pool_wait,
-                },
-            );
-        }
-        if databases.is_empty() {
-            return Err(source.error(
-                0..0,
-                "databases",
-                "no database is configured: add a [databases.NAME] table",
-            ));
-        }
-
-        let database_for =
-            |given: &Option<Spanned<String>>, key: &str, span: Range<usize>| match given {
-                Some(name) if databases.contains_key(name.get_ref()) => Ok(name.get_ref().clone()),
-                Some(name) => Err(source.error(
-                    name.span(),
-                    key,
-                    format!("no database named {:?} is configured", name.get_ref()),
-                )),
-                None if databases.len() == 1 => {
-                    Ok(databases.keys().next().cloned().unwrap_or_default())
-                }
-                None => Err(source.error(
-                    span,
-                    key,
-                    "several databases are configured: say which one with database = \"NAME\"",
-                )),
-            };
-
-        let mut queries = BTreeMap::new();
-        for (name, query) in &raw.queries {
-            let key = format!("queries.{name}");
-            if !is_identifier(name) {
-                return Err(source.error(
-                    query.span(),
-                    &key,
-                    "query names are letters, digits and _",
-                ));
-            }
-            let span = query.span();
-            let query = query.get_ref();
-            let database = database_for(&query.database, &format!("{key}.database"), span.clone())?;
-            if query.sql.get_ref().trim().is_empty() {
-                return Err(source.error(
-                    query.sql.span(),
-                    &format!("{key}.sql"),
-                    "the SQL is empty",
-                ));
-            }
-            let mut params: Vec<ParamSpec> = Vec::new();
-            for (index, param) in query.params.iter().enumerate() {
-                let param_key = format!("{key}.params[{index}]");
-                let param = param.get_ref();
-                let param_name = param.name.get_ref();
-                if !is_identifier(param_name) || param_name == "format" {
-                    return Err(source.error(
-                        param.name.span(),
-                        &format!("{param_key}.name"),
-                        format!("{param_name:?} cannot be a parameter name (letters, digits and _; not \"format\")"),
-                    ));
-                }
-                if params.iter().any(|earlier| &earlier.name == param_name) {
-                    return Err(source.error(
-                        param.name.span(),
-                        &format!("{param_key}.name"),
-                        format!("parameter {param_name:?} is declared twice"),
-                    ));
-                }
-                let ty: ParamType = param.ty.get_ref().parse().map_err(|message| {
-                    source.error(param.ty.span(), &format!("{param_key}.type"), message)
-                })?;
-                let default = match &param.default {
-                    Some(_) if param.required => {
-                        return Err(source.error(
-                            param.name.span(),
-                            &format!("{param_key}.default"),
-                            "a required parameter has no default",
-                        ))
-                    }
-                    Some(value) => {
-                        let text = match value.get_ref() {
-                            toml::Value::String(text) => text.clone(),
-                            other => other.to_string(),
-                        };
-                        ty.parse(&text).map_err(|message| {
-                            source.error(value.span(), &format!("{param_key}.default"), message)
-                        })?;
-                        Some(text)
-                    }
-                    None => None,
-                };
-                params.push(ParamSpec {
-                    name: param_name.clone(),
-                    ty,
-                    required: param.required,
-                    default,
-                    description: param.description.clone(),
-                    line: source.line(param.ty.span().start),
-                });
-            }
-            let limits = limits(
-                &source,
-                RawLimits {
-                    statement_timeout: &query.statement_timeout,
-                    max_rows: &query.max_rows,
-                    max_bytes: &query.max_bytes,
-                },
-                &key,
-            )?;
-            queries.insert(
-                name.clone(),
-                QueryConfig {
-                    name: name.clone(),
-                    database,
-                    sql: query.sql.get_ref().clone(),
-                    description: query.description.clone(),
-                    params,
-                    limits,
-                    line: source.line(query.sql.span().start),
-                },
-            );
-        }
-
-        let mut tokens = Vec::new();
-        for (index, token) in raw.tokens.iter().enumerate() {
-            let key = format!("tokens[{index}]");
-            let span = token.span();
-            let token = token.get_ref();
-            let sha256 = match (&token.sha256, &token.token) {
-                (Some(hash), None) => {
-                    let text = source.substitute(hash, &format!("{key}.sha256"))?;
-                    parse_sha256(&text).ok_or_else(|| {
-                        source.error(
-                            hash.span(),
-                            &format!("{key}.sha256"),
-                            "expected 64 hex digits (sha256sum of the token)",
-                        )
-                    })?
-                }
-                (None, Some(plain)) => {
-                    let text = source.substitute(plain, &format!("{key}.token"))?;
-                    if text.len() < 16 {
-                        return Err(source.error(
-                            plain.span(),
-                            &format!("{key}.token"),
-                            "tokens must be at least 16 characters",
-                        ));
-                    }
-                    Sha256::digest(text.as_bytes()).into()
-                }
-                _ => {
-                    return Err(source.error(
-                        span,
-                        &key,
-                        "give exactly one of sha256 = \"…\" or token = \"${VARIABLE}\"",
-                    ))
-                }
-            };
-            if let Some(earlier) = tokens
-                .iter()
-                .position(|earlier: &TokenConfig| earlier.sha256 == sha256)
-            {
-                let (field, value_span) = match (&token.sha256, &token.token) {
-                    (Some(hash), _) => ("sha256", hash.span()),
-                    (_, Some(plain)) => ("token", plain.span()),
-                    _ => ("token", span.clone()),
-                };
-                return Err(source.error(
-                    value_span,
-                    &format!("{key}.{field}"),
-                    format!(
-                        "the same token as tokens[{earlier}] ({:?}): every token must be different, \
-                         or a request could not tell which rights it has",
-                        tokens[earlier].name
-                    ),
-                ));
-            }
-            let queries_allowed = if token.queries.iter().any(|name| name.get_ref() == "*") {
-                Allowed::All
-            } else {
-                for name in &token.queries {
-                    if !queries.contains_key(name.get_ref()) {
-                        return Err(source.error(
-                            name.span(),
-                            &format!("{key}.queries"),
-                            format!("no query named {:?}", name.get_ref()),
-                        ));
-                    }
-                }
-                Allowed::Only(
-                    token
-                        .queries
-                        .iter()
-                        .map(|name| name.get_ref().clone())
-                        .collect(),
-                )
-            };
-            for scope in &token.scopes {
-                if scope.get_ref() != "sql" && scope.get_ref() != "write" {
-                    return Err(source.error(
-                        scope.span(),
-                        &format!("{key}.scopes"),
-                        format!(
-                            "unknown scope {:?} (scopes are \"sql\" and \"write\")",
-                            scope.get_ref()
-                        ),
-                    ));
-                }
-            }
-            tokens.push(TokenConfig {
-                name: token.name.get_ref().clone(),
-                sha256,
-                queries: queries_allowed,
-                scopes: token
-                    .scopes
-                    .iter()
-                    .map(|scope| scope.get_ref().clone())
-                    .collect(),
-            });
-        }
-
+        let server = server_section(&source, &raw.server)?;
+        let databases = databases_section(&source, &raw.databases)?;
+        let queries = queries_section(&source, &raw.queries, &databases)?;
+        let tokens = tokens_section(&source, &raw.tokens, &queries)?;
         let sql = match &raw.sql {
-            Some(sql) => {
-                let span = sql.span();
-                let sql = sql.get_ref();
-                let database = database_for(&sql.database, "sql.database", span.clone())?;
-                let mut limits = limits(
-                    &source,
-                    RawLimits {
-                        statement_timeout: &sql.statement_timeout,
-                        max_rows: &sql.max_rows,
-                        max_bytes: &sql.max_bytes,
-                    },
-                    "sql",
-                )?;
-                limits
-                    .statement_timeout
-                    .get_or_insert(Duration::from_secs(30));
-                if !tokens
-                    .iter()
-                    .any(|token| token.scopes.iter().any(|scope| scope == "sql"))
-                {
-                    return Err(source.error(
-                        span,
-                        "sql",
-                        "POST /sql is enabled but no token has scope \"sql\": add one to a [[tokens]] entry",
-                    ));
-                }
-                let role = match &sql.role {
-                    Some(role) => Some(role_name(&source, role)?),
-                    None => None,
-                };
-                Some(SqlConfig {
-                    database,
-                    role,
-                    limits,
-                    line: source.line(span.start),
-                })
-            }
+            Some(sql) => Some(sql_section(&source, sql, &databases, &tokens)?),
             None => None,
         };
-
-        let mut tables = BTreeMap::new();
-        for (name, table) in &raw.tables {
-            let key = format!("tables.{name}");
-            let span = table.span();
-            if !is_identifier(name) {
-                return Err(source.error(span, &key, "table names are letters, digits and _"));
-            }
-            let table = table.get_ref();
-            let database = database_for(&table.database, &format!("{key}.database"), span.clone())?;
-            if matches!(databases[&database].kind, DatabaseKind::Sqlite(_)) {
-                return Err(source.error(
-                    table.database.as_ref().map_or(span.clone(), Spanned::span),
-                    &format!("{key}.database"),
-                    format!("database {database:?} is SQLite, which is served read-only: tables can be written on PostgreSQL only"),
-                ));
-            }
-            let target = match &table.table {
-                Some(target) if target.get_ref().trim().is_empty() => {
-                    return Err(source.error(
-                        target.span(),
-                        &format!("{key}.table"),
-                        "the table name is empty",
-                    ))
-                }
-                Some(target) => target.get_ref().trim().to_owned(),
-                None => name.clone(),
-            };
-            let statement_timeout = match &table.statement_timeout {
-                Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|message| {
-                    source.error(timeout.span(), &format!("{key}.statement_timeout"), message)
-                })?),
-                None => None,
-            };
-            let max_line_bytes = match &table.max_line_bytes {
-                Some(bytes) => parse_bytes(bytes.get_ref())
-                    .ok()
-                    .and_then(|bytes| usize::try_from(bytes).ok())
-                    .ok_or_else(|| {
-                        source.error(
-                            bytes.span(),
-                            &format!("{key}.max_line_bytes"),
-                            format!("{} is not a size (e.g. 1048576, \"1MiB\")", bytes.get_ref()),
-                        )
-                    })?,
-                None => DEFAULT_MAX_LINE_BYTES,
-            };
-            if !tokens
-                .iter()
-                .any(|token| token.scopes.iter().any(|scope| scope == "write"))
-            {
-                return Err(source.error(
-                    span,
-                    &key,
-                    "POST /tables is enabled but no token has scope \"write\": add one to a [[tokens]] entry",
-                ));
-            }
-            tables.insert(
-                name.clone(),
-                TableConfig {
-                    name: name.clone(),
-                    database,
-                    table: target,
-                    statement_timeout,
-                    max_line_bytes,
-                },
-            );
-        }
-
+        let tables = tables_section(&source, &raw.tables, &databases, &tokens)?;
         Ok(Config {
             file: file.to_owned(),
-            listen,
-            shutdown_grace,
-            header_read_timeout,
-            keep_alive_timeout,
+            listen: server.listen,
+            shutdown_grace: server.shutdown_grace,
+            header_read_timeout: server.header_read_timeout,
+            keep_alive_timeout: server.keep_alive_timeout,
             databases,
             queries,
             tokens,
@@ -927,6 +514,529 @@ impl Config {
             tables,
         })
     }
+}
+
+/// `[server]`, checked.
+struct ServerSection {
+    listen: Option<SocketAddr>,
+    shutdown_grace: Duration,
+    header_read_timeout: Duration,
+    keep_alive_timeout: Duration,
+}
+
+fn server_section(source: &Source<'_>, raw: &RawServer) -> Result<ServerSection, ConfigError> {
+    let listen = match &raw.listen {
+        Some(listen) => Some(listen.get_ref().parse::<SocketAddr>().map_err(|_| {
+            source.error(
+                listen.span(),
+                "server.listen",
+                format!(
+                    "{:?} is not an address such as \"127.0.0.1:8080\"",
+                    listen.get_ref()
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let shutdown_grace = match &raw.shutdown_grace {
+        Some(grace) => source.duration(grace, "server.shutdown_grace")?,
+        None => Duration::from_secs(30),
+    };
+    Ok(ServerSection {
+        listen,
+        shutdown_grace,
+        header_read_timeout: source.timeout(
+            &raw.header_read_timeout,
+            "server.header_read_timeout",
+            DEFAULT_HEADER_READ_TIMEOUT,
+        )?,
+        keep_alive_timeout: source.timeout(
+            &raw.keep_alive_timeout,
+            "server.keep_alive_timeout",
+            DEFAULT_KEEP_ALIVE_TIMEOUT,
+        )?,
+    })
+}
+
+/// `[databases.NAME]`: at least one.
+fn databases_section(
+    source: &Source<'_>,
+    raw: &BTreeMap<String, Spanned<RawDatabase>>,
+) -> Result<BTreeMap<String, DatabaseConfig>, ConfigError> {
+    let mut databases = BTreeMap::new();
+    for (name, database) in raw {
+        databases.insert(name.clone(), database_entry(source, name, database)?);
+    }
+    if databases.is_empty() {
+        return Err(source.error(
+            0..0,
+            "databases",
+            "no database is configured: add a [databases.NAME] table",
+        ));
+    }
+    Ok(databases)
+}
+
+fn database_entry(
+    source: &Source<'_>,
+    name: &str,
+    database: &Spanned<RawDatabase>,
+) -> Result<DatabaseConfig, ConfigError> {
+    let key = format!("databases.{name}");
+    let span = database.span();
+    let database = database.get_ref();
+    let kind = match (&database.url, &database.sqlite) {
+        (Some(url), None) => {
+            let url_text = source.substitute(url, &format!("{key}.url"))?;
+            let config: sluice_postgres::Config =
+                url_text.parse().map_err(|error: sluice_core::Error| {
+                    source.error(url.span(), &format!("{key}.url"), error.to_string())
+                })?;
+            DatabaseKind::Postgres(config)
+        }
+        (None, Some(path)) => DatabaseKind::Sqlite(PathBuf::from(
+            source.substitute(path, &format!("{key}.sqlite"))?,
+        )),
+        _ => {
+            return Err(source.error(
+                span,
+                &key,
+                "give exactly one of url = \"postgres://…\" or sqlite = \"path\"",
+            ))
+        }
+    };
+    let pool_size = match &database.pool_size {
+        Some(size) if (1..=10_000).contains(size.get_ref()) => *size.get_ref() as usize,
+        Some(size) => {
+            return Err(source.error(
+                size.span(),
+                &format!("{key}.pool_size"),
+                "must be between 1 and 10000",
+            ))
+        }
+        None => 8,
+    };
+    let pool_wait = match &database.pool_wait {
+        Some(wait) => source.duration(wait, &format!("{key}.pool_wait"))?,
+        None => Duration::from_secs(2),
+    };
+    Ok(DatabaseConfig {
+        name: name.to_owned(),
+        kind,
+        pool_size,
+        pool_wait,
+    })
+}
+
+/// The database a section names, or the only one there is.
+fn database_for(
+    source: &Source<'_>,
+    databases: &BTreeMap<String, DatabaseConfig>,
+    given: &Option<Spanned<String>>,
+    key: &str,
+    span: Range<usize>,
+) -> Result<String, ConfigError> {
+    match given {
+        Some(name) if databases.contains_key(name.get_ref()) => Ok(name.get_ref().clone()),
+        Some(name) => Err(source.error(
+            name.span(),
+            key,
+            format!("no database named {:?} is configured", name.get_ref()),
+        )),
+        None if databases.len() == 1 => Ok(databases.keys().next().cloned().unwrap_or_default()),
+        None => Err(source.error(
+            span,
+            key,
+            "several databases are configured: say which one with database = \"NAME\"",
+        )),
+    }
+}
+
+/// `[queries.NAME]`.
+fn queries_section(
+    source: &Source<'_>,
+    raw: &BTreeMap<String, Spanned<RawQuery>>,
+    databases: &BTreeMap<String, DatabaseConfig>,
+) -> Result<BTreeMap<String, QueryConfig>, ConfigError> {
+    let mut queries = BTreeMap::new();
+    for (name, query) in raw {
+        queries.insert(name.clone(), query_entry(source, name, query, databases)?);
+    }
+    Ok(queries)
+}
+
+fn query_entry(
+    source: &Source<'_>,
+    name: &str,
+    query: &Spanned<RawQuery>,
+    databases: &BTreeMap<String, DatabaseConfig>,
+) -> Result<QueryConfig, ConfigError> {
+    let key = format!("queries.{name}");
+    let span = query.span();
+    if !is_identifier(name) {
+        return Err(source.error(span, &key, "query names are letters, digits and _"));
+    }
+    let query = query.get_ref();
+    let database = database_for(
+        source,
+        databases,
+        &query.database,
+        &format!("{key}.database"),
+        span,
+    )?;
+    if query.sql.get_ref().trim().is_empty() {
+        return Err(source.error(query.sql.span(), &format!("{key}.sql"), "the SQL is empty"));
+    }
+    let mut params: Vec<ParamSpec> = Vec::new();
+    for (index, param) in query.params.iter().enumerate() {
+        let key = format!("{key}.params[{index}]");
+        params.push(param_entry(source, &key, param.get_ref(), &params)?);
+    }
+    let limits = limits(
+        source,
+        RawLimits {
+            statement_timeout: &query.statement_timeout,
+            max_rows: &query.max_rows,
+            max_bytes: &query.max_bytes,
+        },
+        &key,
+    )?;
+    Ok(QueryConfig {
+        name: name.to_owned(),
+        database,
+        sql: query.sql.get_ref().clone(),
+        description: query.description.clone(),
+        params,
+        limits,
+        line: source.line(query.sql.span().start),
+    })
+}
+
+/// One of a query's `params`, after `earlier` ones; `key` is its dotted path.
+fn param_entry(
+    source: &Source<'_>,
+    key: &str,
+    param: &RawParam,
+    earlier: &[ParamSpec],
+) -> Result<ParamSpec, ConfigError> {
+    let name = param.name.get_ref();
+    if !is_identifier(name) || name == "format" {
+        return Err(source.error(
+            param.name.span(),
+            &format!("{key}.name"),
+            format!("{name:?} cannot be a parameter name (letters, digits and _; not \"format\")"),
+        ));
+    }
+    if earlier.iter().any(|earlier| &earlier.name == name) {
+        return Err(source.error(
+            param.name.span(),
+            &format!("{key}.name"),
+            format!("parameter {name:?} is declared twice"),
+        ));
+    }
+    let ty: ParamType = param
+        .ty
+        .get_ref()
+        .parse()
+        .map_err(|message| source.error(param.ty.span(), &format!("{key}.type"), message))?;
+    let default = match &param.default {
+        Some(_) if param.required => {
+            return Err(source.error(
+                param.name.span(),
+                &format!("{key}.default"),
+                "a required parameter has no default",
+            ))
+        }
+        Some(value) => {
+            let text = match value.get_ref() {
+                toml::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            ty.parse(&text).map_err(|message| {
+                source.error(value.span(), &format!("{key}.default"), message)
+            })?;
+            Some(text)
+        }
+        None => None,
+    };
+    Ok(ParamSpec {
+        name: name.clone(),
+        ty,
+        required: param.required,
+        default,
+        description: param.description.clone(),
+        line: source.line(param.ty.span().start),
+    })
+}
+
+/// `[[tokens]]`: each different from the others.
+fn tokens_section(
+    source: &Source<'_>,
+    raw: &[Spanned<RawToken>],
+    queries: &BTreeMap<String, QueryConfig>,
+) -> Result<Vec<TokenConfig>, ConfigError> {
+    let mut tokens: Vec<TokenConfig> = Vec::new();
+    for (index, token) in raw.iter().enumerate() {
+        let key = format!("tokens[{index}]");
+        tokens.push(token_entry(source, &key, token, queries, &tokens)?);
+    }
+    Ok(tokens)
+}
+
+/// One of `[[tokens]]`, after `earlier` ones, which it must differ from.
+fn token_entry(
+    source: &Source<'_>,
+    key: &str,
+    token: &Spanned<RawToken>,
+    queries: &BTreeMap<String, QueryConfig>,
+    earlier: &[TokenConfig],
+) -> Result<TokenConfig, ConfigError> {
+    let span = token.span();
+    let token = token.get_ref();
+    let sha256 = token_hash(source, key, token, span.clone())?;
+    if let Some(index) = earlier.iter().position(|earlier| earlier.sha256 == sha256) {
+        let (field, value_span) = match (&token.sha256, &token.token) {
+            (Some(hash), _) => ("sha256", hash.span()),
+            (_, Some(plain)) => ("token", plain.span()),
+            _ => ("token", span),
+        };
+        return Err(source.error(
+            value_span,
+            &format!("{key}.{field}"),
+            format!(
+                "the same token as tokens[{index}] ({:?}): every token must be different, \
+                 or a request could not tell which rights it has",
+                earlier[index].name
+            ),
+        ));
+    }
+    let queries_allowed = allowed_queries(source, key, token, queries)?;
+    for scope in &token.scopes {
+        if scope.get_ref() != "sql" && scope.get_ref() != "write" {
+            return Err(source.error(
+                scope.span(),
+                &format!("{key}.scopes"),
+                format!(
+                    "unknown scope {:?} (scopes are \"sql\" and \"write\")",
+                    scope.get_ref()
+                ),
+            ));
+        }
+    }
+    Ok(TokenConfig {
+        name: token.name.get_ref().clone(),
+        sha256,
+        queries: queries_allowed,
+        scopes: token
+            .scopes
+            .iter()
+            .map(|scope| scope.get_ref().clone())
+            .collect(),
+    })
+}
+
+/// The SHA-256 of a token: given as `sha256`, or computed from `token`.
+fn token_hash(
+    source: &Source<'_>,
+    key: &str,
+    token: &RawToken,
+    span: Range<usize>,
+) -> Result<[u8; 32], ConfigError> {
+    match (&token.sha256, &token.token) {
+        (Some(hash), None) => {
+            let text = source.substitute(hash, &format!("{key}.sha256"))?;
+            parse_sha256(&text).ok_or_else(|| {
+                source.error(
+                    hash.span(),
+                    &format!("{key}.sha256"),
+                    "expected 64 hex digits (sha256sum of the token)",
+                )
+            })
+        }
+        (None, Some(plain)) => {
+            let text = source.substitute(plain, &format!("{key}.token"))?;
+            if text.len() < 16 {
+                return Err(source.error(
+                    plain.span(),
+                    &format!("{key}.token"),
+                    "tokens must be at least 16 characters",
+                ));
+            }
+            Ok(Sha256::digest(text.as_bytes()).into())
+        }
+        _ => Err(source.error(
+            span,
+            key,
+            "give exactly one of sha256 = \"…\" or token = \"${VARIABLE}\"",
+        )),
+    }
+}
+
+/// A token's `queries`: `["*"]`, or names of configured queries.
+fn allowed_queries(
+    source: &Source<'_>,
+    key: &str,
+    token: &RawToken,
+    queries: &BTreeMap<String, QueryConfig>,
+) -> Result<Allowed, ConfigError> {
+    if token.queries.iter().any(|name| name.get_ref() == "*") {
+        return Ok(Allowed::All);
+    }
+    for name in &token.queries {
+        if !queries.contains_key(name.get_ref()) {
+            return Err(source.error(
+                name.span(),
+                &format!("{key}.queries"),
+                format!("no query named {:?}", name.get_ref()),
+            ));
+        }
+    }
+    Ok(Allowed::Only(
+        token
+            .queries
+            .iter()
+            .map(|name| name.get_ref().clone())
+            .collect(),
+    ))
+}
+
+/// Whether some token has `scope`: a section that needs one is useless without it.
+fn has_scope(tokens: &[TokenConfig], scope: &str) -> bool {
+    tokens
+        .iter()
+        .any(|token| token.scopes.iter().any(|given| given == scope))
+}
+
+/// `[sql]`: `POST /sql`.
+fn sql_section(
+    source: &Source<'_>,
+    sql: &Spanned<RawSql>,
+    databases: &BTreeMap<String, DatabaseConfig>,
+    tokens: &[TokenConfig],
+) -> Result<SqlConfig, ConfigError> {
+    let span = sql.span();
+    let sql = sql.get_ref();
+    let database = database_for(
+        source,
+        databases,
+        &sql.database,
+        "sql.database",
+        span.clone(),
+    )?;
+    let mut limits = limits(
+        source,
+        RawLimits {
+            statement_timeout: &sql.statement_timeout,
+            max_rows: &sql.max_rows,
+            max_bytes: &sql.max_bytes,
+        },
+        "sql",
+    )?;
+    limits
+        .statement_timeout
+        .get_or_insert(Duration::from_secs(30));
+    if !has_scope(tokens, "sql") {
+        return Err(source.error(
+            span,
+            "sql",
+            "POST /sql is enabled but no token has scope \"sql\": add one to a [[tokens]] entry",
+        ));
+    }
+    let role = match &sql.role {
+        Some(role) => Some(role_name(source, role)?),
+        None => None,
+    };
+    Ok(SqlConfig {
+        database,
+        role,
+        limits,
+        line: source.line(span.start),
+    })
+}
+
+/// `[tables.NAME]`: `POST /tables/NAME`.
+fn tables_section(
+    source: &Source<'_>,
+    raw: &BTreeMap<String, Spanned<RawTable>>,
+    databases: &BTreeMap<String, DatabaseConfig>,
+    tokens: &[TokenConfig],
+) -> Result<BTreeMap<String, TableConfig>, ConfigError> {
+    let mut tables = BTreeMap::new();
+    for (name, table) in raw {
+        let entry = table_entry(source, name, table, databases)?;
+        if !has_scope(tokens, "write") {
+            return Err(source.error(
+                table.span(),
+                &format!("tables.{name}"),
+                "POST /tables is enabled but no token has scope \"write\": add one to a [[tokens]] entry",
+            ));
+        }
+        tables.insert(name.clone(), entry);
+    }
+    Ok(tables)
+}
+
+fn table_entry(
+    source: &Source<'_>,
+    name: &str,
+    table: &Spanned<RawTable>,
+    databases: &BTreeMap<String, DatabaseConfig>,
+) -> Result<TableConfig, ConfigError> {
+    let key = format!("tables.{name}");
+    let span = table.span();
+    if !is_identifier(name) {
+        return Err(source.error(span, &key, "table names are letters, digits and _"));
+    }
+    let table = table.get_ref();
+    let database = database_for(
+        source,
+        databases,
+        &table.database,
+        &format!("{key}.database"),
+        span.clone(),
+    )?;
+    if matches!(databases[&database].kind, DatabaseKind::Sqlite(_)) {
+        return Err(source.error(
+            table.database.as_ref().map_or(span, Spanned::span),
+            &format!("{key}.database"),
+            format!("database {database:?} is SQLite, which is served read-only: tables can be written on PostgreSQL only"),
+        ));
+    }
+    let target = match &table.table {
+        Some(target) if target.get_ref().trim().is_empty() => {
+            return Err(source.error(
+                target.span(),
+                &format!("{key}.table"),
+                "the table name is empty",
+            ))
+        }
+        Some(target) => target.get_ref().trim().to_owned(),
+        None => name.to_owned(),
+    };
+    let statement_timeout = match &table.statement_timeout {
+        Some(timeout) => Some(source.duration(timeout, &format!("{key}.statement_timeout"))?),
+        None => None,
+    };
+    let max_line_bytes = match &table.max_line_bytes {
+        Some(bytes) => parse_bytes(bytes.get_ref())
+            .ok()
+            .and_then(|bytes| usize::try_from(bytes).ok())
+            .ok_or_else(|| {
+                source.error(
+                    bytes.span(),
+                    &format!("{key}.max_line_bytes"),
+                    format!("{} is not a size (e.g. 1048576, \"1MiB\")", bytes.get_ref()),
+                )
+            })?,
+        None => DEFAULT_MAX_LINE_BYTES,
+    };
+    Ok(TableConfig {
+        name: name.to_owned(),
+        database,
+        table: target,
+        statement_timeout,
+        max_line_bytes,
+    })
 }
 
 /// The limit keys, as they appear in `[queries.NAME]` and `[sql]`.
@@ -938,9 +1048,7 @@ struct RawLimits<'a> {
 
 fn limits(source: &Source<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, ConfigError> {
     let statement_timeout = match raw.statement_timeout {
-        Some(timeout) => Some(parse_duration(timeout.get_ref()).map_err(|message| {
-            source.error(timeout.span(), &format!("{key}.statement_timeout"), message)
-        })?),
+        Some(timeout) => Some(source.duration(timeout, &format!("{key}.statement_timeout"))?),
         None => None,
     };
     let max_rows = match raw.max_rows {
@@ -1084,6 +1192,17 @@ scopes = ["sql"]
         ));
         assert_eq!(error.line, 15);
 
+        let error =
+            error_for(&GOOD.replace("statement_timeout = \"30s\"", "statement_timeout = \"30\""));
+        assert_eq!(
+            (error.line, error.key.as_str(), error.message.as_str()),
+            (
+                15,
+                "queries.by_status.statement_timeout",
+                "give a unit: 30s, 30ms"
+            )
+        );
+
         let error = error_for(&GOOD.replace(
             "default = \"2024-01-01T00:00:00Z\"",
             "default = \"yesterday\"",
@@ -1095,6 +1214,13 @@ scopes = ["sql"]
 
         let error = error_for(&GOOD.replace("scopes = [\"sql\"]", "scopes = []"));
         assert_eq!(error.key, "sql");
+
+        let error = error_for(&GOOD.replace("name = \"since\"", "name = \"status\""));
+        assert_eq!(
+            (error.line, error.key.as_str()),
+            (13, "queries.by_status.params[1].name")
+        );
+        assert!(error.message.contains("declared twice"), "{error}");
     }
 
     #[test]
@@ -1188,10 +1314,7 @@ scopes = ["sql"]
     }
 
     #[test]
-    fn durations_and_sizes_parse() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("soon").is_err());
+    fn sizes_parse() {
         assert_eq!(
             parse_bytes(&toml::Value::String("2GB".into())).unwrap(),
             2_000_000_000

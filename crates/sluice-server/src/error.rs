@@ -6,11 +6,16 @@
 //! server-side failures (whose details go to the log, not to the client).
 //! Failures after the first byte cannot change the status any more; see
 //! [`crate::stream`] for how those abort the response.
+//!
+//! Import settings at fault are told here by their query parameter
+//! ([`AppError::from_import_fault`], [`row_reason`]): the libraries name no setting.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sluice_core::{Error, ErrorKind};
+use sluice_core::{Error, ErrorKind, RowError, RowFault};
+use sluice_formats::InputFault;
+use sluice_postgres::ImportFault;
 
 use crate::db::StartError;
 
@@ -114,6 +119,46 @@ impl AppError {
         }
     }
 
+    /// A 400 naming the query parameter of `POST /tables` at fault, when a setting
+    /// of the import is (`None` for any other error).
+    pub fn from_import_fault(error: &Error) -> Option<AppError> {
+        if let Some(fault) = InputFault::of(error) {
+            return Some(match fault {
+                InputFault::HeaderForNdjson => {
+                    AppError::parameter("header", "goes with CSV (NDJSON has no header line)")
+                }
+                InputFault::IgnoreUnknownForCsv => {
+                    AppError::parameter("ignore_unknown", "goes with NDJSON")
+                }
+            });
+        }
+        Some(match ImportFault::of(error)? {
+            ImportFault::UpdateWithoutKey => AppError::parameter(
+                "key",
+                "on_conflict=update needs the key columns, e.g. key=id",
+            ),
+            ImportFault::KeyWithoutConflictAction => {
+                AppError::parameter("key", "goes with on_conflict=ignore or on_conflict=update")
+            }
+            ImportFault::UnknownKeyColumn { name } => AppError::parameter(
+                "key",
+                format!("names {name:?}, which the table does not have"),
+            ),
+            ImportFault::SkipWithInsert => AppError::parameter(
+                "on_error",
+                "skip works with method=copy (INSERT batches abort on the first error)",
+            ),
+            ImportFault::BatchTooLarge { rows, columns } => AppError::parameter(
+                "batch_size",
+                format!(
+                    "too many parameters in one INSERT ({rows} rows of {columns} columns): \
+                     lower batch_size"
+                ),
+            ),
+            other => AppError::bad_request(other.to_string()),
+        })
+    }
+
     /// The status this error is sent with.
     pub fn status(&self) -> StatusCode {
         match self {
@@ -156,6 +201,18 @@ impl std::fmt::Display for AppError {
             AppError::Database { error, .. } => write!(f, "{error}"),
         }
     }
+}
+
+/// Why a record was refused, with the query parameter that would let it through,
+/// if one would.
+pub fn row_reason(row: &RowError) -> String {
+    let hint = match row.fault {
+        Some(RowFault::UnknownColumn) => "set ignore_unknown=true to skip unknown keys",
+        Some(RowFault::NotListed) => "add it to columns=",
+        Some(RowFault::DefaultedNotSet) => "name it in columns=",
+        _ => return row.reason.clone(),
+    };
+    format!("{} ({hint})", row.reason)
 }
 
 /// The status for a database error, by SQLSTATE class.

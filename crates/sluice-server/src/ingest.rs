@@ -29,15 +29,13 @@ use sluice_core::load::{
     ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
 use sluice_core::{Decoder, Error, ErrorKind, Progress, Rejected};
-use sluice_formats::{
-    CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch, NdjsonDecoder, NdjsonOptions,
-};
+use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
 use tokio_util::io::StreamReader;
 
 use crate::app::AppState;
 use crate::auth::Need;
 use crate::config::TableConfig;
-use crate::error::AppError;
+use crate::error::{row_reason, AppError};
 use crate::stream::RequestContext;
 use crate::uri::{QueryPairs, RouteName};
 
@@ -47,26 +45,14 @@ pub const MAX_REJECTS: usize = 1000;
 /// Bytes of a rejected record echoed in the response; longer ones are cut.
 pub const MAX_REJECT_RECORD_BYTES: usize = 4096;
 
-/// The input formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
-    /// One JSON object per line.
-    Ndjson,
-    /// CSV, with a header line unless `header=false`.
-    Csv,
-}
-
 /// The import options of one request.
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
     /// The body's format.
     pub format: InputFormat,
-    /// The columns to fill (NDJSON) or the CSV's columns in order.
-    pub columns: Option<Vec<String>>,
-    /// CSV: whether line 1 is a header (`header=true|false|match`).
-    pub header: CsvHeader,
-    /// NDJSON: skip keys that name no column.
-    pub ignore_unknown: bool,
+    /// The decoder's settings from the request (`columns`, `header`,
+    /// `ignore_unknown`); the table and its configuration fill in the rest.
+    pub input: InputOptions,
     /// Everything else.
     pub import: ImportOptions,
 }
@@ -104,38 +90,22 @@ fn list(value: &str) -> Vec<String> {
 /// The body's format: `?format=`, else the `Content-Type`, else NDJSON.
 fn input_format(format: Option<&str>, headers: &HeaderMap) -> Result<InputFormat, AppError> {
     if let Some(format) = format {
-        return match format.to_ascii_lowercase().as_str() {
-            "ndjson" | "jsonl" | "jsonlines" => Ok(InputFormat::Ndjson),
-            "csv" => Ok(InputFormat::Csv),
-            other => Err(AppError::parameter(
-                "format",
-                format!("unknown input format {other:?}: expected ndjson or csv"),
-            )),
-        };
+        return format
+            .parse()
+            .map_err(|message: String| AppError::parameter("format", message));
     }
     let Some(content_type) = headers.get(header::CONTENT_TYPE) else {
         return Ok(InputFormat::Ndjson);
     };
-    let media = content_type
-        .to_str()
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match media.as_str() {
-        "application/x-ndjson"
-        | "application/ndjson"
-        | "application/jsonl"
-        | "application/x-jsonlines"
-        | "application/json" => Ok(InputFormat::Ndjson),
-        "text/csv" => Ok(InputFormat::Csv),
-        _ => Err(AppError::UnsupportedMediaType(format!(
-            "cannot import a body of type {media:?}: send Content-Type application/x-ndjson or \
-             text/csv, or say ?format=ndjson|csv"
-        ))),
-    }
+    let content_type = content_type.to_str().unwrap_or("");
+    InputFormat::for_media_type(content_type).ok_or_else(|| {
+        let media = content_type.split(';').next().unwrap_or("").trim();
+        AppError::UnsupportedMediaType(format!(
+            "cannot import a body of type {:?}: send Content-Type application/x-ndjson or \
+             text/csv, or say ?format=ndjson|csv",
+            media.to_ascii_lowercase()
+        ))
+    })
 }
 
 /// `header=true|false|match`; a bare `header` is true, as in COPY.
@@ -209,49 +179,25 @@ pub fn parse_options(
         _ => return Err(AppError::parameter("method", "expected copy or insert")),
     };
     let key = get("key").map(list).unwrap_or_default();
-    if !key.is_empty() && on_conflict == OnConflict::Error {
-        return Err(AppError::parameter(
-            "key",
-            "goes with on_conflict=ignore or on_conflict=update",
-        ));
-    }
-    if on_conflict == OnConflict::Update && key.is_empty() {
-        return Err(AppError::parameter(
-            "key",
-            "on_conflict=update needs the key columns, e.g. key=id",
-        ));
-    }
-    if on_error == OnError::Skip && matches!(method, Method::Insert { .. }) {
-        return Err(AppError::parameter(
-            "on_error",
-            "skip works with method=copy (INSERT batches abort on the first error)",
-        ));
-    }
     let ignore_unknown = get("ignore_unknown")
         .map(|value| flag("ignore_unknown", value))
         .transpose()?
         .unwrap_or(false);
-    if ignore_unknown && format == InputFormat::Csv {
-        return Err(AppError::parameter("ignore_unknown", "goes with NDJSON"));
-    }
     let header = get("header").map(header_setting).transpose()?;
-    if header.is_some() && format == InputFormat::Ndjson {
-        return Err(AppError::parameter(
-            "header",
-            "goes with CSV (NDJSON has no header line)",
-        ));
-    }
     let dry_run = get("dry_run")
         .map(|value| flag("dry_run", value))
         .transpose()?
         .unwrap_or(false);
-    Ok(IngestOptions {
+    let options = IngestOptions {
         format,
-        columns: get("columns")
-            .map(list)
-            .filter(|columns| !columns.is_empty()),
-        header: header.unwrap_or_default(),
-        ignore_unknown,
+        input: InputOptions {
+            columns: get("columns")
+                .map(list)
+                .filter(|columns| !columns.is_empty()),
+            header,
+            ignore_unknown,
+            ..InputOptions::default()
+        },
         import: ImportOptions {
             on_error,
             on_conflict,
@@ -260,7 +206,16 @@ pub fn parse_options(
             dry_run,
             ..ImportOptions::default()
         },
-    })
+    };
+    // The libraries judge which settings fit together; this API names the parameter.
+    let checked = format
+        .check(&options.input)
+        .and_then(|()| options.import.check());
+    checked.map_err(|error| {
+        AppError::from_import_fault(&error)
+            .unwrap_or_else(|| AppError::bad_request(error.to_string()))
+    })?;
+    Ok(options)
 }
 
 /// The handler. The import runs in a task of its own (see the module docs).
@@ -470,7 +425,7 @@ async fn load(
         let mut entry = json!({
             "line": rejected.error.line,
             "column": rejected.error.column,
-            "error": rejected.error.reason,
+            "error": row_reason(&rejected.error),
             "record": String::from_utf8_lossy(record),
         });
         if cut {
@@ -480,52 +435,29 @@ async fn load(
         Ok(())
     };
     let progress = Progress::new();
-    let result = match options.format {
-        InputFormat::Ndjson => {
-            let mut decoder = NdjsonDecoder::new(
-                info.columns.clone(),
-                NdjsonOptions {
-                    columns: options.columns.clone(),
-                    defaulted: info.defaulted.clone(),
-                    ignore_unknown: options.ignore_unknown,
-                    max_line_bytes: table.max_line_bytes,
-                    keep_records: skip,
-                },
-            )
-            .map_err(|error| AppError::parameter("columns", error.to_string()))?;
-            run_import(
-                session,
-                info,
-                &mut decoder,
-                &mut reader,
-                &options.import,
-                &mut sink,
-                &progress,
-            )
-            .await
-        }
-        InputFormat::Csv => {
-            let mut decoder = CsvDecoder::new(
-                info.columns.clone(),
-                CsvOptions {
-                    header: options.header,
-                    columns: options.columns.clone(),
-                    max_record_bytes: table.max_line_bytes,
-                    keep_records: skip,
-                },
-            );
-            run_import(
-                session,
-                info,
-                &mut decoder,
-                &mut reader,
-                &options.import,
-                &mut sink,
-                &progress,
-            )
-            .await
-        }
+    let input = InputOptions {
+        defaulted: info.defaulted.clone(),
+        max_record_bytes: table.max_line_bytes,
+        keep_records: skip,
+        ..options.input.clone()
     };
+    let mut decoder = options
+        .format
+        .decoder(info.columns.clone(), &input)
+        .map_err(|error| {
+            AppError::from_import_fault(&error)
+                .unwrap_or_else(|| AppError::parameter("columns", error.to_string()))
+        })?;
+    let result = run_import(
+        session,
+        info,
+        &mut decoder,
+        &mut reader,
+        &options.import,
+        &mut sink,
+        &progress,
+    )
+    .await;
     let summary = result.map_err(import_error)?;
     Ok(Done {
         summary,
@@ -586,9 +518,12 @@ fn import_error(error: Error) -> AppError {
     if let Some(mismatch) = HeaderMismatch::of(&error) {
         return header_mismatch(mismatch);
     }
+    if let Some(fault) = AppError::from_import_fault(&error) {
+        return fault;
+    }
     if let Some(row) = error.as_row_error() {
         return AppError::Unprocessable {
-            message: row.reason.clone(),
+            message: row_reason(row),
             line: Some(row.line),
             column: row.column.clone(),
             sqlstate: error.code().map(str::to_owned),
@@ -661,8 +596,8 @@ mod tests {
         assert_eq!(parsed.import.on_error, OnError::Skip);
         assert_eq!(parsed.import.on_conflict, OnConflict::Update);
         assert_eq!(parsed.import.key, ["id", "at"]);
-        assert_eq!(parsed.columns, Some(vec!["a".into(), "b".into()]));
-        assert_eq!(parsed.header, CsvHeader::Present);
+        assert_eq!(parsed.input.columns, Some(vec!["a".into(), "b".into()]));
+        assert_eq!(parsed.input.header, None);
         assert!(parsed.import.dry_run);
         for (query, header) in [
             ("header=false", CsvHeader::Absent),
@@ -670,13 +605,13 @@ mod tests {
             ("header", CsvHeader::Present),
         ] {
             let parsed = options(query, Some("text/csv")).unwrap();
-            assert_eq!(parsed.header, header, "{query}");
+            assert_eq!(parsed.input.header, Some(header), "{query}");
         }
 
         let parsed = options("method=insert&batch_size=50&ignore_unknown=true", None).unwrap();
         assert_eq!(parsed.format, InputFormat::Ndjson);
         assert_eq!(parsed.import.method, Method::Insert { batch_size: 50 });
-        assert!(parsed.ignore_unknown);
+        assert!(parsed.input.ignore_unknown);
         assert_eq!(
             options("format=csv", Some("application/x-ndjson"))
                 .unwrap()
@@ -696,6 +631,8 @@ mod tests {
             ("format=csv&header=maybe", "header"),
             // NDJSON has no header line: refused rather than ignored.
             ("header=false", "header"),
+            ("format=csv&ignore_unknown", "ignore_unknown"),
+            ("key=id", "key"),
         ] {
             let error = options(query, None).unwrap_err();
             assert!(error.contains(&format!("{fault:?}")), "{query}: {error}");

@@ -538,3 +538,48 @@ async fn header_says_whether_line_1_of_a_csv_body_is_a_header() {
     assert_eq!(json(response).await["parameter"], "header");
     assert_eq!(count(&db), 4);
 }
+
+#[tokio::test]
+async fn faults_a_setting_would_fix_name_this_api_s_parameters() {
+    let (db, _, state) = setup(&["payments"]);
+    let send = |query: &str, body: &str| {
+        oneshot(
+            &state,
+            post(
+                &format!("/tables/payments{query}"),
+                Some(WRITER),
+                None,
+                body.to_owned(),
+            ),
+        )
+    };
+    let unknown = "{\"id\":1,\"amount\":1,\"colour\":\"red\"}\n";
+    let hint = "the table has no such column (set ignore_unknown=true to skip unknown keys)";
+
+    // Abort mode: a 422 in the API's words, never the command line's.
+    let response = send("", unknown).await;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let error = json(response).await;
+    assert_eq!(
+        (error["error"].as_str(), error["column"].as_str()),
+        (Some(hint), Some("colour")),
+        "{error}"
+    );
+
+    // Skip mode: each reject says the same.
+    let response = send("?on_error=skip", unknown).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let summary = json(response).await;
+    assert_eq!(summary["rejects"][0]["error"], hint, "{summary}");
+
+    // A key the table does not have is the key parameter's fault.
+    let response = send("?on_conflict=ignore&key=colour", unknown).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let error = json(response).await;
+    assert_eq!(error["parameter"], "key", "{error}");
+    assert!(!error["error"].as_str().unwrap().contains("--"), "{error}");
+
+    let response = send("?ignore_unknown=true", unknown).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(count(&db), 1);
+}
