@@ -191,6 +191,46 @@ impl BatchSource for Box<dyn Export> {
     }
 }
 
+/// An [`Export`] of any [`BatchSource`]: `close` gets the source back when the
+/// result has been read, to end its session its own way.
+pub struct SourceExport<S, C> {
+    source: S,
+    close: C,
+}
+
+impl<S, C> SourceExport<S, C>
+where
+    S: BatchSource + 'static,
+    C: FnOnce(S) -> BoxFuture<'static, ()> + Send + 'static,
+{
+    /// `source`'s rows, ended by `close`.
+    pub fn boxed(source: S, close: C) -> Box<dyn Export> {
+        Box::new(SourceExport { source, close })
+    }
+}
+
+impl<S, C> Export for SourceExport<S, C>
+where
+    S: BatchSource + 'static,
+    C: FnOnce(S) -> BoxFuture<'static, ()> + Send + 'static,
+{
+    fn schema(&self) -> &Schema {
+        self.source.schema()
+    }
+
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
+        Box::pin(self.source.next_batch())
+    }
+
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
+        Box::pin(self.source.next_chunk())
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        (self.close)(self.source)
+    }
+}
+
 /// What a query export asks for beyond its SQL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExportOptions {

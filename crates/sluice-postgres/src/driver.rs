@@ -9,12 +9,11 @@ use std::sync::Arc;
 use sluice_core::calls::{ParamSource, PipelineSummary, Transaction};
 use sluice_core::connect::{
     CallReport, Calls, Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions,
-    Session, Target,
+    Session, SourceExport, Target,
 };
 use sluice_core::database::{BoxFuture, Database};
 use sluice_core::load::{ImportSummary, TableInfo};
-use sluice_core::source::Chunk;
-use sluice_core::{Batch, BatchSource, Error, Meter, RowError, Schema};
+use sluice_core::{Error, Meter, RowError, Schema};
 
 use deadpool::managed::Object;
 
@@ -170,11 +169,17 @@ impl Session for PostgresSession {
                 lob_inline: options.inline_large_objects,
             };
             let stream = QueryStream::start(self.connection, &sql, options).await?;
-            let export: Box<dyn Export> = Box::new(PostgresExport {
-                stream,
-                slot: self.slot,
-            });
-            Ok(export)
+            let slot = self.slot;
+            Ok(SourceExport::boxed(stream, |stream: QueryStream| {
+                let ended: BoxFuture<'static, ()> = Box::pin(async move {
+                    // No connection back: the query did not end cleanly, so a
+                    // pooled session's slot stays empty and the pool discards it.
+                    if let Some(connection) = stream.into_connection() {
+                        finish(connection, slot).await;
+                    }
+                });
+                ended
+            }))
         })
     }
 
@@ -246,36 +251,6 @@ impl Calls for Pipeline<'_> {
         Self: 'a,
     {
         Box::pin((*self).run(source, mode, window_bytes, report))
-    }
-}
-
-/// A query's result on a [`PostgresSession`]'s connection.
-struct PostgresExport {
-    stream: QueryStream,
-    slot: Option<Object<SessionManager>>,
-}
-
-impl Export for PostgresExport {
-    fn schema(&self) -> &Schema {
-        self.stream.schema()
-    }
-
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
-        Box::pin(self.stream.next_batch())
-    }
-
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
-        Box::pin(self.stream.next_chunk())
-    }
-
-    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(async move {
-            // No connection back: the query did not end cleanly, so a pooled
-            // session's slot stays empty and the pool discards it.
-            if let Some(connection) = self.stream.into_connection() {
-                finish(connection, self.slot).await;
-            }
-        })
     }
 }
 

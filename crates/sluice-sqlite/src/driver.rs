@@ -8,11 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_core::connect::{
-    Canceller, Driver, Export, ExportOptions, PoolOptions, Session, Target,
+    Canceller, Driver, Export, ExportOptions, PoolOptions, Session, SourceExport, Target,
 };
 use sluice_core::database::{BoxFuture, Database};
-use sluice_core::source::Chunk;
-use sluice_core::{Batch, BatchSource, Error, ErrorKind, Meter, Schema};
+use sluice_core::{Error, ErrorKind, Meter};
 
 use crate::gateway::SqliteDatabase;
 use crate::{Param, SqliteOptions, SqliteStream};
@@ -131,32 +130,12 @@ impl Session for SqliteSession {
                 .collect();
             let stream =
                 SqliteStream::start(self.path, &sql, params, SqliteOptions::default()).await?;
-            let export: Box<dyn Export> = Box::new(SqliteExport { stream });
-            Ok(export)
+            // The statement's thread ends with the stream: nothing else to close.
+            Ok(SourceExport::boxed(stream, |_| {
+                let ended: BoxFuture<'static, ()> = Box::pin(async {});
+                ended
+            }))
         })
-    }
-
-    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-}
-
-/// A query's result, stepped on its own thread.
-struct SqliteExport {
-    stream: SqliteStream,
-}
-
-impl Export for SqliteExport {
-    fn schema(&self) -> &Schema {
-        self.stream.schema()
-    }
-
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
-        Box::pin(self.stream.next_batch())
-    }
-
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
-        Box::pin(self.stream.next_chunk())
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
