@@ -157,7 +157,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
 
 async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     let started = Instant::now();
-    let target = crate::drivers::drivers().open(&arguments.db)?;
+    let target = sluice_drivers::all().open(&arguments.db)?;
     let reader: Box<dyn AsyncBufRead + Unpin + Send> = match arguments
         .params
         .as_ref()

@@ -129,7 +129,7 @@ async fn export(
     staged: &mut Option<Arc<StagedFile>>,
 ) -> Result<(), Error> {
     let started = Instant::now();
-    let target = crate::drivers::drivers().open(&arguments.db)?;
+    let target = sluice_drivers::all().open(&arguments.db)?;
     let (mut writer, output_file) = open_output(arguments, interrupt)?;
     staged.clone_from(&output_file);
 

@@ -213,7 +213,7 @@ fn message(error: &Error) -> String {
 
 async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let started = Instant::now();
-    let target = crate::drivers::drivers().open(&arguments.db)?;
+    let target = sluice_drivers::all().open(&arguments.db)?;
     let path = arguments
         .input
         .as_ref()

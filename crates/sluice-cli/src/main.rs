@@ -7,7 +7,6 @@
 
 mod call;
 mod console;
-mod drivers;
 mod export;
 mod import;
 mod interrupt;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::io::AsyncRead;
 
 use crate::calls::{CallOutcome, ParamSource, PipelineSummary, Transaction};
-use crate::database::{BoxFuture, Database};
+use crate::database::{BoxFuture, Database, Param};
 use crate::load::{ImportOptions, ImportSummary, RejectSink, TableInfo};
 use crate::source::Chunk;
 use crate::{Batch, BatchSource, Decoder, Error, ErrorKind, Meter, Progress, RowError, Schema};
@@ -108,6 +108,13 @@ pub trait Target: Send + Sync + fmt::Debug {
 
     /// A pool of sessions for the HTTP gateway; nothing connects until first use.
     fn gateway(&self, options: PoolOptions) -> Arc<dyn Database>;
+
+    /// True for a database sluice only reads from (its gateway refuses writes,
+    /// its sessions refuse loads), so configurations that would write to it
+    /// can be refused before anything runs. Default: false.
+    fn read_only(&self) -> bool {
+        false
+    }
 }
 
 /// Stops the statement a session is running, from another task (Ctrl-C, a
@@ -298,6 +305,12 @@ pub trait Session: Send {
     ) -> BoxFuture<'a, Result<Box<dyn Calls + 'a>, Error>> {
         let _ = sql;
         unsupported(self.product(), "running calls")
+    }
+
+    /// How this database wants a typed parameter spelled as text, for calls
+    /// (whose parameter sets are text). Default: [`Param::text`].
+    fn param_spelling(&self) -> fn(&Param) -> Option<String> {
+        Param::text
     }
 
     /// Ends the session: closes the connection, or gives a pooled session back.

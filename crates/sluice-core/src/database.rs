@@ -58,6 +58,27 @@ pub enum Param {
     Json(String),
 }
 
+impl Param {
+    /// The value in its canonical text (a moment without an offset as written,
+    /// meaning UTC); `None` for NULL. Databases that spell a value otherwise say
+    /// so through [`crate::connect::Session::param_spelling`].
+    pub fn text(&self) -> Option<String> {
+        Some(match self {
+            Param::Null => return None,
+            Param::Bool(value) => value.to_string(),
+            Param::Integer(value) => value.to_string(),
+            Param::Real { text, .. } => text.clone(),
+            Param::Numeric(text)
+            | Param::Text(text)
+            | Param::Date(text)
+            | Param::Timestamp(text)
+            | Param::TimestampUtc(text)
+            | Param::Uuid(text)
+            | Param::Json(text) => text.clone(),
+        })
+    }
+}
+
 /// How a query runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access<'a> {

@@ -11,13 +11,13 @@ use sluice_core::connect::{
     CallReport, Calls, Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions,
     Session, SourceExport, Target,
 };
-use sluice_core::database::{BoxFuture, Database};
+use sluice_core::database::{BoxFuture, Database, Param};
 use sluice_core::load::{ImportSummary, TableInfo};
 use sluice_core::{Error, Meter, RowError, Schema};
 
 use deadpool::managed::Object;
 
-use crate::gateway::{PostgresDatabase, SessionManager};
+use crate::gateway::{param_text, PostgresDatabase, SessionManager};
 use crate::{
     describe_table, import, locate_refused_row, CancelToken, Config, Connection, Pipeline,
     QueryOptions, QueryStream,
@@ -224,6 +224,10 @@ impl Session for PostgresSession {
             let calls: Box<dyn Calls + 'a> = Box::new(pipeline);
             Ok(calls)
         })
+    }
+
+    fn param_spelling(&self) -> fn(&Param) -> Option<String> {
+        param_text
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {

@@ -350,21 +350,12 @@ impl Database for PostgresDatabase {
 
 /// The text PostgreSQL converts to the parameter's type (`None` is NULL).
 pub fn param_text(param: &Param) -> Option<String> {
-    Some(match param {
-        Param::Null => return None,
-        Param::Bool(value) => value.to_string(),
-        Param::Integer(value) => value.to_string(),
-        Param::Real { text, .. } => text.clone(),
+    match param {
         // A moment without its offset is UTC: the session's time zone must not
         // change what it means.
-        Param::TimestampUtc(text) => format!("{text}+00"),
-        Param::Numeric(text)
-        | Param::Text(text)
-        | Param::Date(text)
-        | Param::Timestamp(text)
-        | Param::Uuid(text)
-        | Param::Json(text) => text.clone(),
-    })
+        Param::TimestampUtc(text) => Some(format!("{text}+00")),
+        other => other.text(),
+    }
 }
 
 /// Opens the READ ONLY transaction of an ad-hoc statement, as `role` if given,

@@ -1,5 +1,5 @@
 //! `POST /queries/{name}/batch`: one named query run for every NDJSON line of the
-//! request body, pipelined by [`sluice_postgres::Pipeline`] (prepared once, the
+//! request body, pipelined by the database's session (prepared once, the
 //! calls written back to back, the answers read as they come), with one result
 //! line per input line, in input order, streamed back as NDJSON.
 //!
@@ -44,7 +44,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, Transaction};
 use sluice_core::connect::Session;
-use sluice_core::database::BoxFuture;
+use sluice_core::database::{BoxFuture, Param};
 use sluice_core::{Encoder, Error, ErrorKind};
 use sluice_formats::{JsonEncoder, JsonOptions};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
@@ -69,8 +69,16 @@ pub const CHANNEL_CHUNKS: usize = 4;
 
 type Chunk = Result<Bytes, io::Error>;
 
-/// How a parameter set line becomes the text values of `$1`, `$2`, …
-fn parse_set(params: &[ParamSpec], line: &[u8]) -> Result<Vec<Option<String>>, String> {
+/// A database's way of spelling a typed parameter as text.
+type Spelling = fn(&Param) -> Option<String>;
+
+/// How a parameter set line becomes the text values of `$1`, `$2`, …, each
+/// typed value spelled as the database wants it (`spell`).
+fn parse_set(
+    params: &[ParamSpec],
+    spell: Spelling,
+    line: &[u8],
+) -> Result<Vec<Option<String>>, String> {
     let value: Value =
         serde_json::from_slice(line).map_err(|error| format!("invalid JSON: {error}"))?;
     let names = || {
@@ -150,7 +158,7 @@ fn parse_set(params: &[ParamSpec], line: &[u8]) -> Result<Vec<Option<String>>, S
             param
                 .ty
                 .parse(&text)
-                .map(|param| sluice_postgres::gateway::param_text(&param))
+                .map(|param| spell(&param))
                 .map_err(fault)
         })
         .collect()
@@ -161,6 +169,7 @@ fn parse_set(params: &[ParamSpec], line: &[u8]) -> Result<Vec<Option<String>>, S
 struct BodyLines<R> {
     reader: R,
     params: Vec<ParamSpec>,
+    spell: Spelling,
     line: u64,
     buffer: Vec<u8>,
     output: Arc<Mutex<Vec<u8>>>,
@@ -285,7 +294,7 @@ impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
             }
             return Ok(Some(ParamSet {
                 line: self.line,
-                values: parse_set(&self.params, line),
+                values: parse_set(&self.params, self.spell, line),
             }));
         }
     }
@@ -462,6 +471,7 @@ async fn pipeline_task(
     let mut source = BodyLines {
         reader,
         params: config.params.clone(),
+        spell: session.param_spelling(),
         line: 0,
         buffer: Vec::new(),
         output: output.clone(),
@@ -578,6 +588,7 @@ async fn pipeline_task(
 mod tests {
     use super::*;
     use crate::params::ParamType;
+    use sluice_postgres::gateway::param_text;
 
     fn param(name: &str, ty: ParamType, required: bool, default: Option<&str>) -> ParamSpec {
         ParamSpec {
@@ -597,7 +608,7 @@ mod tests {
             param("since", ParamType::TimestampTz, false, Some("2024-01-01")),
             param("note", ParamType::Text, false, None),
         ];
-        let set = |line: &str| parse_set(&params, line.as_bytes());
+        let set = |line: &str| parse_set(&params, param_text, line.as_bytes());
         assert_eq!(
             set(r#"[7, "2024-03-01T12:00:00+02:00", "x"]"#).unwrap(),
             [
@@ -629,6 +640,9 @@ mod tests {
             assert!(error.contains(fault), "{line}: {error}");
         }
         let one = [param("n", ParamType::BigInt, true, None)];
-        assert_eq!(parse_set(&one, b"42").unwrap(), [Some("42".into())]);
+        assert_eq!(
+            parse_set(&one, param_text, b"42").unwrap(),
+            [Some("42".into())]
+        );
     }
 }

@@ -55,11 +55,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use sluice_core::connect::{Drivers, Target};
 use sluice_core::parse_duration;
 use toml::Spanned;
 
@@ -99,22 +101,13 @@ pub struct Limits {
     pub max_bytes: Option<u64>,
 }
 
-/// Where a database is.
-#[derive(Debug, Clone)]
-pub enum DatabaseKind {
-    /// A PostgreSQL server.
-    Postgres(sluice_postgres::Config),
-    /// A SQLite file, opened read-only.
-    Sqlite(PathBuf),
-}
-
 /// One database and its pool.
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {
     /// Its name in the file.
     pub name: String,
-    /// Where it is.
-    pub kind: DatabaseKind,
+    /// Where it is, parsed by its database's driver.
+    pub target: Arc<dyn Target>,
     /// Connections (PostgreSQL) or concurrent queries (SQLite).
     pub pool_size: usize,
     /// How long a request waits for a free connection before a 503.
@@ -490,10 +483,15 @@ impl Config {
     /// the queries, `[sql]` and tables that name them, queries before the tokens
     /// that allow them, tokens before the sections that need a token's scope.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        Config::parse_with(text, file, &sluice_drivers::all())
+    }
+
+    /// [`Config::parse`] with the databases `drivers` know.
+    pub fn parse_with(text: &str, file: &str, drivers: &Drivers) -> Result<Config, ConfigError> {
         let source = Source { file, text };
         let raw: RawFile = toml::from_str(text).map_err(|error| source.parse_error(&error))?;
         let server = server_section(&source, &raw.server)?;
-        let databases = databases_section(&source, &raw.databases)?;
+        let databases = databases_section(&source, &raw.databases, drivers)?;
         let queries = queries_section(&source, &raw.queries, &databases)?;
         let tokens = tokens_section(&source, &raw.tokens, &queries)?;
         let sql = match &raw.sql {
@@ -562,10 +560,14 @@ fn server_section(source: &Source<'_>, raw: &RawServer) -> Result<ServerSection,
 fn databases_section(
     source: &Source<'_>,
     raw: &BTreeMap<String, Spanned<RawDatabase>>,
+    drivers: &Drivers,
 ) -> Result<BTreeMap<String, DatabaseConfig>, ConfigError> {
     let mut databases = BTreeMap::new();
     for (name, database) in raw {
-        databases.insert(name.clone(), database_entry(source, name, database)?);
+        databases.insert(
+            name.clone(),
+            database_entry(source, name, database, drivers)?,
+        );
     }
     if databases.is_empty() {
         return Err(source.error(
@@ -581,22 +583,18 @@ fn database_entry(
     source: &Source<'_>,
     name: &str,
     database: &Spanned<RawDatabase>,
+    drivers: &Drivers,
 ) -> Result<DatabaseConfig, ConfigError> {
     let key = format!("databases.{name}");
     let span = database.span();
     let database = database.get_ref();
-    let kind = match (&database.url, &database.sqlite) {
-        (Some(url), None) => {
-            let url_text = source.substitute(url, &format!("{key}.url"))?;
-            let config: sluice_postgres::Config =
-                url_text.parse().map_err(|error: sluice_core::Error| {
-                    source.error(url.span(), &format!("{key}.url"), error.to_string())
-                })?;
-            DatabaseKind::Postgres(config)
+    let url = match (&database.url, &database.sqlite) {
+        (Some(url), None) => (url, source.substitute(url, &format!("{key}.url"))?, "url"),
+        // A SQLite file by its path, relative to the current directory.
+        (None, Some(path)) => {
+            let path_text = source.substitute(path, &format!("{key}.sqlite"))?;
+            (path, format!("sqlite://{path_text}"), "sqlite")
         }
-        (None, Some(path)) => DatabaseKind::Sqlite(PathBuf::from(
-            source.substitute(path, &format!("{key}.sqlite"))?,
-        )),
         _ => {
             return Err(source.error(
                 span,
@@ -605,6 +603,10 @@ fn database_entry(
             ))
         }
     };
+    let (spanned, url_text, field) = url;
+    let target = drivers.open(&url_text).map_err(|error| {
+        source.error(spanned.span(), &format!("{key}.{field}"), error.to_string())
+    })?;
     let pool_size = match &database.pool_size {
         Some(size) if (1..=10_000).contains(size.get_ref()) => *size.get_ref() as usize,
         Some(size) => {
@@ -622,7 +624,7 @@ fn database_entry(
     };
     Ok(DatabaseConfig {
         name: name.to_owned(),
-        kind,
+        target,
         pool_size,
         pool_wait,
     })
@@ -995,11 +997,15 @@ fn table_entry(
         &format!("{key}.database"),
         span.clone(),
     )?;
-    if matches!(databases[&database].kind, DatabaseKind::Sqlite(_)) {
+    let target = &databases[&database].target;
+    if target.read_only() {
         return Err(source.error(
             table.database.as_ref().map_or(span, Spanned::span),
             &format!("{key}.database"),
-            format!("database {database:?} is SQLite, which is served read-only: tables can be written on PostgreSQL only"),
+            format!(
+                "database {database:?} is {}, which is served read-only: tables need a database that takes writes",
+                target.product()
+            ),
         ));
     }
     let target = match &table.table {
@@ -1132,10 +1138,12 @@ scopes = ["sql"]
     fn a_full_file_loads_with_env_substitution_and_hashed_tokens() {
         std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
         let config = Config::parse(GOOD, "good.toml").unwrap();
-        let DatabaseKind::Postgres(postgres) = &config.databases["main"].kind else {
-            panic!("expected PostgreSQL")
-        };
-        assert_eq!(postgres.password.as_deref(), Some(&b"s3cret"[..]));
+        let target = &config.databases["main"].target;
+        assert_eq!(target.product(), "PostgreSQL");
+        // The password came from the environment (and is never printed).
+        let described = format!("{target:?}");
+        assert!(described.contains("password: Some(\"…\")"), "{described}");
+        assert!(!described.contains("s3cret"), "{described}");
         let query = &config.queries["by_status"];
         assert_eq!(query.params[1].ty, ParamType::TimestampTz);
         assert_eq!(query.limits.max_bytes, Some(64 << 20));
@@ -1259,6 +1267,23 @@ scopes = ["sql"]
             (4, "tables.events.database")
         );
         assert!(error.message.contains("read-only"), "{error}");
+    }
+
+    #[test]
+    fn a_database_url_is_opened_by_the_driver_that_knows_it() {
+        let sqlite = "[databases.demo]\nurl = \"sqlite:///tmp/x.sqlite\"\n";
+        let config = Config::parse(sqlite, "good.toml").unwrap();
+        let target = &config.databases["demo"].target;
+        assert_eq!(target.product(), "SQLite");
+        assert!(target.read_only());
+
+        let error = error_for("[databases.main]\nurl = \"oracle://db.internal/app\"\n");
+        assert_eq!((error.line, error.key.as_str()), (2, "databases.main.url"));
+        assert!(
+            error.message.contains("expected postgres://"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

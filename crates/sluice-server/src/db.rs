@@ -5,20 +5,19 @@
 //!
 //! Imports (`POST /tables`) and batches of calls (`POST /batch`) hold a
 //! [`Session`] of the database's own ([`Database::session`]) and drive it
-//! through core's traits too. [`Database::new`] is where a database kind is
-//! registered: the one place the server names the database crates.
+//! through core's traits too. The server names no database crate: the
+//! configuration opens each URL through `sluice-drivers`' registry, and the
+//! resulting target builds its own gateway.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_core::connect::Session;
+use sluice_core::connect::{PoolOptions, Session};
 use sluice_core::database::{self, Access, QueryRequest, RunningQuery, Usage};
 use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
-use sluice_postgres::gateway::{PoolOptions, PostgresDatabase};
-use sluice_sqlite::gateway::SqliteDatabase;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{DatabaseConfig, DatabaseKind};
+use crate::config::DatabaseConfig;
 
 pub use sluice_core::database::{Param, Refusal, StartError, StatementProblem};
 
@@ -32,20 +31,10 @@ impl Database {
     /// A database with an empty pool; connections are made on first use, so a
     /// database that is down at start only makes requests fail until it is back.
     pub fn new(config: &DatabaseConfig) -> Database {
-        let database: Arc<dyn database::Database> = match &config.kind {
-            DatabaseKind::Postgres(postgres) => {
-                let options = PoolOptions {
-                    size: config.pool_size,
-                    wait: config.pool_wait,
-                };
-                Arc::new(PostgresDatabase::new(postgres.clone(), options))
-            }
-            DatabaseKind::Sqlite(path) => Arc::new(SqliteDatabase::new(
-                path.clone(),
-                config.pool_size,
-                config.pool_wait,
-            )),
-        };
+        let database = config.target.gateway(PoolOptions {
+            size: config.pool_size,
+            wait: config.pool_wait,
+        });
         Database {
             name: config.name.clone(),
             database,

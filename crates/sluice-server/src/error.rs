@@ -13,9 +13,9 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use sluice_core::load::ImportFault;
 use sluice_core::{Error, ErrorKind, RowError, RowFault};
 use sluice_formats::InputFault;
-use sluice_postgres::ImportFault;
 
 use crate::db::StartError;
 

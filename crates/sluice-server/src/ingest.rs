@@ -1,5 +1,5 @@
 //! `POST /tables/{name}`: an NDJSON or CSV request body streamed into an
-//! allow-listed PostgreSQL table by [`sluice_postgres::import`], with the options
+//! allow-listed table by its database's session (`Session::import`), with the options
 //! of `sluice import` as query parameters.
 //!
 //! The body is never held whole: it is read in pieces as the import asks for

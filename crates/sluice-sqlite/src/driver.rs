@@ -72,6 +72,10 @@ impl Target for SqliteTarget {
         Box::pin(async move { Ok(session) })
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn gateway(&self, options: PoolOptions) -> Arc<dyn Database> {
         Arc::new(SqliteDatabase::new(
             self.path.clone(),
