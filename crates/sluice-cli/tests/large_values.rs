@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 use sluice_testkit::TestDb;
-use support::repeated_sha256;
+use support::{repeated_sha256, HUGE_BYTEA_SQL};
 
 mod support;
 
@@ -52,15 +52,9 @@ fn export_hashed(arguments: &[&str]) -> (String, i64) {
 #[test]
 fn huge_bytea_and_large_object_export_in_bounded_memory() {
     let db = TestDb::new();
+    db.execute(HUGE_BYTEA_SQL);
     db.execute(
-        // One transaction: a table created and filled in it skips the WAL
-        // where wal_level is minimal (the test kit's own cluster).
-        "begin;
-         create table huge (id int, b bytea);
-         alter table huge alter b set storage external;
-         insert into huge values (1, convert_to(repeat('x', 900000000), 'UTF8'));
-         commit;
-         create table documents (id int, body oid);
+        "create table documents (id int, body oid);
          insert into documents values (1, lo_from_bytea(0, convert_to(repeat('y', 750000000), 'UTF8')));
          select lo_put(body, 750000000, convert_to(repeat('y', 750000000), 'UTF8')) from documents;",
     );

@@ -8,8 +8,8 @@ mod support;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use sluice_testkit::TestDb;
-use support::repeated_sha256;
 use support::server::{quoted, write_config, Server};
+use support::{repeated_sha256, HUGE_BYTEA_SQL};
 
 /// Peak resident memory allowed for the server, whatever the value's size.
 const RSS_LIMIT_BYTES: u64 = 128 << 20;
@@ -17,15 +17,7 @@ const RSS_LIMIT_BYTES: u64 = 128 << 20;
 #[test]
 fn a_900_mb_bytea_streams_over_http_in_bounded_server_memory() {
     let db = TestDb::new();
-    db.execute(
-        // One transaction: a table created and filled in it skips the WAL
-        // where wal_level is minimal (the test kit's own cluster).
-        "begin;
-         create table huge (id int, b bytea);
-         alter table huge alter b set storage external;
-         insert into huge values (1, convert_to(repeat('x', 900000000), 'UTF8'));
-         commit;",
-    );
+    db.execute(HUGE_BYTEA_SQL);
     let directory = tempfile::tempdir().unwrap();
     let config = write_config(
         &directory,

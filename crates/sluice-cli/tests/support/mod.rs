@@ -199,3 +199,13 @@ pub fn repeated_sha256(prefix: &str, pattern: &[u8], times: usize, suffix: &str)
     hash.update(suffix.as_bytes());
     format!("{:x}", hash.finalize())
 }
+
+/// SQL creating `huge (id int, b bytea)` with one 900 MB value of `'x'`, stored
+/// uncompressed (`storage external`), in one transaction: a table created and
+/// filled in it skips the WAL where `wal_level` is minimal (the test kit's own
+/// cluster). Exported as JSON, the value is 300 M groups of `"eHh4"`.
+pub const HUGE_BYTEA_SQL: &str = "begin;
+     create table huge (id int, b bytea);
+     alter table huge alter b set storage external;
+     insert into huge values (1, convert_to(repeat('x', 900000000), 'UTF8'));
+     commit;";
