@@ -5,12 +5,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use serde_json::Value;
-use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, Transaction};
-use sluice_core::database::BoxFuture;
-use sluice_core::{Encoder, Error, ErrorKind, Meter};
-use sluice_formats::{JsonEncoder, JsonOptions};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
+use sluice_core::calls::{CallOutcome, Transaction};
+use sluice_core::{Error, ErrorKind, Meter};
+use sluice_formats::{CallLines, ParamLines, Signature};
+use tokio::io::{AsyncBufRead, BufReader};
 
 use crate::console::err_line;
 use crate::report::{exit_code, Stats};
@@ -33,8 +31,9 @@ pub struct CallArgs {
     sql: String,
 
     /// Parameter sets, one per line: a JSON array (`[1, "x"]`), an object whose
-    /// keys are named by --param-names (or are `1`, `2`, …), or a single value.
-    /// `-` or nothing reads standard input.
+    /// keys are named by --param-names (or are `1`, `2`, …), or, for a statement
+    /// with one parameter, a single value. Missing values are NULL. `-` or
+    /// nothing reads standard input.
     #[arg(long, value_name = "FILE")]
     params: Option<PathBuf>,
 
@@ -60,89 +59,9 @@ pub struct CallArgs {
     stats: bool,
 }
 
-/// Parameter sets read from NDJSON lines.
-struct LineSource<R> {
-    reader: R,
-    names: Vec<String>,
-    line: u64,
-    buffer: Vec<u8>,
-}
-
-fn text_of(value: &Value) -> Option<String> {
-    match value {
-        Value::Null => None,
-        Value::String(text) => Some(text.clone()),
-        other => Some(other.to_string()),
-    }
-}
-
-impl<R: AsyncBufRead + Unpin + Send> LineSource<R> {
-    fn parse(&self, line: &[u8]) -> Result<Vec<Option<String>>, String> {
-        let value: Value =
-            serde_json::from_slice(line).map_err(|error| format!("invalid JSON: {error}"))?;
-        Ok(match value {
-            Value::Array(items) => items.iter().map(text_of).collect(),
-            Value::Object(mut object) => {
-                let names: Vec<String> = if self.names.is_empty() {
-                    (1..=object.len()).map(|n| n.to_string()).collect()
-                } else {
-                    self.names.clone()
-                };
-                let values = names
-                    .iter()
-                    .map(|name| {
-                        object
-                            .remove(name)
-                            .or_else(|| object.remove(&format!("${name}")))
-                            .map(|value| text_of(&value))
-                            .unwrap_or(None)
-                    })
-                    .collect();
-                if let Some(unknown) = object.keys().next() {
-                    return Err(format!("unknown parameter name {unknown:?}"));
-                }
-                values
-            }
-            scalar => vec![text_of(&scalar)],
-        })
-    }
-}
-
-impl<R: AsyncBufRead + Unpin + Send> ParamSource for LineSource<R> {
-    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
-        Box::pin(self.next_set())
-    }
-}
-
-impl<R: AsyncBufRead + Unpin + Send> LineSource<R> {
-    async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
-        loop {
-            self.buffer.clear();
-            let read = self
-                .reader
-                .read_until(b'\n', &mut self.buffer)
-                .await
-                .map_err(|error| {
-                    Error::new(
-                        ErrorKind::Io,
-                        format!("reading the parameters failed: {error}"),
-                    )
-                })?;
-            if read == 0 {
-                return Ok(None);
-            }
-            self.line += 1;
-            let line = self.buffer.trim_ascii();
-            if line.is_empty() {
-                continue;
-            }
-            return Ok(Some(ParamSet {
-                line: self.line,
-                values: self.parse(line),
-            }));
-        }
-    }
-}
+/// Longest parameter-set line accepted; a longer one fails its call without
+/// being held in memory.
+const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Runs the calls and returns the process exit code.
 pub async fn run(arguments: CallArgs) -> u8 {
@@ -191,57 +110,40 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
+    let spell = session.param_spelling();
     let pipeline = session.prepare_calls(&arguments.sql).await?;
-    let schema = pipeline.schema().clone();
-    let mut encoder = JsonEncoder::array(JsonOptions::default());
+    let names = if arguments.param_names.is_empty() {
+        (1..=pipeline.parameters()).map(|n| n.to_string()).collect()
+    } else if arguments.param_names.len() == pipeline.parameters() {
+        arguments.param_names.clone()
+    } else {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "--param-names gives {} names, but the statement takes {} parameters",
+                arguments.param_names.len(),
+                pipeline.parameters()
+            ),
+        ));
+    };
+    let mut lines = CallLines::new(pipeline.schema().clone());
     let mut failure: Option<(u64, String)> = None;
-    // Result lines are written by hand so the rows keep their column order.
-    let mut line_json = Vec::with_capacity(1024);
     let mut report = |line: u64, outcome: CallOutcome<'_>| -> Result<(), Error> {
-        line_json.clear();
-        line_json.extend_from_slice(format!("{{\"line\":{line},").as_bytes());
-        match outcome {
-            CallOutcome::Done { rows, .. } if !schema.is_empty() => {
-                line_json.extend_from_slice(b"\"rows\":");
-                encoder.begin(&schema, &mut line_json)?;
-                encoder.encode(rows, &mut line_json)?;
-                encoder.finish(&mut line_json)?;
-                // The array encoder puts each row on its own line; this is one line.
-                line_json.retain(|&byte| byte != b'\n');
-            }
-            CallOutcome::Done { affected, .. } => {
-                let affected = affected.map_or("null".to_owned(), |count| count.to_string());
-                line_json.extend_from_slice(format!("\"affected\":{affected}").as_bytes());
-            }
+        match &outcome {
             CallOutcome::Failed(db) => {
                 failure
                     .get_or_insert((line, format!("{} {}: {}", db.severity, db.code, db.message)));
-                let mut error = serde_json::Map::new();
-                error.insert("code".into(), db.code.clone().into());
-                error.insert("message".into(), db.message.clone().into());
-                if let Some(detail) = &db.detail {
-                    error.insert("detail".into(), detail.clone().into());
-                }
-                line_json
-                    .extend_from_slice(format!("\"error\":{}", Value::Object(error)).as_bytes());
             }
             CallOutcome::Invalid(reason) => {
-                failure.get_or_insert((line, reason.to_owned()));
-                line_json.extend_from_slice(
-                    format!("\"error\":{}", serde_json::json!({ "message": reason })).as_bytes(),
-                );
+                failure.get_or_insert((line, (*reason).to_owned()));
             }
-            CallOutcome::RolledBack => line_json.extend_from_slice(b"\"rolled_back\":true"),
+            CallOutcome::Done { .. } | CallOutcome::RolledBack => {}
         }
-        line_json.extend_from_slice(b"}\n");
-        output.write_all(&line_json).map_err(Error::output)
+        output
+            .write_all(lines.line(line, outcome)?)
+            .map_err(Error::output)
     };
-    let mut source = LineSource {
-        reader,
-        names: arguments.param_names.clone(),
-        line: 0,
-        buffer: Vec::new(),
-    };
+    let mut source = ParamLines::new(reader, Signature::untyped(names), spell, MAX_LINE_BYTES);
     let mode = match arguments.transaction {
         TransactionMode::Single => Transaction::Single,
         TransactionMode::Each => Transaction::Each,

@@ -189,3 +189,52 @@ fn the_window_bounds_the_calls_in_flight() {
     assert!(one_at_a_time_trips >= 300, "{one_at_a_time_trips}");
     assert!(pipelined_trips <= 10, "{pipelined_trips}");
 }
+
+#[test]
+fn sets_follow_the_gateway_rules_and_names_must_match_the_statement() {
+    let db = TestDb::new();
+    db.execute("create table notes (id int primary key, body jsonb, note text)");
+    let sql = "insert into notes values ($1, $2, $3) returning id, body, note";
+    let output = call(
+        &["--db", db.url(), "--sql", sql, "--param-names", "id,body,note", "--transaction", "each"],
+        b"{\"$id\": 1, \"body\": {\"a\": [1]}}\n[2]\n[3, null, \"x\", 4]\n{\"id\": 5, \"colour\": 1}\n7\n",
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "{\"line\":1,\"rows\":[{\"id\":1,\"body\":{\"a\": [1]},\"note\":null}]}",
+            "{\"line\":2,\"rows\":[{\"id\":2,\"body\":null,\"note\":null}]}",
+        ]
+    );
+    for (line, fault) in [
+        (
+            2,
+            "4 values, but the statement takes 3 parameters (id, body, note)",
+        ),
+        (3, "parameter \\\"colour\\\": unknown parameter"),
+        (4, "expected a JSON array or object"),
+    ] {
+        assert!(lines[line].contains(fault), "{}: {fault}", lines[line]);
+    }
+    assert_eq!(db.query_text("select count(*) from notes"), "2");
+
+    let output = call(
+        &["--db", db.url(), "--sql", sql, "--param-names", "id,body"],
+        b"[9]\n",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("--param-names gives 2 names, but the statement takes 3 parameters"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

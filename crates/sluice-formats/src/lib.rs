@@ -9,30 +9,40 @@
 //!   `COPY … TO STDOUT WITH (FORMAT csv, HEADER)`;
 //! - [`NdjsonDecoder`] and [`CsvDecoder`]: the way in, with each bad record's
 //!   line, column and reason; [`InputFormat::decoder`] chooses between them as
-//!   [`Format::encoder`] does on the way out.
+//!   [`Format::encoder`] does on the way out;
+//! - [`ParamType`], [`Signature`] and [`ParamLines`]: statement parameters,
+//!   checked by their declared types, from query-string pairs or NDJSON lines
+//!   (one parser for `sluice call` and the gateway); [`CallLines`]: the result
+//!   lines of pipelined calls.
 //!
 //! Following arrow-json's writers, each column's rendering is chosen once per
 //! schema, the row loop is tight, and output goes to a caller-owned buffer that the
 //! caller flushes in chunks.
 #![warn(missing_docs)]
 
+mod call_lines;
 mod csv;
 mod csv_decode;
 mod input;
 mod json;
 pub mod json_value;
 mod ndjson_decode;
+pub mod param_sets;
+pub mod param_type;
 mod pg_input;
 mod pg_literal;
 
 use std::str::FromStr;
 
+pub use crate::call_lines::CallLines;
 pub use crate::csv::CsvEncoder;
 pub use crate::csv_decode::{CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch};
 pub use crate::input::{InputFault, InputFormat, InputOptions};
 pub use crate::json::JsonEncoder;
 pub use crate::json_value::{BytesEncoding, JsonOptions};
 pub use crate::ndjson_decode::{NdjsonDecoder, NdjsonOptions};
+pub use crate::param_sets::{untyped_param, Declared, ParamFault, ParamLines, Signature};
+pub use crate::param_type::ParamType;
 use sluice_core::Encoder;
 
 /// An output format sluice can write.

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use sluice_formats::{Format, JsonOptions};
+use sluice_formats::{untyped_param, Format, JsonOptions};
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 
@@ -105,54 +105,15 @@ pub fn choose_format(format: Option<&str>, headers: &HeaderMap) -> Result<Format
 /// Checks the request's parameters against the query's declarations: every key
 /// known and given once, every value of its type, required ones present.
 fn bind_params(query: &QueryConfig, pairs: &[(String, String)]) -> Result<Vec<Param>, AppError> {
-    let mut given: Vec<Option<&str>> = vec![None; query.params.len()];
-    for (key, value) in pairs {
-        if key == "format" {
-            continue;
-        }
-        let Some(index) = query.params.iter().position(|param| &param.name == key) else {
-            let known: Vec<&str> = query
-                .params
-                .iter()
-                .map(|param| param.name.as_str())
-                .collect();
-            return Err(AppError::parameter(
-                key,
-                if known.is_empty() {
-                    "unknown parameter: this query takes none".to_owned()
-                } else {
-                    format!("unknown parameter (this query takes: {})", known.join(", "))
-                },
-            ));
-        };
-        if given[index].replace(value).is_some() {
-            return Err(AppError::parameter(key, "given more than once"));
-        }
-    }
     query
-        .params
-        .iter()
-        .zip(given)
-        .map(|(param, value)| {
-            let value = match value {
-                Some(value) => Some(value),
-                None if param.required => {
-                    return Err(AppError::parameter(
-                        &param.name,
-                        format!("required ({})", param.ty.name()),
-                    ))
-                }
-                None => param.default.as_deref(),
-            };
-            match value {
-                None => Ok(Param::Null),
-                Some(value) => param
-                    .ty
-                    .parse(value)
-                    .map_err(|message| AppError::parameter(&param.name, message)),
-            }
-        })
-        .collect()
+        .signature
+        .bind_pairs(
+            pairs
+                .iter()
+                .map(|(key, value)| (key.as_str(), value.as_str())),
+            |key| key == "format",
+        )
+        .map_err(AppError::from)
 }
 
 async fn run_query(
@@ -259,19 +220,7 @@ async fn run_sql(
         // body over the limit is answered, logged and counted like any request.
         let body = read_sql_body(body).await?;
         let request = parse_sql_request(&body)?;
-        let params = request
-            .params
-            .iter()
-            .enumerate()
-            .map(|(index, value)| {
-                ad_hoc_param(value).ok_or_else(|| {
-                    AppError::parameter(
-                        &format!("params[{index}]"),
-                        "expected a string, number, boolean or null",
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let params = request.params.into_iter().map(untyped_param).collect();
         let database = state.database(&sql.database)?;
         let source = database
             .start(
@@ -330,25 +279,6 @@ fn parse_sql_request(body: &[u8]) -> Result<SqlRequest, AppError> {
     // Trailing characters after the object are an error, as in `from_slice`.
     deserializer.end().map_err(|error| expected(&error))?;
     Ok(request)
-}
-
-/// An untyped ad-hoc parameter, bound as what JSON says it is (`None` for
-/// arrays and objects).
-fn ad_hoc_param(value: &serde_json::Value) -> Option<Param> {
-    use serde_json::Value;
-    Some(match value {
-        Value::Null => Param::Null,
-        Value::Bool(flag) => Param::Bool(*flag),
-        Value::Number(number) => match number.as_i64() {
-            Some(integer) => Param::Integer(integer),
-            None => Param::Real {
-                value: number.as_f64()?,
-                text: number.to_string(),
-            },
-        },
-        Value::String(text) => Param::Text(text.clone()),
-        _ => return None,
-    })
 }
 
 fn simple_context(route: &'static str) -> RequestContext {

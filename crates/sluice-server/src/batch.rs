@@ -41,19 +41,18 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use serde_json::Value;
 use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, Transaction};
 use sluice_core::connect::Session;
-use sluice_core::database::{BoxFuture, Param};
-use sluice_core::{Encoder, Error, ErrorKind};
-use sluice_formats::{JsonEncoder, JsonOptions};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
+use sluice_core::database::BoxFuture;
+use sluice_core::{Error, ErrorKind};
+use sluice_formats::{CallLines, ParamLines};
+use tokio::io::{AsyncBufRead, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::io::StreamReader;
 
 use crate::app::AppState;
 use crate::auth::Need;
-use crate::config::{ParamSpec, QueryConfig};
+use crate::config::QueryConfig;
 use crate::error::AppError;
 use crate::stream::RequestContext;
 use crate::uri::{QueryPairs, RouteName};
@@ -69,113 +68,12 @@ pub const CHANNEL_CHUNKS: usize = 4;
 
 type Chunk = Result<Bytes, io::Error>;
 
-/// A database's way of spelling a typed parameter as text.
-type Spelling = fn(&Param) -> Option<String>;
-
-/// How a parameter set line becomes the text values of `$1`, `$2`, …, each
-/// typed value spelled as the database wants it (`spell`).
-fn parse_set(
-    params: &[ParamSpec],
-    spell: Spelling,
-    line: &[u8],
-) -> Result<Vec<Option<String>>, String> {
-    let value: Value =
-        serde_json::from_slice(line).map_err(|error| format!("invalid JSON: {error}"))?;
-    let names = || {
-        params
-            .iter()
-            .map(|param| param.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut given: Vec<Option<Value>> = vec![None; params.len()];
-    match value {
-        Value::Array(items) => {
-            if items.len() > params.len() {
-                return Err(format!(
-                    "{} values, but the query takes {} parameters ({})",
-                    items.len(),
-                    params.len(),
-                    names()
-                ));
-            }
-            for (slot, item) in given.iter_mut().zip(items) {
-                *slot = Some(item);
-            }
-        }
-        Value::Object(object) => {
-            for (key, item) in object {
-                let Some(index) = params.iter().position(|param| param.name == key) else {
-                    return Err(format!(
-                        "parameter {key:?}: unknown parameter (this query takes: {})",
-                        names()
-                    ));
-                };
-                given[index] = Some(item);
-            }
-        }
-        scalar if params.len() == 1 => given[0] = Some(scalar),
-        _ => {
-            return Err(format!(
-                "expected a JSON array or an object with keys {}",
-                names()
-            ))
-        }
-    }
-    params
-        .iter()
-        .zip(given)
-        .map(|(param, value)| {
-            let fault = |message: String| format!("parameter {:?}: {message}", param.name);
-            let text = match value {
-                None if param.required => {
-                    return Err(fault(format!("required ({})", param.ty.name())))
-                }
-                None => match &param.default {
-                    Some(default) => default.clone(),
-                    None => return Ok(None),
-                },
-                Some(Value::Null) if param.required => {
-                    return Err(fault(format!("required ({}), got null", param.ty.name())))
-                }
-                Some(Value::Null) => return Ok(None),
-                Some(Value::String(text)) => text,
-                Some(composite @ (Value::Array(_) | Value::Object(_)))
-                    if param.ty != crate::params::ParamType::Json =>
-                {
-                    return Err(fault(format!(
-                        "expected {}, got {}",
-                        param.ty.name(),
-                        if composite.is_array() {
-                            "an array"
-                        } else {
-                            "an object"
-                        }
-                    )))
-                }
-                Some(other) => other.to_string(),
-            };
-            param
-                .ty
-                .parse(&text)
-                .map(|param| spell(&param))
-                .map_err(fault)
-        })
-        .collect()
-}
-
 /// Parameter sets from the lines of a body; before each, the result lines
 /// gathered so far go to the response.
 struct BodyLines<R> {
-    reader: R,
-    params: Vec<ParamSpec>,
-    spell: Spelling,
-    line: u64,
-    buffer: Vec<u8>,
+    lines: ParamLines<R>,
     output: Arc<Mutex<Vec<u8>>>,
     sender: mpsc::Sender<Chunk>,
-    /// Body bytes failed to arrive (the client went away mid-upload).
-    body_failed: bool,
 }
 
 /// Hands the gathered result lines to the response; an error once the client has gone.
@@ -198,64 +96,18 @@ async fn flush(output: &Mutex<Vec<u8>>, sender: &mpsc::Sender<Chunk>) -> Result<
 }
 
 impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
-    /// The next line into `self.buffer` (without its terminator); false at the
-    /// end. A line over [`MAX_LINE_BYTES`] is read to its end but not kept:
-    /// true with an empty buffer and `too_long` set.
-    async fn read_line(&mut self, too_long: &mut bool) -> Result<bool, Error> {
-        self.buffer.clear();
-        *too_long = false;
-        let mut any = false;
-        loop {
-            let available = match self.reader.fill_buf().await {
-                Ok(available) => available,
-                Err(error) => {
-                    self.body_failed = true;
-                    return Err(Error::new(
-                        ErrorKind::Io,
-                        format!("reading the request body failed: {error}"),
-                    ));
-                }
-            };
-            if available.is_empty() {
-                return Ok(any);
-            }
-            any = true;
-            let (piece, used, done) = match available.iter().position(|&byte| byte == b'\n') {
-                Some(end) => (&available[..end], end + 1, true),
-                None => (available, available.len(), false),
-            };
-            if !*too_long && self.buffer.len() + piece.len() <= MAX_LINE_BYTES {
-                self.buffer.extend_from_slice(piece);
-            } else {
-                *too_long = true;
-                self.buffer.clear();
-            }
-            self.reader.consume(used);
-            if done {
-                return Ok(true);
-            }
-        }
-    }
-}
-
-impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
     /// Single mode after a failure: the pipeline read no further, so the rest of
     /// the body is read here and each of its lines reported rolled back (one
     /// result line per input line, and the client is never cut off mid-upload).
     async fn drain_rolled_back(&mut self) -> Result<(), Error> {
-        let mut too_long = false;
-        while self.read_line(&mut too_long).await? {
-            self.line += 1;
-            if !too_long && self.buffer.trim_ascii().is_empty() {
-                continue;
-            }
+        while let Some((line, _)) = self.lines.next_line().await? {
             let full = {
                 let mut output = self
                     .output
                     .lock()
                     .unwrap_or_else(|poison| poison.into_inner());
                 output.extend_from_slice(
-                    format!("{{\"line\":{},\"rolled_back\":true}}\n", self.line).as_bytes(),
+                    format!("{{\"line\":{line},\"rolled_back\":true}}\n").as_bytes(),
                 );
                 output.len() >= 64 * 1024
             };
@@ -265,90 +117,16 @@ impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
         }
         Ok(())
     }
+
+    async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
+        flush(&self.output, &self.sender).await?;
+        self.lines.next().await
+    }
 }
 
 impl<R: AsyncBufRead + Unpin + Send> ParamSource for BodyLines<R> {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
         Box::pin(self.next_set())
-    }
-}
-
-impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
-    async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
-        flush(&self.output, &self.sender).await?;
-        loop {
-            let mut too_long = false;
-            if !self.read_line(&mut too_long).await? {
-                return Ok(None);
-            }
-            self.line += 1;
-            if too_long {
-                return Ok(Some(ParamSet {
-                    line: self.line,
-                    values: Err(format!("the line is longer than {MAX_LINE_BYTES} bytes")),
-                }));
-            }
-            let line = self.buffer.trim_ascii();
-            if line.is_empty() {
-                continue;
-            }
-            return Ok(Some(ParamSet {
-                line: self.line,
-                values: parse_set(&self.params, self.spell, line),
-            }));
-        }
-    }
-}
-
-/// Writes one result line in `sluice call`'s shapes.
-struct Lines {
-    schema: sluice_core::Schema,
-    encoder: JsonEncoder,
-    scratch: Vec<u8>,
-}
-
-impl Lines {
-    fn write(
-        &mut self,
-        line: u64,
-        outcome: CallOutcome<'_>,
-        output: &mut Vec<u8>,
-    ) -> Result<(), Error> {
-        let scratch = &mut self.scratch;
-        scratch.clear();
-        scratch.extend_from_slice(format!("{{\"line\":{line},").as_bytes());
-        match outcome {
-            CallOutcome::Done { rows, .. } if !self.schema.is_empty() => {
-                scratch.extend_from_slice(b"\"rows\":");
-                self.encoder.begin(&self.schema, scratch)?;
-                self.encoder.encode(rows, scratch)?;
-                self.encoder.finish(scratch)?;
-                // The array encoder puts each row on a line of its own; this is one line.
-                scratch.retain(|&byte| byte != b'\n');
-            }
-            CallOutcome::Done { affected, .. } => {
-                let affected = affected.map_or("null".to_owned(), |count| count.to_string());
-                scratch.extend_from_slice(format!("\"affected\":{affected}").as_bytes());
-            }
-            CallOutcome::Failed(db) => {
-                let mut error = serde_json::Map::new();
-                error.insert("code".into(), db.code.clone().into());
-                error.insert("message".into(), db.message.clone().into());
-                if let Some(detail) = &db.detail {
-                    error.insert("detail".into(), detail.clone().into());
-                }
-                scratch.extend_from_slice(format!("\"error\":{}", Value::Object(error)).as_bytes());
-            }
-            CallOutcome::Invalid(reason) => {
-                scratch.extend_from_slice(
-                    format!("\"error\":{}", serde_json::json!({ "message": reason })).as_bytes(),
-                );
-            }
-            CallOutcome::RolledBack => scratch.extend_from_slice(b"\"rolled_back\":true"),
-        }
-        scratch.extend_from_slice(b"}\n");
-        output.extend_from_slice(scratch);
-        Ok(())
     }
 }
 
@@ -469,14 +247,14 @@ async fn pipeline_task(
         ),
     );
     let mut source = BodyLines {
-        reader,
-        params: config.params.clone(),
-        spell: session.param_spelling(),
-        line: 0,
-        buffer: Vec::new(),
+        lines: ParamLines::new(
+            reader,
+            config.signature.clone(),
+            session.param_spelling(),
+            MAX_LINE_BYTES,
+        ),
         output: output.clone(),
         sender: sender.clone(),
-        body_failed: false,
     };
     let outcome = async {
         let pipeline = match session.prepare_calls(&config.sql).await {
@@ -494,19 +272,17 @@ async fn pipeline_task(
                 None,
             ));
         }
-        let mut lines = Lines {
-            schema: pipeline.schema().clone(),
-            encoder: JsonEncoder::array(JsonOptions::default()),
-            scratch: Vec::with_capacity(1024),
-        };
+        let mut lines = CallLines::new(pipeline.schema().clone());
         if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
             // Cut by the shutdown deadline from now on, the request is logged as a 200.
             context.response_began(200);
         }
         let mut report = |line: u64, outcome: CallOutcome<'_>| -> Result<(), Error> {
+            let line = lines.line(line, outcome)?;
             let mut output = output.lock().unwrap_or_else(|poison| poison.into_inner());
-            lines.write(line, outcome, &mut output)
+            output.extend_from_slice(line);
+            Ok(())
         };
         let summary = pipeline
             .run(&mut source, mode, WINDOW_BYTES, &mut report)
@@ -522,7 +298,7 @@ async fn pipeline_task(
     }
     .await;
     let round_trips_before_reset = session.round_trips();
-    let body_failed = source.body_failed;
+    let body_failed = source.lines.input_failed();
     drop(source);
     match outcome {
         Ok(summary) => {
@@ -581,68 +357,5 @@ async fn pipeline_task(
             );
             // The session is dropped, not released: its transaction is rolled back.
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::params::ParamType;
-    use sluice_postgres::gateway::param_text;
-
-    fn param(name: &str, ty: ParamType, required: bool, default: Option<&str>) -> ParamSpec {
-        ParamSpec {
-            name: name.into(),
-            ty,
-            required,
-            default: default.map(str::to_owned),
-            description: None,
-            line: 1,
-        }
-    }
-
-    #[test]
-    fn parameter_sets_are_arrays_or_objects_checked_by_type() {
-        let params = [
-            param("id", ParamType::Int, true, None),
-            param("since", ParamType::TimestampTz, false, Some("2024-01-01")),
-            param("note", ParamType::Text, false, None),
-        ];
-        let set = |line: &str| parse_set(&params, param_text, line.as_bytes());
-        assert_eq!(
-            set(r#"[7, "2024-03-01T12:00:00+02:00", "x"]"#).unwrap(),
-            [
-                Some("7".into()),
-                Some("2024-03-01 10:00:00+00".into()),
-                Some("x".into())
-            ]
-        );
-        assert_eq!(
-            set(r#"{"id": "8", "note": null}"#).unwrap(),
-            [
-                Some("8".into()),
-                Some("2024-01-01 00:00:00+00".into()),
-                None
-            ]
-        );
-        assert_eq!(set("[9]").unwrap()[0], Some("9".into()));
-        for (line, fault) in [
-            (r#"{"note": "x"}"#, "\"id\": required"),
-            (r#"{"id": 1, "colour": "red"}"#, "\"colour\": unknown"),
-            (r#"["x"]"#, "\"id\": expected an integer"),
-            (r#"[1, "yesterday"]"#, "\"since\""),
-            ("[1, null, null, 4]", "4 values"),
-            ("[1, null, [2]]", "\"note\": expected text, got an array"),
-            ("{", "invalid JSON"),
-            ("5", "expected a JSON array"),
-        ] {
-            let error = set(line).unwrap_err();
-            assert!(error.contains(fault), "{line}: {error}");
-        }
-        let one = [param("n", ParamType::BigInt, true, None)];
-        assert_eq!(
-            parse_set(&one, param_text, b"42").unwrap(),
-            [Some("42".into())]
-        );
     }
 }

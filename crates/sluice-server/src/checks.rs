@@ -22,7 +22,7 @@ use std::time::Duration;
 use crate::app::AppState;
 use crate::config::{ConfigError, QueryConfig};
 use crate::db::{Database, Refusal, StartError, StatementProblem};
-use crate::params::ParamType;
+use sluice_formats::ParamType;
 
 /// Longest a database's checks may take before it counts as unreachable.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(30);

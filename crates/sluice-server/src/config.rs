@@ -63,9 +63,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use sluice_core::connect::{Drivers, Target};
 use sluice_core::parse_duration;
+use sluice_formats::{Declared, ParamType, Signature};
 use toml::Spanned;
-
-use crate::params::ParamType;
 
 /// The default address, loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -131,6 +130,18 @@ pub struct ParamSpec {
     pub line: usize,
 }
 
+impl ParamSpec {
+    /// The declaration request values are checked against.
+    pub fn declared(&self) -> Declared {
+        Declared {
+            name: self.name.clone(),
+            ty: Some(self.ty),
+            required: self.required,
+            default: self.default.clone(),
+        }
+    }
+}
+
 /// A named query.
 #[derive(Debug, Clone)]
 pub struct QueryConfig {
@@ -144,6 +155,8 @@ pub struct QueryConfig {
     pub description: Option<String>,
     /// The parameters, in placeholder order.
     pub params: Vec<ParamSpec>,
+    /// How request values bind to them (from `params`).
+    pub signature: Signature,
     /// Its limits.
     pub limits: Limits,
     /// The line of its `sql` in the configuration file, for start-up errors.
@@ -708,6 +721,7 @@ fn query_entry(
         database,
         sql: query.sql.get_ref().clone(),
         description: query.description.clone(),
+        signature: Signature::new(params.iter().map(ParamSpec::declared).collect()),
         params,
         limits,
         line: source.line(query.sql.span().start),

@@ -24,7 +24,7 @@ use chrono::{NaiveDate, TimeDelta};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::{Config, ConfigError};
-use crate::params::canonical_time;
+use sluice_formats::param_type::canonical_time;
 
 /// Rows in the demo table.
 pub const DEMO_ROWS: u64 = 1_000_000;

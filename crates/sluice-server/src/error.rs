@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sluice_core::load::ImportFault;
 use sluice_core::{Error, ErrorKind, RowError, RowFault};
-use sluice_formats::InputFault;
+use sluice_formats::{InputFault, ParamFault};
 
 use crate::db::StartError;
 
@@ -68,6 +68,15 @@ pub enum AppError {
     },
     /// 500; the message is logged, the client sees a generic one.
     Internal(String),
+}
+
+impl From<ParamFault> for AppError {
+    fn from(fault: ParamFault) -> AppError {
+        match fault.parameter {
+            Some(parameter) => AppError::parameter(&parameter, fault.message),
+            None => AppError::bad_request(fault.message),
+        }
+    }
 }
 
 impl AppError {

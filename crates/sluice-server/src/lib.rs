@@ -34,7 +34,6 @@ pub mod error;
 pub mod ingest;
 pub mod metrics;
 pub mod openapi;
-pub mod params;
 pub mod server;
 pub mod state;
 pub mod stream;

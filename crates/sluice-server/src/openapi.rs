@@ -3,6 +3,8 @@
 
 use serde_json::{json, Value};
 
+use sluice_formats::ParamType;
+
 use crate::config::Config;
 
 /// The document for `config`.
@@ -14,7 +16,7 @@ pub fn document(config: &Config) -> Value {
             .params
             .iter()
             .map(|param| {
-                let mut schema = param.ty.openapi_schema();
+                let mut schema = value_schema(param.ty);
                 if let (Some(default), Some(object)) = (&param.default, schema.as_object_mut()) {
                     object.insert("default".into(), json!(default));
                 }
@@ -109,4 +111,25 @@ pub fn document(config: &Config) -> Value {
         document["security"] = json!([{"bearer": []}]);
     }
     document
+}
+
+/// The OpenAPI schema of a value of type `ty`.
+fn value_schema(ty: ParamType) -> Value {
+    match ty {
+        ParamType::SmallInt | ParamType::Int => json!({"type": "integer", "format": "int32"}),
+        ParamType::BigInt => json!({"type": "integer", "format": "int64"}),
+        ParamType::Numeric => {
+            json!({"type": "string", "format": "decimal", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"})
+        }
+        ParamType::Float => json!({"type": "number", "format": "double"}),
+        ParamType::Text => json!({"type": "string"}),
+        ParamType::Bool => json!({"type": "boolean"}),
+        ParamType::Date => json!({"type": "string", "format": "date"}),
+        ParamType::Timestamp => {
+            json!({"type": "string", "format": "date-time", "description": "without time zone"})
+        }
+        ParamType::TimestampTz => json!({"type": "string", "format": "date-time"}),
+        ParamType::Uuid => json!({"type": "string", "format": "uuid"}),
+        ParamType::Json => json!({"type": "string", "description": "a JSON document"}),
+    }
 }

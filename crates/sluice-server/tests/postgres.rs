@@ -416,6 +416,20 @@ queries = ["one"]
     .await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(body(response).await.unwrap(), b"{\"n\":42}\n");
+    // Parameters are bound as what JSON says they are; arrays and objects as documents.
+    let response = oneshot(
+        &state,
+        sql(
+            "admin-token-0123456789",
+            r#"{"sql": "select $1::jsonb -> 'a' as a, $2::bool as b, $3::numeric as c", "params": [{"a": [1, "x"]}, true, 1.50]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        body(response).await.unwrap(),
+        b"{\"a\":[1, \"x\"],\"b\":true,\"c\":1.50}\n"
+    );
     // Always read-only, whatever the SQL tries.
     db.execute(&format!(
         "create table t (a int); grant insert on t to {}",

@@ -1,9 +1,10 @@
-//! Typed parameters of named queries: checked here, bound by the database.
+//! The declared types of statement parameters ([`ParamType`]): a value is
+//! checked here, bound by the database.
 //!
-//! A value is parsed by its declared type before any SQL runs, so a wrong value is
-//! a 400 that names the parameter rather than a database error. The checked value
-//! is a [`Param`], always *bound*, never spliced into SQL; each database binds it
-//! its own way (PostgreSQL converts text itself, so the SQL should cast, e.g.
+//! A value is parsed by its declared type before any SQL runs, so a wrong value
+//! is refused with the parameter's name rather than turned into a database
+//! error. The checked value is a [`Param`], always *bound*, never spliced into
+//! SQL; each database binds it its own way (PostgreSQL converts text itself, so the SQL should cast, e.g.
 //! `$2::timestamptz`; SQLite binds the matching storage class). Dates and times
 //! are normalised to sluice's canonical text, moments with an offset to UTC.
 
@@ -100,28 +101,6 @@ impl ParamType {
             ParamType::Date | ParamType::Timestamp | ParamType::TimestampTz => DeclaredKind::Moment,
             ParamType::Uuid => DeclaredKind::Uuid,
             ParamType::Json => DeclaredKind::Json,
-        }
-    }
-
-    /// The OpenAPI schema of a value of this type.
-    pub fn openapi_schema(self) -> serde_json::Value {
-        use serde_json::json;
-        match self {
-            ParamType::SmallInt | ParamType::Int => json!({"type": "integer", "format": "int32"}),
-            ParamType::BigInt => json!({"type": "integer", "format": "int64"}),
-            ParamType::Numeric => {
-                json!({"type": "string", "format": "decimal", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"})
-            }
-            ParamType::Float => json!({"type": "number", "format": "double"}),
-            ParamType::Text => json!({"type": "string"}),
-            ParamType::Bool => json!({"type": "boolean"}),
-            ParamType::Date => json!({"type": "string", "format": "date"}),
-            ParamType::Timestamp => {
-                json!({"type": "string", "format": "date-time", "description": "without time zone"})
-            }
-            ParamType::TimestampTz => json!({"type": "string", "format": "date-time"}),
-            ParamType::Uuid => json!({"type": "string", "format": "uuid"}),
-            ParamType::Json => json!({"type": "string", "description": "a JSON document"}),
         }
     }
 
