@@ -121,20 +121,33 @@ fn parse_input_format(text: &str) -> Result<InputFormat, String> {
     text.parse()
 }
 
-/// Imports with a fresh decoder from `make`. When the database refuses the load
-/// without naming a row (foreign keys are checked after the last row) and the
-/// input is a file, reads it again to find the line, so the error can name it.
-#[allow(clippy::too_many_arguments)]
+/// What an import reads and how, beyond its input and its rejects.
+struct Load<'a, M> {
+    table: &'a TableInfo,
+    /// Makes a fresh decoder (once more if the input is read again).
+    make: M,
+    /// The input's file, if it is one (it can then be read again).
+    path: Option<&'a Path>,
+    options: &'a ImportOptions,
+    progress: &'a Progress,
+}
+
+/// Imports with a fresh decoder from `load.make`. When the database refuses the
+/// load without naming a row (foreign keys are checked after the last row) and
+/// the input is a file, reads it again to find the line, so the error can name it.
 async fn load<D: Decoder + 'static>(
     session: &mut dyn Session,
-    table: &TableInfo,
-    make: impl Fn() -> Result<D, Error>,
+    load: Load<'_, impl Fn() -> Result<D, Error>>,
     reader: &mut (dyn AsyncRead + Unpin + Send),
-    path: Option<&Path>,
-    options: &ImportOptions,
     rejects: &mut RejectSink<'_>,
-    progress: &Progress,
 ) -> Result<ImportSummary, Error> {
+    let Load {
+        table,
+        make,
+        path,
+        options,
+        progress,
+    } = load;
     let mut decoder = make()?;
     let request = ImportRequest {
         table,
@@ -299,17 +312,15 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let path = path.map(PathBuf::as_path);
     let input_options = input_options(arguments, table.defaulted.clone(), keep_records);
     let make = || format.decoder(table.columns.clone(), &input_options);
-    let result: Result<ImportSummary, Error> = load(
-        &mut *session,
-        &table,
+    let job = Load {
+        table: &table,
         make,
-        &mut *reader,
         path,
-        &options,
-        &mut write_reject,
-        &progress,
-    )
-    .await;
+        options: &options,
+        progress: &progress,
+    };
+    let result: Result<ImportSummary, Error> =
+        load(&mut *session, job, &mut *reader, &mut write_reject).await;
     progress_line.finish();
     if let Some(mut file) = reject_file {
         file.flush().map_err(Error::output)?;

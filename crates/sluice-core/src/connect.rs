@@ -19,10 +19,10 @@ use std::time::Duration;
 use tokio::io::AsyncRead;
 
 use crate::calls::{CallOutcome, ParamSource, PipelineSummary, Transaction};
-use crate::database::{BoxFuture, Database, Param};
+use crate::database::{BoxFuture, Database, Param, Query};
 use crate::load::{ImportOptions, ImportSummary, RejectSink, TableInfo};
-use crate::source::Chunk;
-use crate::{Batch, BatchSource, Decoder, Error, ErrorKind, Meter, Progress, RowError, Schema};
+use crate::source::DynSource;
+use crate::{BatchSource, Decoder, Error, ErrorKind, Meter, Progress, RowError, Schema};
 
 /// One kind of database: recognises its connection strings and parses them.
 pub trait Driver: Send + Sync {
@@ -165,76 +165,32 @@ pub trait Calls: Send {
         Self: 'a;
 }
 
-/// One query's result, streamed, owning the session it runs on.
-pub trait Export: Send {
-    /// The result's columns.
-    fn schema(&self) -> &Schema;
-
-    /// See [`BatchSource::next_batch`].
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>>;
-
-    /// See [`BatchSource::next_chunk`].
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>>;
-
+/// One query's result, streamed, owning the session it runs on. A database's
+/// [`BatchSource`] becomes one as a [`Query`] whose end is a function that
+/// gets the source back, read to its end, and ends its session its own way.
+pub trait Export: DynSource {
     /// After the last row: ends the session cleanly.
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
 
-impl BatchSource for Box<dyn Export> {
-    fn schema(&self) -> &Schema {
-        (**self).schema()
-    }
-
-    fn next_batch(
-        &mut self,
-    ) -> impl std::future::Future<Output = Result<Option<&Batch>, Error>> + Send {
-        (**self).next_batch()
-    }
-
-    fn next_chunk(
-        &mut self,
-    ) -> impl std::future::Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
-        (**self).next_chunk()
-    }
-}
-
-/// An [`Export`] of any [`BatchSource`]: `close` gets the source back when the
-/// result has been read, to end its session its own way.
-pub struct SourceExport<S, C> {
-    source: S,
-    close: C,
-}
-
-impl<S, C> SourceExport<S, C>
+impl<S, C> Query<S, C>
 where
     S: BatchSource + 'static,
     C: FnOnce(S) -> BoxFuture<'static, ()> + Send + 'static,
 {
-    /// `source`'s rows, ended by `close`.
-    pub fn boxed(source: S, close: C) -> Box<dyn Export> {
-        Box::new(SourceExport { source, close })
+    /// `source`'s rows as an [`Export`], ended by `close`.
+    pub fn export(source: S, close: C) -> Box<dyn Export> {
+        Box::new(Query::new(source, close))
     }
 }
 
-impl<S, C> Export for SourceExport<S, C>
+impl<S, C> Export for Query<S, C>
 where
-    S: BatchSource + 'static,
-    C: FnOnce(S) -> BoxFuture<'static, ()> + Send + 'static,
+    S: BatchSource,
+    C: FnOnce(S) -> BoxFuture<'static, ()> + Send,
 {
-    fn schema(&self) -> &Schema {
-        self.source.schema()
-    }
-
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
-        Box::pin(self.source.next_batch())
-    }
-
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
-        Box::pin(self.source.next_chunk())
-    }
-
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        (self.close)(self.source)
+        (self.end)(self.source)
     }
 }
 

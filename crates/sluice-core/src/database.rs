@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::connect::Session;
-use crate::source::Chunk;
+use crate::source::{Chunk, DynSource};
 use crate::{Batch, BatchSource, Error, Schema};
 
 /// A boxed, sendable future, as the object-safe traits return.
@@ -212,16 +212,7 @@ pub enum StatementProblem {
 }
 
 /// A query whose result is being read.
-pub trait RunningQuery: Send {
-    /// The columns of the result.
-    fn schema(&self) -> &Schema;
-
-    /// The next rows (see [`BatchSource::next_batch`]).
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>>;
-
-    /// The next chunk (see [`BatchSource::next_chunk`]).
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>>;
-
+pub trait RunningQuery: DynSource {
     /// Round trips to the database since the query started (0 where none are
     /// made, as for an embedded database).
     fn round_trips(&self) -> u64;
@@ -248,11 +239,12 @@ pub trait QueryEnd<S>: Send {
     fn abandon(self, source: S) -> Option<BoxFuture<'static, ()>>;
 }
 
-/// A [`RunningQuery`] made of a database's [`BatchSource`] and how it ends, so
-/// each database crate writes only what is its own.
+/// A database's [`BatchSource`] with how its session ends: a [`RunningQuery`]
+/// when the end is a [`QueryEnd`], an [`Export`](crate::connect::Export) when it
+/// is a closing function; so each database crate writes only what is its own.
 pub struct Query<S, E> {
-    source: S,
-    end: E,
+    pub(crate) source: S,
+    pub(crate) end: E,
 }
 
 impl<S, E> Query<S, E> {
@@ -262,7 +254,7 @@ impl<S, E> Query<S, E> {
     }
 }
 
-impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
+impl<S: BatchSource, E: Send> DynSource for Query<S, E> {
     fn schema(&self) -> &Schema {
         self.source.schema()
     }
@@ -274,7 +266,9 @@ impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
     fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
         Box::pin(self.source.next_chunk())
     }
+}
 
+impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
     fn round_trips(&self) -> u64 {
         self.end.round_trips()
     }
@@ -285,20 +279,6 @@ impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
 
     fn abandon(self: Box<Self>) -> Option<BoxFuture<'static, ()>> {
         self.end.abandon(self.source)
-    }
-}
-
-impl BatchSource for Box<dyn RunningQuery> {
-    fn schema(&self) -> &Schema {
-        (**self).schema()
-    }
-
-    fn next_batch(&mut self) -> impl Future<Output = Result<Option<&Batch>, Error>> + Send {
-        (**self).next_batch()
-    }
-
-    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
-        (**self).next_chunk()
     }
 }
 

@@ -42,6 +42,6 @@ pub use duration::{parse_duration, DurationError};
 pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};
-pub use source::{BatchSource, Chunk, Encoder};
+pub use source::{BatchSource, Chunk, DynSource, Encoder};
 pub use transfer::{Limits, Transfer, TransferError};
 pub use value::{Column, Field, Kind, Schema};

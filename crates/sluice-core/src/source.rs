@@ -3,6 +3,7 @@
 
 use std::future::Future;
 
+use crate::database::BoxFuture;
 use crate::{Batch, Error, Schema};
 
 /// What a source hands over next: a batch of rows, or a part of one row too
@@ -107,6 +108,34 @@ pub trait Encoder: Send {
 }
 
 impl<S: BatchSource + ?Sized> BatchSource for &mut S {
+    fn schema(&self) -> &Schema {
+        (**self).schema()
+    }
+
+    fn next_batch(&mut self) -> impl Future<Output = Result<Option<&Batch>, Error>> + Send {
+        (**self).next_batch()
+    }
+
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Chunk<'_>>, Error>> + Send {
+        (**self).next_chunk()
+    }
+}
+
+/// A [`BatchSource`] that can be a trait object (its futures boxed), the base
+/// of the query results databases hand out (`Export`, `RunningQuery`).
+pub trait DynSource: Send {
+    /// See [`BatchSource::schema`].
+    fn schema(&self) -> &Schema;
+
+    /// See [`BatchSource::next_batch`].
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>>;
+
+    /// See [`BatchSource::next_chunk`].
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>>;
+}
+
+/// A boxed result is a [`BatchSource`] again, for the pump and the transfer engine.
+impl<T: DynSource + ?Sized> BatchSource for Box<T> {
     fn schema(&self) -> &Schema {
         (**self).schema()
     }

@@ -408,7 +408,6 @@ impl Lab<'_> {
     /// sluice's meter and the proxy, and files the cell. `per_unit` is the round
     /// trips each further unit would cost, for extrapolating a cell the budget cut
     /// short.
-    #[allow(clippy::too_many_arguments)]
     async fn cell<F, Fut>(
         &mut self,
         path: &Path,

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use sluice_core::calls::{ParamSource, PipelineSummary, Transaction};
 use sluice_core::connect::{
     CallReport, Calls, Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions,
-    Session, SourceExport, Target,
+    Session, Target,
 };
-use sluice_core::database::{BoxFuture, Database, Param};
+use sluice_core::database::{BoxFuture, Database, Param, Query};
 use sluice_core::load::{ImportSummary, TableInfo};
 use sluice_core::{Error, Meter, RowError, Schema};
 
@@ -170,7 +170,7 @@ impl Session for PostgresSession {
             };
             let stream = QueryStream::start(self.connection, &sql, options).await?;
             let slot = self.slot;
-            Ok(SourceExport::boxed(stream, |stream: QueryStream| {
+            Ok(Query::export(stream, |stream: QueryStream| {
                 let ended: BoxFuture<'static, ()> = Box::pin(async move {
                     // No connection back: the query did not end cleanly, so a
                     // pooled session's slot stays empty and the pool discards it.

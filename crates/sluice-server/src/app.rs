@@ -33,7 +33,7 @@ use crate::error::AppError;
 pub use crate::state::AppState;
 use crate::stream::{respond, RequestContext};
 use crate::uri::{QueryPairs, RouteName};
-use sluice_core::database::Access;
+use sluice_core::database::{Access, RunningQuery};
 
 /// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
 /// serves it on a listener.
@@ -162,7 +162,7 @@ fn format_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Format, 
 
 /// Streams a prepared query's result, or answers and logs why it was rejected.
 async fn stream_or_reject(
-    prepared: Result<(crate::db::Source, Format, crate::config::Limits), AppError>,
+    prepared: Result<(Box<dyn RunningQuery>, Format, crate::config::Limits), AppError>,
     context: RequestContext,
     state: &AppState,
 ) -> Response {

@@ -342,13 +342,13 @@ struct RawSql {
     max_bytes: Option<Spanned<toml::Value>>,
 }
 
-/// Turns byte offsets into line numbers and builds errors.
-struct Source<'a> {
+/// The configuration's text: turns byte offsets into line numbers and builds errors.
+struct ConfigText<'a> {
     file: &'a str,
     text: &'a str,
 }
 
-impl Source<'_> {
+impl ConfigText<'_> {
     fn line(&self, offset: usize) -> usize {
         self.text[..offset.min(self.text.len())]
             .bytes()
@@ -412,7 +412,7 @@ impl Source<'_> {
     }
 }
 
-impl Source<'_> {
+impl ConfigText<'_> {
     /// A duration (see [`parse_duration`]) at `key`.
     fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, ConfigError> {
         parse_duration(value.get_ref())
@@ -501,7 +501,7 @@ impl Config {
 
     /// [`Config::parse`] with the databases `drivers` know.
     pub fn parse_with(text: &str, file: &str, drivers: &Drivers) -> Result<Config, ConfigError> {
-        let source = Source { file, text };
+        let source = ConfigText { file, text };
         let raw: RawFile = toml::from_str(text).map_err(|error| source.parse_error(&error))?;
         let server = server_section(&source, &raw.server)?;
         let databases = databases_section(&source, &raw.databases, drivers)?;
@@ -535,7 +535,7 @@ struct ServerSection {
     keep_alive_timeout: Duration,
 }
 
-fn server_section(source: &Source<'_>, raw: &RawServer) -> Result<ServerSection, ConfigError> {
+fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSection, ConfigError> {
     let listen = match &raw.listen {
         Some(listen) => Some(listen.get_ref().parse::<SocketAddr>().map_err(|_| {
             source.error(
@@ -571,7 +571,7 @@ fn server_section(source: &Source<'_>, raw: &RawServer) -> Result<ServerSection,
 
 /// `[databases.NAME]`: at least one.
 fn databases_section(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     raw: &BTreeMap<String, Spanned<RawDatabase>>,
     drivers: &Drivers,
 ) -> Result<BTreeMap<String, DatabaseConfig>, ConfigError> {
@@ -593,7 +593,7 @@ fn databases_section(
 }
 
 fn database_entry(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     name: &str,
     database: &Spanned<RawDatabase>,
     drivers: &Drivers,
@@ -645,7 +645,7 @@ fn database_entry(
 
 /// The database a section names, or the only one there is.
 fn database_for(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     databases: &BTreeMap<String, DatabaseConfig>,
     given: &Option<Spanned<String>>,
     key: &str,
@@ -669,7 +669,7 @@ fn database_for(
 
 /// `[queries.NAME]`.
 fn queries_section(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     raw: &BTreeMap<String, Spanned<RawQuery>>,
     databases: &BTreeMap<String, DatabaseConfig>,
 ) -> Result<BTreeMap<String, QueryConfig>, ConfigError> {
@@ -681,7 +681,7 @@ fn queries_section(
 }
 
 fn query_entry(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     name: &str,
     query: &Spanned<RawQuery>,
     databases: &BTreeMap<String, DatabaseConfig>,
@@ -730,7 +730,7 @@ fn query_entry(
 
 /// One of a query's `params`, after `earlier` ones; `key` is its dotted path.
 fn param_entry(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     key: &str,
     param: &RawParam,
     earlier: &[ParamSpec],
@@ -787,7 +787,7 @@ fn param_entry(
 
 /// `[[tokens]]`: each different from the others.
 fn tokens_section(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     raw: &[Spanned<RawToken>],
     queries: &BTreeMap<String, QueryConfig>,
 ) -> Result<Vec<TokenConfig>, ConfigError> {
@@ -801,7 +801,7 @@ fn tokens_section(
 
 /// One of `[[tokens]]`, after `earlier` ones, which it must differ from.
 fn token_entry(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     key: &str,
     token: &Spanned<RawToken>,
     queries: &BTreeMap<String, QueryConfig>,
@@ -853,7 +853,7 @@ fn token_entry(
 
 /// The SHA-256 of a token: given as `sha256`, or computed from `token`.
 fn token_hash(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     key: &str,
     token: &RawToken,
     span: Range<usize>,
@@ -890,7 +890,7 @@ fn token_hash(
 
 /// A token's `queries`: `["*"]`, or names of configured queries.
 fn allowed_queries(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     key: &str,
     token: &RawToken,
     queries: &BTreeMap<String, QueryConfig>,
@@ -925,7 +925,7 @@ fn has_scope(tokens: &[TokenConfig], scope: &str) -> bool {
 
 /// `[sql]`: `POST /sql`.
 fn sql_section(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     sql: &Spanned<RawSql>,
     databases: &BTreeMap<String, DatabaseConfig>,
     tokens: &[TokenConfig],
@@ -972,7 +972,7 @@ fn sql_section(
 
 /// `[tables.NAME]`: `POST /tables/NAME`.
 fn tables_section(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     raw: &BTreeMap<String, Spanned<RawTable>>,
     databases: &BTreeMap<String, DatabaseConfig>,
     tokens: &[TokenConfig],
@@ -993,7 +993,7 @@ fn tables_section(
 }
 
 fn table_entry(
-    source: &Source<'_>,
+    source: &ConfigText<'_>,
     name: &str,
     table: &Spanned<RawTable>,
     databases: &BTreeMap<String, DatabaseConfig>,
@@ -1066,7 +1066,7 @@ struct RawLimits<'a> {
     max_bytes: &'a Option<Spanned<toml::Value>>,
 }
 
-fn limits(source: &Source<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, ConfigError> {
+fn limits(source: &ConfigText<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, ConfigError> {
     let statement_timeout = match raw.statement_timeout {
         Some(timeout) => Some(source.duration(timeout, &format!("{key}.statement_timeout"))?),
         None => None,
@@ -1093,7 +1093,7 @@ fn limits(source: &Source<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, 
 }
 
 /// `[sql] role`: a PostgreSQL role name (quoted when used, so any printable text).
-fn role_name(source: &Source<'_>, role: &Spanned<String>) -> Result<String, ConfigError> {
+fn role_name(source: &ConfigText<'_>, role: &Spanned<String>) -> Result<String, ConfigError> {
     let name = role.get_ref();
     if name.is_empty() || name.len() > 63 || name.chars().any(char::is_control) {
         return Err(source.error(

@@ -1,7 +1,7 @@
 //! The databases behind the server: each configured database is a
 //! [`sluice_core::database::Database`] implemented by its own crate (pools,
 //! session settings, ad-hoc SQL fencing and statement checks live there), and a
-//! query in flight is a [`Source`].
+//! query in flight is a [`RunningQuery`].
 //!
 //! Imports (`POST /tables`) and batches of calls (`POST /batch`) hold a
 //! [`Session`] of the database's own ([`Database::session`]) and drive it
@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use sluice_core::connect::{PoolOptions, Session};
 use sluice_core::database::{self, Access, QueryRequest, RunningQuery, Usage};
-use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
-use tokio_util::task::TaskTracker;
+use sluice_core::BatchSource;
 
 use crate::config::DatabaseConfig;
 
@@ -84,15 +83,14 @@ impl Database {
         params: Vec<Param>,
         statement_timeout: Option<Duration>,
         access: Access<'_>,
-    ) -> Result<Source, StartError> {
+    ) -> Result<Box<dyn RunningQuery>, StartError> {
         let request = QueryRequest {
             sql,
             params,
             statement_timeout,
             access,
         };
-        let query = self.database.start(request).await?;
-        Ok(Source { query })
+        self.database.start(request).await
     }
 
     /// A session held for one request that drives it itself (an import, a
@@ -105,48 +103,5 @@ impl Database {
         read_only: bool,
     ) -> Option<Result<Box<dyn Session>, StartError>> {
         Some(self.database.session(statement_timeout, read_only)?.await)
-    }
-}
-
-/// A running query on any database.
-pub struct Source {
-    query: Box<dyn RunningQuery>,
-}
-
-impl Source {
-    /// Round trips to the database since the query started (0 for SQLite).
-    pub fn round_trips(&self) -> u64 {
-        self.query.round_trips()
-    }
-
-    /// The result was read to the end: the session goes back to its pool.
-    pub fn complete(self) {
-        self.query.complete();
-    }
-
-    /// The result was not read to the end: the query is cancelled on the server
-    /// (by a task `tracker` follows, so shutdown can wait for it) and the session
-    /// is discarded.
-    pub fn abandon(self, tracker: &TaskTracker) {
-        if let Some(cancel) = self.query.abandon() {
-            if tokio::runtime::Handle::try_current().is_ok() {
-                tracker.spawn(cancel);
-            }
-        }
-    }
-}
-
-impl BatchSource for Source {
-    fn schema(&self) -> &Schema {
-        self.query.schema()
-    }
-
-    async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
-        self.query.next_batch().await
-    }
-
-    /// Forwarded, so a row too large to hold streams over HTTP in pieces too.
-    async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
-        self.query.next_chunk().await
     }
 }

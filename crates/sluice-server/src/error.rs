@@ -191,15 +191,7 @@ impl std::fmt::Display for AppError {
     /// The full story for the log (the response body may say less).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AppError::BadRequest { message, .. }
-            | AppError::Forbidden(message)
-            | AppError::NotFound(message)
-            | AppError::MethodNotAllowed(message)
-            | AppError::NotAcceptable(message)
-            | AppError::PayloadTooLarge(message)
-            | AppError::UnsupportedMediaType(message)
-            | AppError::Unavailable(message)
-            | AppError::Internal(message) => f.write_str(message),
+            AppError::Internal(message) => f.write_str(message),
             AppError::Unprocessable {
                 message,
                 line: Some(line),
@@ -208,6 +200,25 @@ impl std::fmt::Display for AppError {
             AppError::Unprocessable { message, .. } => f.write_str(message),
             AppError::Unauthorized => f.write_str("no valid bearer token"),
             AppError::Database { error, .. } => write!(f, "{error}"),
+            plain => f.write_str(plain.plain_message().unwrap_or_default()),
+        }
+    }
+}
+
+impl AppError {
+    /// The message of the errors whose message is all there is to say, to the
+    /// log and to the client alike.
+    fn plain_message(&self) -> Option<&str> {
+        match self {
+            AppError::BadRequest { message, .. }
+            | AppError::Forbidden(message)
+            | AppError::NotFound(message)
+            | AppError::MethodNotAllowed(message)
+            | AppError::NotAcceptable(message)
+            | AppError::PayloadTooLarge(message)
+            | AppError::UnsupportedMediaType(message)
+            | AppError::Unavailable(message) => Some(message),
+            _ => None,
         }
     }
 }
@@ -250,14 +261,6 @@ impl IntoResponse for AppError {
         let status = self.status();
         let mut body = serde_json::Map::new();
         let message = match &self {
-            AppError::BadRequest { message, .. }
-            | AppError::Forbidden(message)
-            | AppError::NotFound(message)
-            | AppError::MethodNotAllowed(message)
-            | AppError::NotAcceptable(message)
-            | AppError::PayloadTooLarge(message)
-            | AppError::UnsupportedMediaType(message)
-            | AppError::Unavailable(message) => message.clone(),
             AppError::Unprocessable {
                 message,
                 line,
@@ -289,6 +292,7 @@ impl IntoResponse for AppError {
                 tracing::error!(error = %message, "internal error");
                 "internal error".into()
             }
+            plain => plain.plain_message().unwrap_or_default().to_owned(),
         };
         body.insert("error".into(), json!(message));
         if let AppError::BadRequest {

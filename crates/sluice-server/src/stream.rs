@@ -23,6 +23,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use sluice_core::database::RunningQuery;
 use sluice_core::transfer::FLUSH_BYTES;
 use sluice_core::{Encoder, Transfer, TransferError};
 use sluice_formats::Format;
@@ -30,7 +31,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Limits;
-use crate::db::Source;
 use crate::error::AppError;
 use crate::metrics::{self, RequestRecord};
 
@@ -223,7 +223,7 @@ enum State {
 /// hyper's demand for the next chunk, plus what the log line needs.
 struct Running {
     /// `None` once the transfer ended and its source was handed back.
-    transfer: Option<Transfer<Source, Box<dyn Encoder>>>,
+    transfer: Option<Transfer<Box<dyn RunningQuery>, Box<dyn Encoder>>>,
     rows: u64,
     bytes: u64,
     state: State,
@@ -298,7 +298,13 @@ impl Drop for Running {
                 let source = transfer.into_source();
                 let trips = source.round_trips();
                 if self.state == State::Streaming || self.cancel_on_drop {
-                    source.abandon(&self.tracker);
+                    // Not read to the end: the query is cancelled on the server
+                    // by a task the tracker follows, so shutdown waits for it.
+                    if let Some(cancel) = source.abandon() {
+                        if tokio::runtime::Handle::try_current().is_ok() {
+                            self.tracker.spawn(cancel);
+                        }
+                    }
                 }
                 trips
             }
@@ -318,7 +324,7 @@ impl Drop for Running {
 /// Streams `source` encoded as `format` as the response. Errors until the first
 /// chunk is ready come back as [`AppError`]s (already logged).
 pub async fn respond(
-    source: Source,
+    source: Box<dyn RunningQuery>,
     format: Format,
     encoder: Box<dyn Encoder>,
     limits: Limits,

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_core::connect::{
-    Canceller, Driver, Export, ExportOptions, PoolOptions, Session, SourceExport, Target,
+    Canceller, Driver, Export, ExportOptions, PoolOptions, Session, Target,
 };
-use sluice_core::database::{BoxFuture, Database};
+use sluice_core::database::{BoxFuture, Database, Query};
 use sluice_core::{Error, ErrorKind, Meter};
 
 use crate::gateway::SqliteDatabase;
@@ -135,7 +135,7 @@ impl Session for SqliteSession {
             let stream =
                 SqliteStream::start(self.path, &sql, params, SqliteOptions::default()).await?;
             // The statement's thread ends with the stream: nothing else to close.
-            Ok(SourceExport::boxed(stream, |_| {
+            Ok(Query::export(stream, |_| {
                 let ended: BoxFuture<'static, ()> = Box::pin(async {});
                 ended
             }))
