@@ -71,6 +71,13 @@ ensure_psycopg
 # Every variant is a key; cmd_for KEY TABLE OUT sets CMD to the argv that
 # exports `select * from TABLE` to OUT (/dev/null when timed).
 VARIANTS=(psql sluice_csv sluice_ndjson sluice_ndjson_fs1000 psycopg)
+# The TLS pair (both clients with sslmode=require), when the server speaks TLS.
+TLS_NOTE=""
+if [[ $(pg -c "show ssl") == on ]]; then
+    VARIANTS+=(psql_tls sluice_ndjson_tls)
+else
+    TLS_NOTE="not measured: the server has ssl = off"
+fi
 # shellcheck disable=SC2016  # the backticks are Markdown code spans
 declare -A LABEL=(
     [psql]='psql `\copy ... csv` (reference)'
@@ -78,6 +85,8 @@ declare -A LABEL=(
     [sluice_ndjson]='sluice NDJSON'
     [sluice_ndjson_fs1000]='sluice NDJSON `--fetch-size 1000`'
     [psycopg]="psycopg $PSYCOPG_VERSION named cursor NDJSON"
+    [psql_tls]='psql `\copy ... csv`, `sslmode=require` (TLS reference)'
+    [sluice_ndjson_tls]='sluice NDJSON, `sslmode=require`'
 )
 cmd_for() {
     local key=$1 table=$2 out=$3 q="select * from $2"
@@ -87,6 +96,8 @@ cmd_for() {
         sluice_ndjson)        CMD=("$SLUICE" export --db "$URL" --query "$q" --format ndjson --output "$out") ;;
         sluice_ndjson_fs1000) CMD=("$SLUICE" export --db "$URL" --query "$q" --format ndjson --output "$out" --fetch-size 1000) ;;
         psycopg)              CMD=("$PY" "$BENCH/psycopg_export.py" "$URL" "$out" --query "$q" --itersize 1000) ;;
+        psql_tls)             CMD=(env PGSSLMODE=require psql "$URL" -X -c "\\copy ($q) to '$out' csv") ;;
+        sluice_ndjson_tls)    CMD=(env PGSSLMODE=require "$SLUICE" export --db "$URL" --query "$q" --format ndjson --output "$out") ;;
     esac
 }
 is_sluice() { [[ $1 == sluice_* ]]; }
@@ -109,7 +120,7 @@ check_output() {
     local key=$1 file=$2 lines
     lines=$(wc -l <"$file")
     case $key in
-        *csv|psql)
+        *csv|psql|psql_tls)
             [[ $lines == "$ROWS" || $lines == $((ROWS + 1)) ]] ||
                 { echo "$lines lines, want $ROWS (+1 header)"; return 1; } ;;
         *)
@@ -239,6 +250,20 @@ FAILED=0
         s=$(median 1 "$samples")
         printf '| %s | %.2f | %s | %s | %s |\n' "${LABEL[$key]}" "$s" "$(ratio_of "$s" "$REF_S")" "$(mb "$(median 2 "$samples")")" "${TRIPS[$key]}"
     done
+    echo
+
+    echo "## TLS"
+    echo
+    tls_s="$WORK/sluice_ndjson_tls.payment_events.samples"
+    psql_tls_s="$WORK/psql_tls.payment_events.samples"
+    plain_s="$WORK/sluice_ndjson.payment_events.samples"
+    if [[ -z $TLS_NOTE && -s $tls_s && -s $psql_tls_s && -s $plain_s ]]; then
+        t=$(median 1 "$tls_s")
+        echo "Both clients with \`sslmode=require\` on the same server: sluice NDJSON over TLS takes $(ratio_of "$t" "$(median 1 "$psql_tls_s")") the time of psql over TLS, and $(ratio_of "$t" "$(median 1 "$plain_s")") its own plain-TCP time."
+        echo "sluice's connection: $(grep -E '^encryption:' <<<"${STATS[sluice_ndjson_tls]:-}" | cut -d' ' -f2- || true)."
+    else
+        echo "${TLS_NOTE:-no data}"
+    fi
     echo
 
     if [[ $SCALE_CHECK == 1 ]]; then

@@ -110,6 +110,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
+    let encryption = session.encryption();
     let spell = session.param_spelling();
     let pipeline = session.prepare_calls(&arguments.sql).await?;
     let names = if arguments.param_names.is_empty() {
@@ -187,6 +188,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
             connect: connected,
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
+            encryption,
         }
         .print();
     }

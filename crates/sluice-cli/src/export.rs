@@ -136,6 +136,7 @@ async fn export(
     let meter = Meter::new();
     let session = target.connect(&meter).await?;
     let connected = meter.snapshot();
+    let encryption = session.encryption();
     let cancel = session.canceller();
     interrupt.arm(cancel.clone());
 
@@ -186,6 +187,7 @@ async fn export(
             connect: connected,
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
+            encryption,
         }
         .print();
     }

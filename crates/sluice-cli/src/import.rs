@@ -306,6 +306,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
+    let encryption = session.encryption();
     let table = session.describe_table(&arguments.table).await?;
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), total_bytes);
@@ -348,6 +349,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
             connect: connected,
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
+            encryption,
         }
         .print();
     }

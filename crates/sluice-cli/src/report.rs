@@ -146,6 +146,8 @@ pub struct Stats {
     pub operation: MeterSnapshot,
     /// Wall time since the command started.
     pub elapsed: Duration,
+    /// The connection's encryption (`None`: not encrypted).
+    pub encryption: Option<String>,
 }
 
 impl Stats {
@@ -166,6 +168,10 @@ impl Stats {
         err_line!("round trips for the query: {}", self.operation.round_trips);
         err_line!("wire bytes sent: {}", total.bytes_sent);
         err_line!("wire bytes received: {}", total.bytes_received);
+        err_line!(
+            "encryption: {}",
+            self.encryption.as_deref().unwrap_or("none")
+        );
         err_line!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
         match peak_rss_bytes() {
             Some(bytes) => err_line!("peak memory: {}", mebibytes(bytes)),

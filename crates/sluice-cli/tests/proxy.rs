@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::Meter;
 use sluice_postgres::config::Target;
+use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{Config, Connection};
 use sluice_testkit::TestDb;
 
@@ -135,6 +136,8 @@ fn through(proxy: &mut RunningProxy, db: &TestDb) -> (String, Config) {
     let (proxy_host, proxy_port) = address.rsplit_once(':').unwrap();
     let mut config: Config = db.url().parse().unwrap();
     config.targets = vec![Target::Tcp(proxy_host.into(), proxy_port.parse().unwrap())];
+    // The proxy reads the protocol: it cannot see into TLS.
+    config.tls = TlsSettings::disabled();
     (address, config)
 }
 

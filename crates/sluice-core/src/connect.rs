@@ -216,6 +216,13 @@ pub trait Session: Send {
     /// Round trips made on this session so far.
     fn round_trips(&self) -> u64;
 
+    /// How the connection to the database is encrypted (`TLSv1_3
+    /// TLS13_AES_256_GCM_SHA384`); `None` when it is not, or is no network
+    /// connection (the default).
+    fn encryption(&self) -> Option<String> {
+        None
+    }
+
     /// A handle that cancels this session's running statement from elsewhere.
     fn canceller(&self) -> Arc<dyn Canceller>;
 

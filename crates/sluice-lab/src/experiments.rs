@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use sluice_core::database::BoxFuture;
 use sluice_core::{Batch, BatchSource, Error, ErrorKind, Kind, Meter};
 use sluice_postgres::config::Target;
+use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{
     CallOutcome, Config, Connection, ParamSet, ParamSource, Pipeline, QueryOptions, QueryStream,
     Transaction,
@@ -50,6 +51,13 @@ impl Tables {
 
 /// The server the proxy forwards to: the first TCP target of `config`.
 fn upstream_of(config: &Config) -> Result<String, Error> {
+    if !config.tls.mode.allows_plain() {
+        return Err(Error::config(
+            "sluice lab measures through a proxy that reads the protocol, so it speaks \
+             plain TCP to the server: a connection that requires TLS (sslmode=require or \
+             verify-*) cannot be measured; use a server that accepts plain connections",
+        ));
+    }
     for target in &config.targets {
         if let Target::Tcp(host, port) = target {
             return Ok(if host.contains(':') {
@@ -351,6 +359,8 @@ impl Lab<'_> {
         })?;
         let mut config = self.config.clone();
         config.targets = vec![Target::Tcp("127.0.0.1".into(), proxy.address().port())];
+        // The proxy reads the protocol to count trips: it cannot see into TLS.
+        config.tls = TlsSettings::disabled();
         let path = Path { proxy, config, rtt };
         let label = crate::rtt_label(rtt);
 

@@ -1,14 +1,16 @@
-//! [`Config`]: where and how to connect, parsed from a libpq-style URL or
-//! `key=value` string (by tokio-postgres's well-tested parser) with libpq's
-//! environment defaults (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`).
+//! [`Config`]: where and how to connect, from a libpq URL or `key=value` string
+//! (see [`crate::conninfo`]) with libpq's environment defaults (`PGHOST`,
+//! `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`, …).
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use percent_encoding::percent_decode_str;
 use sluice_core::Error;
-use tokio_postgres::config::{Host, SslMode};
+
+use crate::conninfo::Settings;
+use crate::passfile;
+use crate::tls::TlsSettings;
 
 /// One address to try.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,11 +21,77 @@ pub enum Target {
     Unix(PathBuf),
 }
 
+impl Target {
+    /// The host and port a password-file line is matched against: a socket
+    /// matches `localhost`, as in libpq.
+    pub(crate) fn host_and_port(&self) -> (&str, u16) {
+        match self {
+            Target::Tcp(host, port) => (host, *port),
+            Target::Unix(path) => {
+                let port = path
+                    .extension()
+                    .and_then(|extension| extension.to_str())
+                    .and_then(|extension| extension.parse().ok())
+                    .unwrap_or(5432);
+                ("localhost", port)
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Target::Tcp(host, port) => write!(f, "{host}:{port}"),
             Target::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// libpq's `target_session_attrs`: which of several hosts will do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAttributes {
+    /// The first that accepts (default).
+    Any,
+    /// One that takes writes (`transaction_read_only` off).
+    ReadWrite,
+    /// One that does not (`transaction_read_only` on).
+    ReadOnly,
+    /// A primary (not in recovery).
+    Primary,
+    /// A standby (in recovery).
+    Standby,
+    /// A standby if any host is one, else any.
+    PreferStandby,
+}
+
+impl SessionAttributes {
+    fn parse(text: &str) -> Result<SessionAttributes, Error> {
+        Ok(match text {
+            "any" => SessionAttributes::Any,
+            "read-write" => SessionAttributes::ReadWrite,
+            "read-only" => SessionAttributes::ReadOnly,
+            "primary" => SessionAttributes::Primary,
+            "standby" => SessionAttributes::Standby,
+            "prefer-standby" => SessionAttributes::PreferStandby,
+            other => {
+                return Err(Error::config(format!(
+                    "target_session_attrs={other} is not a valid setting (any, read-write, \
+                     read-only, primary, standby or prefer-standby)"
+                )))
+            }
+        })
+    }
+
+    /// The setting's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionAttributes::Any => "any",
+            SessionAttributes::ReadWrite => "read-write",
+            SessionAttributes::ReadOnly => "read-only",
+            SessionAttributes::Primary => "primary",
+            SessionAttributes::Standby => "standby",
+            SessionAttributes::PreferStandby => "prefer-standby",
         }
     }
 }
@@ -47,6 +115,14 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Extra run-time settings sent in the startup message (name, value).
     pub settings: Vec<(String, String)>,
+    /// When and how to use TLS.
+    pub tls: TlsSettings,
+    /// The password file read when no password is given and the server asks.
+    pub passfile: Option<PathBuf>,
+    /// Which host will do, when there are several.
+    pub target_session_attrs: SessionAttributes,
+    /// Try the hosts in random order (`load_balance_hosts=random`).
+    pub load_balance_hosts: bool,
 }
 
 impl std::fmt::Debug for Config {
@@ -58,6 +134,7 @@ impl std::fmt::Debug for Config {
             .field("database", &self.database)
             .field("options", &self.options)
             .field("settings", &self.settings)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -69,145 +146,122 @@ fn env(name: &str) -> Option<String> {
 impl FromStr for Config {
     type Err = Error;
 
+    /// Parses a libpq URL or `key=value` string; what it leaves out comes from
+    /// libpq's environment variables (`PGHOST`, `PGSSLMODE`, …), then libpq's
+    /// defaults.
     fn from_str(text: &str) -> Result<Config, Error> {
-        let parsed = tokio_postgres::Config::from_str(text)
-            .map_err(|error| describe_parse_error(text, &error))?;
-        if matches!(parsed.get_ssl_mode(), SslMode::Require) {
-            return Err(ssl_mode_error("require"));
-        }
-        let default_port = env("PGPORT")
-            .and_then(|port| port.parse().ok())
-            .unwrap_or(5432u16);
-        let ports = parsed.get_ports();
-        let port_for = |index: usize| match ports.len() {
-            0 => default_port,
-            1 => ports[0],
-            _ => ports.get(index).copied().unwrap_or(default_port),
-        };
-        let mut targets: Vec<Target> = parsed
-            .get_hosts()
-            .iter()
-            .enumerate()
-            .map(|(index, host)| match host {
-                Host::Tcp(name) => Target::Tcp(name.clone(), port_for(index)),
-                Host::Unix(directory) => {
-                    Target::Unix(directory.join(format!(".s.PGSQL.{}", port_for(index))))
-                }
-            })
-            .collect();
-        if targets.is_empty() {
-            let host = env("PGHOST").unwrap_or_else(|| "localhost".into());
-            targets.push(if host.starts_with('/') {
-                Target::Unix(PathBuf::from(host).join(format!(".s.PGSQL.{}", port_for(0))))
-            } else {
-                Target::Tcp(host, port_for(0))
-            });
-        }
-        let user = parsed
-            .get_user()
+        let mut settings = Settings::parse(text)?;
+        // The string first, then its service's settings, then the environment.
+        let service = settings
+            .get("service")
             .map(str::to_owned)
-            .or_else(|| env("PGUSER"))
+            .or_else(|| env("PGSERVICE"));
+        if let Some(service) = service {
+            settings.fill_from(passfile::service(&service, &env)?);
+        }
+        Config::from_settings(settings.with_defaults(env))
+    }
+}
+
+impl Config {
+    fn from_settings(settings: Settings) -> Result<Config, Error> {
+        let targets = targets(&settings)?;
+        let user = settings
+            .get("user")
+            .map(str::to_owned)
             .or_else(|| env("USER"))
             .unwrap_or_else(|| "postgres".into());
-        let database = parsed
-            .get_dbname()
-            .map(str::to_owned)
-            .or_else(|| env("PGDATABASE"))
-            .unwrap_or_else(|| user.clone());
+        let database = settings
+            .get("dbname")
+            .map_or_else(|| user.clone(), str::to_owned);
+        // libpq: none, zero or negative waits for ever; otherwise at least 2 s.
+        // sluice waits 10 s when nothing is said, so a dead host never hangs it.
+        let connect_timeout = match settings.get("connect_timeout") {
+            None => Duration::from_secs(10),
+            Some(text) => match text.trim().parse::<i64>() {
+                Ok(seconds) if seconds <= 0 => Duration::MAX,
+                Ok(seconds) => Duration::from_secs(seconds.max(2).unsigned_abs()),
+                Err(_) => {
+                    return Err(Error::config(format!(
+                        "invalid connection string: connect_timeout={text} is not a whole number of seconds"
+                    )))
+                }
+            },
+        };
         Ok(Config {
             targets,
-            password: parsed
-                .get_password()
-                .map(<[u8]>::to_vec)
-                .or_else(|| env("PGPASSWORD").map(String::into_bytes)),
+            password: settings
+                .get("password")
+                .map(|text| text.as_bytes().to_vec()),
             user,
             database,
-            options: parsed.get_options().map(str::to_owned),
-            application_name: parsed.get_application_name().unwrap_or("sluice").to_owned(),
-            connect_timeout: parsed
-                .get_connect_timeout()
-                .copied()
-                .unwrap_or(Duration::from_secs(10)),
+            options: settings.get("options").map(str::to_owned),
+            application_name: settings
+                .get("application_name")
+                .or_else(|| settings.get("fallback_application_name"))
+                .unwrap_or("sluice")
+                .to_owned(),
+            connect_timeout,
             settings: Vec::new(),
+            tls: TlsSettings::from_settings(&settings)?,
+            passfile: passfile::password_file(&settings),
+            target_session_attrs: settings
+                .get("target_session_attrs")
+                .map_or(Ok(SessionAttributes::Any), SessionAttributes::parse)?,
+            load_balance_hosts: match settings.get("load_balance_hosts") {
+                None | Some("disable") => false,
+                Some("random") => true,
+                Some(other) => {
+                    return Err(Error::config(format!(
+                        "load_balance_hosts={other} is not a valid setting (disable or random)"
+                    )))
+                }
+            },
         })
     }
 }
 
-/// Words a parse failure: tokio-postgres's own `Display` only says "invalid
-/// connection string"; the setting at fault is in its source.
-fn describe_parse_error(text: &str, error: &tokio_postgres::Error) -> Error {
-    let reason = std::error::Error::source(error)
-        .map(ToString::to_string)
-        .unwrap_or_else(|| error.to_string());
-    if reason.contains("`sslmode`") {
-        if let Some(mode) = setting_value(text, "sslmode") {
-            return ssl_mode_error(&mode);
-        }
+/// The addresses of `host` and `port`: comma-separated lists, one port for all
+/// hosts or one per host; a host starting with `/` is a socket directory.
+fn targets(settings: &Settings) -> Result<Vec<Target>, Error> {
+    let hosts: Vec<&str> = settings
+        .get("host")
+        .unwrap_or("localhost")
+        .split(',')
+        .collect();
+    let ports = settings
+        .get("port")
+        .unwrap_or_default()
+        .split(',')
+        .map(|port| match port.trim() {
+            "" => Ok(5432),
+            port => port.parse::<u16>().map_err(|_| {
+                Error::config(format!(
+                    "invalid connection string: port {port:?} is not a port number"
+                ))
+            }),
+        })
+        .collect::<Result<Vec<u16>, Error>>()?;
+    if ports.len() != 1 && ports.len() != hosts.len() {
+        return Err(Error::config(format!(
+            "invalid connection string: {} hosts but {} ports (give one port, or one per host)",
+            hosts.len(),
+            ports.len()
+        )));
     }
-    Error::config(format!("invalid connection string: {reason}"))
-}
-
-/// The error for an `sslmode` this build cannot honour, or one that does not exist.
-fn ssl_mode_error(mode: &str) -> Error {
-    match mode {
-        "require" | "verify-ca" | "verify-full" => Error::config(format!(
-            "sslmode={mode} needs TLS, which this build does not support yet \
-             (connect with sslmode=disable or prefer, or through a local TLS-terminating proxy)"
-        )),
-        "allow" => Error::config(
-            "sslmode=allow is not supported by this build: use sslmode=disable or prefer",
-        ),
-        other => Error::config(format!(
-            "sslmode={other} is not a valid setting \
-             (disable, allow, prefer, require, verify-ca or verify-full)"
-        )),
-    }
-}
-
-/// The value of setting `name` in a URL's query string or a `key=value` string, as
-/// written (URL percent-escapes decoded, quotes removed); the last occurrence wins,
-/// as in libpq. Only used to word errors, so it need not validate the rest.
-fn setting_value(text: &str, name: &str) -> Option<String> {
-    let text = text.trim();
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        let query = text.split_once('?')?.1;
-        return query
-            .rsplit('&')
-            .filter_map(|pair| pair.split_once('='))
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| percent_decode_str(value).decode_utf8_lossy().into_owned());
-    }
-    let mut found = None;
-    let mut rest = text;
-    while let Some((key, after_key)) = rest.split_once('=') {
-        let key = key.split_whitespace().last().unwrap_or("");
-        let after_key = after_key.trim_start();
-        let (value, after_value) = key_value_token(after_key);
-        if key == name {
-            found = Some(value);
-        }
-        rest = after_value;
-    }
-    found
-}
-
-/// One value of a `key=value` string: quoted (`'a b'`, `\'` escapes) or up to the
-/// next whitespace; returns it and the text after it.
-fn key_value_token(text: &str) -> (String, &str) {
-    let Some(quoted) = text.strip_prefix('\'') else {
-        let end = text.find(char::is_whitespace).unwrap_or(text.len());
-        return (text[..end].to_owned(), &text[end..]);
-    };
-    let mut value = String::new();
-    let mut characters = quoted.char_indices();
-    while let Some((index, character)) = characters.next() {
-        match character {
-            '\\' => value.extend(characters.next().map(|(_, escaped)| escaped)),
-            '\'' => return (value, &quoted[index + 1..]),
-            other => value.push(other),
-        }
-    }
-    (value, "")
+    Ok(hosts
+        .iter()
+        .enumerate()
+        .map(|(index, host)| {
+            let port = ports[if ports.len() == 1 { 0 } else { index }];
+            let host = if host.is_empty() { "localhost" } else { host };
+            if host.starts_with('/') {
+                Target::Unix(PathBuf::from(host).join(format!(".s.PGSQL.{port}")))
+            } else {
+                Target::Tcp(host.to_owned(), port)
+            }
+        })
+        .collect())
 }
 
 impl Config {
@@ -221,61 +275,53 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::SslMode;
 
-    #[test]
-    fn urls_and_key_value_strings_parse() {
-        let config: Config = "postgres://alice:secret@db.example:6543/sales?application_name=x"
-            .parse()
-            .unwrap();
-        assert_eq!(config.targets, [Target::Tcp("db.example".into(), 6543)]);
-        assert_eq!(config.user, "alice");
-        assert_eq!(config.password.as_deref(), Some(&b"secret"[..]));
-        assert_eq!(config.database, "sales");
-        assert_eq!(config.application_name, "x");
-
-        let config: Config = "host=/run/postgresql port=5433 user=bob dbname=d"
-            .parse()
-            .unwrap();
-        assert_eq!(
-            config.targets,
-            [Target::Unix("/run/postgresql/.s.PGSQL.5433".into())]
-        );
-    }
-
-    #[test]
-    fn nonsense_and_tls_requirements_are_config_errors() {
-        let error = "postgres://a@b/c?sslmode=require"
-            .parse::<Config>()
-            .unwrap_err();
-        assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
-        let error = "postgres://a@b:notaport/c".parse::<Config>().unwrap_err();
-        assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
+    fn config(text: &str) -> Config {
+        Config::from_settings(Settings::parse(text).unwrap()).unwrap()
     }
 
     fn message(text: &str) -> String {
-        text.parse::<Config>().unwrap_err().to_string()
+        match Settings::parse(text).and_then(Config::from_settings) {
+            Ok(_) => panic!("{text} parsed"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn urls_and_key_value_strings_parse() {
+        let parsed = config("postgres://alice:secret@db.example:6543/sales?application_name=x");
+        assert_eq!(parsed.targets, [Target::Tcp("db.example".into(), 6543)]);
+        assert_eq!(parsed.user, "alice");
+        assert_eq!(parsed.password.as_deref(), Some(&b"secret"[..]));
+        assert_eq!(parsed.database, "sales");
+        assert_eq!(parsed.application_name, "x");
+        assert_eq!(parsed.tls.mode, SslMode::Prefer, "libpq's default");
+
+        let parsed = config("host=/run/postgresql port=5433 user=bob dbname=d");
+        assert_eq!(
+            parsed.targets,
+            [Target::Unix("/run/postgresql/.s.PGSQL.5433".into())]
+        );
+        let parsed = config("postgres://a:1,b/d");
+        assert_eq!(
+            parsed.targets,
+            [Target::Tcp("a".into(), 1), Target::Tcp("b".into(), 5432)]
+        );
+        let parsed = config("host=a,b port=7");
+        assert_eq!(
+            parsed.targets,
+            [Target::Tcp("a".into(), 7), Target::Tcp("b".into(), 7)]
+        );
+        assert_eq!(
+            config("connect_timeout=1").connect_timeout,
+            Duration::from_secs(2)
+        );
+        assert_eq!(config("sslmode=require").tls.mode, SslMode::Require);
     }
 
     #[test]
     fn errors_name_the_setting_and_the_reason() {
-        for text in [
-            "postgres://a@b/c?sslmode=verify-full",
-            "postgres://a@b/c?application_name=x&sslmode=verify%2Dfull",
-            "host=b sslmode=verify-full",
-            "host=b sslmode = 'verify-full' dbname=c",
-        ] {
-            assert_eq!(
-                message(text),
-                "sslmode=verify-full needs TLS, which this build does not support yet \
-                 (connect with sslmode=disable or prefer, or through a local TLS-terminating proxy)",
-                "{text}"
-            );
-        }
-        assert!(message("host=b sslmode=verify-ca").starts_with("sslmode=verify-ca needs TLS"));
-        assert!(
-            message("postgres://a@b/c?sslmode=require").starts_with("sslmode=require needs TLS")
-        );
-        assert!(message("host=b sslmode=allow").starts_with("sslmode=allow is not supported"));
         assert!(message("host=b sslmode=bogus").starts_with("sslmode=bogus is not a valid setting"));
         assert_eq!(
             message("postgres://a@b/c?frobnicate=1"),
@@ -283,25 +329,20 @@ mod tests {
         );
         assert_eq!(
             message("host=b port=x"),
-            "invalid connection string: invalid value for option `port`"
+            "invalid connection string: port \"x\" is not a port number"
         );
-    }
-
-    #[test]
-    fn setting_values_are_found_in_both_forms() {
-        assert_eq!(
-            setting_value("host=a sslmode=x", "sslmode").as_deref(),
-            Some("x")
+        assert!(message("host=a,b,c port=1,2").contains("3 hosts but 2 ports"));
+        assert!(
+            message("sslmode=verify-full sslrootcert=/nonexistent/ca.pem")
+                .starts_with("sslrootcert /nonexistent/ca.pem: ")
         );
-        assert_eq!(
-            setting_value("host='a b' sslmode='it\\'s' dbname=d", "sslmode").as_deref(),
-            Some("it's")
+        assert!(
+            message("sslmode=require sslrootcert=system").contains("goes with sslmode=verify-full")
         );
-        assert_eq!(
-            setting_value("postgresql://u@h/d?sslmode=a&sslmode=b", "sslmode").as_deref(),
-            Some("b")
-        );
-        assert_eq!(setting_value("host=a", "sslmode"), None);
-        assert_eq!(setting_value("postgres://u@h/d", "sslmode"), None);
+        assert!(message("sslmode=disable channel_binding=require").contains("needs TLS"));
+        let error = Settings::parse("port=x")
+            .and_then(Config::from_settings)
+            .unwrap_err();
+        assert_eq!(error.kind(), sluice_core::ErrorKind::Config);
     }
 }

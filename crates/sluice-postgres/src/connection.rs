@@ -14,16 +14,22 @@ use bytes::BytesMut;
 use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
-use sluice_core::{Error, ErrorKind, Meter, MeteredStream};
+use sluice_core::{Error, ErrorKind, Meter};
+
+use crate::passfile::{look_up, Lookup};
+use crate::tls::{ChannelBinding, SslMode};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::config::{Config, Target};
+use crate::config::{Config, SessionAttributes, Target};
 use crate::error::db_error;
 use crate::CancelToken;
 
 mod exchange;
+mod transport;
 mod wire;
+
+use transport::{negotiate, Negotiated, Transport};
 
 pub(crate) use exchange::{tag_count, text_values};
 pub(crate) use wire::Received;
@@ -136,7 +142,7 @@ fn login_error(error: Error) -> Error {
 /// An authenticated session, idle and ready for a query.
 #[derive(Debug)]
 pub struct Connection {
-    stream: MeteredStream<Socket>,
+    stream: Transport,
     /// Bytes received and not yet consumed; rows are decoded from it in place.
     read_buffer: BytesMut,
     /// Messages encoded and not yet sent: several leave in one write.
@@ -148,29 +154,139 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects, authenticates (trust, password, MD5 or SCRAM-SHA-256) and waits until
-    /// the server is ready. Traffic is counted by `meter` from the first byte.
+    /// Connects, authenticates (trust, password, MD5 or SCRAM-SHA-256, with
+    /// channel binding on TLS) and waits until the server is ready, trying each
+    /// address in turn (in random order with `load_balance_hosts=random`) until
+    /// one accepts and is what `target_session_attrs` asks for. Traffic is
+    /// counted by `meter` from the first byte.
     pub async fn connect(config: &Config, meter: &Meter) -> Result<Connection, Error> {
+        let mut order: Vec<&Target> = config.targets.iter().collect();
+        if config.load_balance_hosts {
+            shuffle(&mut order);
+        }
+        let passes: &[SessionAttributes] = match config.target_session_attrs {
+            SessionAttributes::PreferStandby => {
+                &[SessionAttributes::Standby, SessionAttributes::Any]
+            }
+            SessionAttributes::Any => &[SessionAttributes::Any],
+            _ => std::slice::from_ref(&config.target_session_attrs),
+        };
         let mut last_error = None;
-        for target in &config.targets {
-            match Socket::open(target, config).await {
-                Ok(socket) => {
-                    let mut connection = Connection {
-                        stream: meter.wrap(socket),
-                        read_buffer: BytesMut::with_capacity(READ_CHUNK),
-                        write_buffer: BytesMut::with_capacity(8 * 1024),
-                        target: target.clone(),
-                        process_id: 0,
-                        secret_key: 0,
-                        server_version: String::new(),
-                    };
-                    connection.startup(config).await?;
-                    return Ok(connection);
+        let mut mismatched = Vec::new();
+        for &wanted in passes {
+            for &target in &order {
+                match Connection::connect_to(target, config, meter).await {
+                    Ok(mut connection) => {
+                        if connection.is(wanted).await? {
+                            return Ok(connection);
+                        }
+                        mismatched.push(target.to_string());
+                        connection.close().await;
+                    }
+                    // The next address may do better; a refused login would not.
+                    Err(error) if error.kind() == ErrorKind::Connect => last_error = Some(error),
+                    Err(error) => return Err(error),
                 }
-                Err(error) => last_error = Some(error),
             }
         }
+        if !mismatched.is_empty() {
+            let others = last_error.map_or(String::new(), |error| format!("; {error}"));
+            return Err(Error::new(
+                ErrorKind::Connect,
+                format!(
+                    "no server matches target_session_attrs={} ({} did not){others}",
+                    config.target_session_attrs.name(),
+                    mismatched.join(", ")
+                ),
+            ));
+        }
         Err(last_error.unwrap_or_else(|| Error::config("no host to connect to")))
+    }
+
+    /// Whether this session is what `wanted` asks for (one query, unless any will do).
+    async fn is(&mut self, wanted: SessionAttributes) -> Result<bool, Error> {
+        if wanted == SessionAttributes::Any {
+            return Ok(true);
+        }
+        let rows = self
+            .simple_query("select pg_is_in_recovery(), current_setting('transaction_read_only')")
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::protocol("no row for the session check"))?;
+        let in_recovery = row.first().and_then(Option::as_deref) == Some("t");
+        let read_only = row.get(1).and_then(Option::as_deref) == Some("on");
+        Ok(match wanted {
+            SessionAttributes::ReadWrite => !read_only,
+            SessionAttributes::ReadOnly => read_only,
+            SessionAttributes::Primary => !in_recovery,
+            SessionAttributes::Standby => in_recovery,
+            SessionAttributes::Any | SessionAttributes::PreferStandby => true,
+        })
+    }
+
+    /// One address, with `sslmode`'s fallbacks: `prefer` goes plain when the
+    /// server has no TLS or its handshake fails, `allow` tries TLS when the
+    /// server refuses a plain login.
+    async fn connect_to(
+        target: &Target,
+        config: &Config,
+        meter: &Meter,
+    ) -> Result<Connection, Error> {
+        match config.tls.mode {
+            SslMode::Disable => Connection::login(target, config, meter, false).await,
+            SslMode::Allow => match Connection::login(target, config, meter, false).await {
+                Err(error) if refused_without_tls(&error) => {
+                    Connection::login(target, config, meter, true).await
+                }
+                result => result,
+            },
+            _ => Connection::login(target, config, meter, true).await,
+        }
+    }
+
+    /// Opens a socket to `target`, asks for TLS when `tls`, and logs in.
+    async fn login(
+        target: &Target,
+        config: &Config,
+        meter: &Meter,
+        tls: bool,
+    ) -> Result<Connection, Error> {
+        let socket = meter.wrap(Socket::open(target, config).await?);
+        let stream = match (&config.tls.client, tls) {
+            (Some(client), true) => match negotiate(socket, target, client).await? {
+                Negotiated::Tls(transport) => transport,
+                Negotiated::Refused(socket) if config.tls.mode.allows_plain() => {
+                    Transport::Plain(socket)
+                }
+                Negotiated::Refused(_) => {
+                    return Err(Error::new(
+                        ErrorKind::Connect,
+                        format!(
+                            "{target} does not accept TLS connections, but sslmode={} requires TLS",
+                            mode_name(config.tls.mode)
+                        ),
+                    ))
+                }
+                // libpq's prefer: a failed handshake is retried without TLS.
+                Negotiated::Failed(_) if config.tls.mode == SslMode::Prefer => {
+                    Transport::Plain(meter.wrap(Socket::open(target, config).await?))
+                }
+                Negotiated::Failed(error) => return Err(error),
+            },
+            _ => Transport::Plain(socket),
+        };
+        let mut connection = Connection {
+            stream,
+            read_buffer: BytesMut::with_capacity(READ_CHUNK),
+            write_buffer: BytesMut::with_capacity(8 * 1024),
+            target: target.clone(),
+            process_id: 0,
+            secret_key: 0,
+            server_version: String::new(),
+        };
+        connection.startup(config).await?;
+        Ok(connection)
     }
 
     async fn startup(&mut self, config: &Config) -> Result<(), Error> {
@@ -220,85 +336,143 @@ impl Connection {
     }
 
     async fn authenticate(&mut self, config: &Config) -> Result<(), Error> {
-        let password = || {
-            config.password.as_deref().ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Authentication,
-                    format!(
-                        "the server asks user {:?} for a password, but none was given \
-                         (put it in the URL or PGPASSWORD)",
-                        config.user
-                    ),
-                )
-            })
+        let from_file = self.password_from_file(config);
+        let password = || match (&config.password, &from_file) {
+            (Some(password), _) | (None, Lookup::Found(password)) => Ok(password.as_slice()),
+            (None, lookup) => Err(Error::new(
+                ErrorKind::Authentication,
+                format!(
+                    "the server asks user {:?} for a password, but none was given{}",
+                    config.user,
+                    match lookup {
+                        Lookup::Ignored(file) => format!(
+                            " ({} was not read: it has group or world access; chmod 0600 it)",
+                            file.display()
+                        ),
+                        _ => String::new(),
+                    }
+                ),
+            )),
         };
-        match self.read_login_message().await? {
-            Message::AuthenticationOk => return Ok(()),
-            Message::AuthenticationCleartextPassword => {
-                frontend::password_message(password()?, &mut self.write_buffer)
-                    .map_err(Error::io)?;
-            }
-            Message::AuthenticationMd5Password(body) => {
-                let hash = md5_hash(config.user.as_bytes(), password()?, body.salt());
-                frontend::password_message(hash.as_bytes(), &mut self.write_buffer)
-                    .map_err(Error::io)?;
-            }
+        let message = match self.read_login_message().await? {
             Message::AuthenticationSasl(body) => {
+                let mut offered = Vec::new();
                 let mut mechanisms = body.mechanisms();
-                let mut supported = false;
                 while let Some(mechanism) =
                     fallible_iterator::FallibleIterator::next(&mut mechanisms).map_err(Error::io)?
                 {
-                    supported |= mechanism == sasl::SCRAM_SHA_256;
+                    offered.push(mechanism.to_owned());
                 }
-                if !supported {
-                    return Err(Error::new(
-                        ErrorKind::Authentication,
-                        "the server offers no SASL mechanism sluice supports (SCRAM-SHA-256)",
-                    ));
-                }
-                let mut scram =
-                    sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
-                frontend::sasl_initial_response(
-                    sasl::SCRAM_SHA_256,
-                    scram.message(),
-                    &mut self.write_buffer,
-                )
-                .map_err(Error::io)?;
-                self.send().await?;
-                match self.read_login_message().await? {
-                    Message::AuthenticationSaslContinue(body) => {
-                        scram.update(body.data()).map_err(|error| {
-                            Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
-                        })?
-                    }
-                    _ => return Err(Error::protocol("expected SASL continuation")),
-                }
-                frontend::sasl_response(scram.message(), &mut self.write_buffer)
-                    .map_err(Error::io)?;
-                self.send().await?;
-                match self.read_login_message().await? {
-                    Message::AuthenticationSaslFinal(body) => {
-                        scram.finish(body.data()).map_err(|error| {
-                            Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
-                        })?
-                    }
-                    _ => return Err(Error::protocol("expected SASL final message")),
-                }
-                return match self.read_login_message().await? {
-                    Message::AuthenticationOk => Ok(()),
-                    _ => Err(Error::protocol("expected authentication to complete")),
-                };
+                return self.scram(config, password()?, &offered).await;
+            }
+            Message::AuthenticationOk => None,
+            Message::AuthenticationCleartextPassword => Some(password()?.to_vec()),
+            Message::AuthenticationMd5Password(body) => {
+                Some(md5_hash(config.user.as_bytes(), password()?, body.salt()).into_bytes())
             }
             _ => {
                 return Err(Error::new(
                     ErrorKind::Authentication,
                     "the server asks for an authentication method sluice does not support \
-                     (supported: trust, password, md5, scram-sha-256)",
+                     (supported: trust, password, md5, scram-sha-256, TLS certificates)",
                 ))
             }
+        };
+        if config.tls.channel_binding == ChannelBinding::Require {
+            return Err(Error::new(
+                ErrorKind::Authentication,
+                "channel_binding=require, but the server authenticated without channel binding \
+                 (it needs SCRAM-SHA-256 over TLS)",
+            ));
         }
+        let Some(message) = message else {
+            return Ok(());
+        };
+        frontend::password_message(&message, &mut self.write_buffer).map_err(Error::io)?;
         self.send().await?;
+        match self.read_login_message().await? {
+            Message::AuthenticationOk => Ok(()),
+            _ => Err(Error::protocol("expected authentication to complete")),
+        }
+    }
+
+    /// What the password file says for this connection (nothing when a
+    /// password was given).
+    fn password_from_file(&self, config: &Config) -> Lookup {
+        match (&config.password, &config.passfile) {
+            (None, Some(file)) => {
+                let (host, port) = self.target.host_and_port();
+                look_up(file, host, port, &config.database, &config.user)
+            }
+            _ => Lookup::NotFound,
+        }
+    }
+
+    /// SCRAM-SHA-256, bound to the TLS channel (`-PLUS`) when on TLS, offered
+    /// and not disabled; `channel_binding=require` refuses a login without it.
+    async fn scram(
+        &mut self,
+        config: &Config,
+        password: &[u8],
+        offered: &[String],
+    ) -> Result<(), Error> {
+        let plus_offered = offered.iter().any(|name| name == sasl::SCRAM_SHA_256_PLUS);
+        let end_point = self
+            .stream
+            .server_certificate()
+            .and_then(crate::tls::server_end_point);
+        let (mechanism, binding) = match (config.tls.channel_binding, end_point) {
+            (ChannelBinding::Disable, _) => {
+                (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported())
+            }
+            (_, Some(end_point)) if plus_offered => (
+                sasl::SCRAM_SHA_256_PLUS,
+                sasl::ChannelBinding::tls_server_end_point(end_point),
+            ),
+            (ChannelBinding::Require, _) => {
+                return Err(Error::new(
+                    ErrorKind::Authentication,
+                    if self.stream.server_certificate().is_none() {
+                        "channel_binding=require, but the connection is not TLS".to_owned()
+                    } else {
+                        "channel_binding=require, but the server does not offer \
+                         SCRAM-SHA-256-PLUS for its certificate"
+                            .to_owned()
+                    },
+                ))
+            }
+            // On TLS the client could bind but the server did not offer it.
+            (_, Some(_)) => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unrequested()),
+            (_, None) => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported()),
+        };
+        if !offered.iter().any(|name| name == mechanism) {
+            return Err(Error::new(
+                ErrorKind::Authentication,
+                "the server offers no SASL mechanism sluice supports (SCRAM-SHA-256)",
+            ));
+        }
+        let mut scram = sasl::ScramSha256::new(password, binding);
+        frontend::sasl_initial_response(mechanism, scram.message(), &mut self.write_buffer)
+            .map_err(Error::io)?;
+        self.send().await?;
+        match self.read_login_message().await? {
+            Message::AuthenticationSaslContinue(body) => {
+                scram.update(body.data()).map_err(|error| {
+                    Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
+                })?
+            }
+            _ => return Err(Error::protocol("expected SASL continuation")),
+        }
+        frontend::sasl_response(scram.message(), &mut self.write_buffer).map_err(Error::io)?;
+        self.send().await?;
+        match self.read_login_message().await? {
+            Message::AuthenticationSaslFinal(body) => {
+                scram.finish(body.data()).map_err(|error| {
+                    Error::new(ErrorKind::Authentication, format!("SCRAM: {error}"))
+                })?
+            }
+            _ => return Err(Error::protocol("expected SASL final message")),
+        }
         match self.read_login_message().await? {
             Message::AuthenticationOk => Ok(()),
             _ => Err(Error::protocol("expected authentication to complete")),
@@ -326,17 +500,14 @@ impl Connection {
             return Err(Error::protocol("unread data on an idle session"));
         }
         let mut probe = [0u8; 256];
-        let read = match self.stream.get_ref() {
-            Socket::Tcp(stream) => stream.try_read(&mut probe),
-            Socket::Unix(stream) => stream.try_read(&mut probe),
-        };
-        match read {
+        match self.stream.try_read(&mut probe) {
+            Ok(None) => Ok(()),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(()),
-            Ok(0) => Err(Error::new(
+            Ok(Some(0)) => Err(Error::new(
                 ErrorKind::Closed,
                 "the database server closed the idle connection",
             )),
-            Ok(_) => Err(Error::new(
+            Ok(Some(_)) => Err(Error::new(
                 ErrorKind::Closed,
                 "the database server sent a message to an idle session (it is shutting down)",
             )),
@@ -359,6 +530,12 @@ impl Connection {
         &self.server_version
     }
 
+    /// The TLS protocol and cipher (`TLSv1_3 TLS13_AES_256_GCM_SHA384`), or
+    /// `None` for an unencrypted connection.
+    pub fn encryption(&self) -> Option<String> {
+        self.stream.encryption()
+    }
+
     /// The meter counting this connection's traffic.
     pub fn meter(&self) -> &Meter {
         self.stream.meter()
@@ -369,5 +546,35 @@ impl Connection {
         frontend::terminate(&mut self.write_buffer);
         let _ = self.send().await;
         let _ = self.stream.shutdown().await;
+    }
+}
+
+/// A plain login refused because the server's `pg_hba.conf` wants TLS
+/// (`no pg_hba.conf entry for host …, no encryption`), for `sslmode=allow`.
+fn refused_without_tls(error: &Error) -> bool {
+    error.code() == Some("28000") && error.to_string().contains("no encryption")
+}
+
+fn mode_name(mode: SslMode) -> &'static str {
+    match mode {
+        SslMode::Disable => "disable",
+        SslMode::Allow => "allow",
+        SslMode::Prefer => "prefer",
+        SslMode::Require => "require",
+        SslMode::VerifyCa => "verify-ca",
+        SslMode::VerifyFull => "verify-full",
+    }
+}
+
+/// Fisher–Yates with the standard library's per-process random keys: no
+/// random-number crate for a host list of a few entries.
+fn shuffle<T>(items: &mut [T]) {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    for index in (1..items.len()).rev() {
+        let mut hasher = state.build_hasher();
+        hasher.write_usize(index);
+        let pick = (hasher.finish() % (index as u64 + 1)) as usize;
+        items.swap(index, pick);
     }
 }

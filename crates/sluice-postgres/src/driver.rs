@@ -150,6 +150,10 @@ impl Session for PostgresSession {
         self.connection.meter().snapshot().round_trips - self.start
     }
 
+    fn encryption(&self) -> Option<String> {
+        self.connection.encryption()
+    }
+
     fn canceller(&self) -> Arc<dyn Canceller> {
         Arc::new(PostgresCanceller {
             token: self.connection.cancel_token(),

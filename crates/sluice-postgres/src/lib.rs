@@ -23,15 +23,18 @@
 pub mod cancel;
 pub mod config;
 pub mod connection;
+mod conninfo;
 pub mod copy_in;
 pub mod driver;
 pub mod error;
 pub mod gateway;
 pub mod import;
 pub mod lob;
+mod passfile;
 pub mod pipeline;
 pub mod privileges;
 pub mod query;
+pub mod tls;
 pub mod types;
 
 pub use cancel::CancelToken;

@@ -98,7 +98,8 @@ async fn connect(answers: Vec<Vec<u8>>) -> (Connection, tokio::task::JoinHandle<
     let server = tokio::spawn(async move {
         let _ = serve(listener, answers).await;
     });
-    let config: Config = format!("postgres://sluice@127.0.0.1:{port}/test")
+    // A scripted server: it answers a startup message, not a TLS request.
+    let config: Config = format!("postgres://sluice@127.0.0.1:{port}/test?sslmode=disable")
         .parse()
         .unwrap();
     let connection = Connection::connect(&config, &Meter::new()).await.unwrap();

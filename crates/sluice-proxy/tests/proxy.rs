@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::{pump, Meter, Progress};
 use sluice_postgres::config::Target;
+use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
 use sluice_proxy::{Finding, Proxy, ProxyHandle, Shaping};
 use sluice_testkit::TestDb;
@@ -32,6 +33,8 @@ fn through_proxy_with_limit(
         .start()
         .unwrap();
     config.targets = vec![Target::Tcp("127.0.0.1".into(), proxy.address().port())];
+    // The proxy reads the protocol: it cannot see into TLS.
+    config.tls = TlsSettings::disabled();
     (proxy, config)
 }
 

@@ -62,6 +62,16 @@ const SHARED_SETTINGS: [(&str, &str); 8] = [
 pub struct ClusterBuilder {
     settings: Vec<(String, String)>,
     hba_lines: Vec<String>,
+    tls: Option<TlsFiles>,
+}
+
+/// The files a TLS cluster serves with: its certificate and key, and the CA
+/// that client certificates must be signed by.
+#[derive(Debug, Clone)]
+struct TlsFiles {
+    certificate: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
 }
 
 impl ClusterBuilder {
@@ -83,6 +93,18 @@ impl ClusterBuilder {
         self
     }
 
+    /// Serves TLS (`ssl = on`) with `certificates`' server certificate, and
+    /// checks client certificates against its CA (for `cert` hba lines).
+    pub fn tls(mut self, certificates: &crate::TestCertificates) -> ClusterBuilder {
+        let server = certificates.server();
+        self.tls = Some(TlsFiles {
+            certificate: server.certificate,
+            key: server.key,
+            ca: certificates.ca(),
+        });
+        self
+    }
+
     /// Starts the cluster and creates its `sluice_test` database.
     ///
     /// # Panics
@@ -90,7 +112,7 @@ impl ClusterBuilder {
     /// If the server binaries are missing or the server does not start (the message
     /// names the package to install, or holds the server log).
     pub fn start(self) -> Cluster {
-        match start_cluster(&self.settings, &self.hba_lines) {
+        match start_cluster(&self.settings, &self.hba_lines, self.tls.as_ref()) {
             Ok(cluster) => cluster,
             Err(message) => {
                 panic!("sluice-testkit: could not start a PostgreSQL cluster: {message}")
@@ -138,6 +160,19 @@ impl Cluster {
         }
     }
 
+    /// A streaming standby of this cluster (`pg_basebackup -R`) on a port of its
+    /// own; it has the same databases and roles, read-only.
+    ///
+    /// # Panics
+    ///
+    /// If `pg_basebackup` is missing or the standby does not start.
+    pub fn start_standby(&self) -> Cluster {
+        match start_standby(self) {
+            Ok(cluster) => cluster,
+            Err(message) => panic!("sluice-testkit: could not start a standby: {message}"),
+        }
+    }
+
     /// The `psql` binary found next to the server.
     pub(crate) fn psql(&self) -> &Path {
         &self.psql
@@ -167,7 +202,7 @@ pub(crate) fn start_shared() -> Result<Cluster, String> {
         .iter()
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect();
-    start_cluster(&settings, &[])
+    start_cluster(&settings, &[], None)
 }
 
 /// Who the cluster runs as: this process's user, or `nobody` when that is root
@@ -182,7 +217,11 @@ fn cluster_user() -> Result<Option<(u32, u32)>, String> {
         .map_err(|e| format!("running as root, so the test cluster must run as `nobody`, but: {e}"))
 }
 
-fn start_cluster(settings: &[(String, String)], hba_lines: &[String]) -> Result<Cluster, String> {
+fn start_cluster(
+    settings: &[(String, String)],
+    hba_lines: &[String],
+    tls: Option<&TlsFiles>,
+) -> Result<Cluster, String> {
     let (initdb, postgres) =
         find_server_binaries().ok_or_else(|| SERVER_BINARIES_NOT_FOUND.to_owned())?;
     let psql = find_binary("psql", postgres.parent()).ok_or_else(|| PSQL_NOT_FOUND.to_owned())?;
@@ -198,6 +237,19 @@ fn start_cluster(settings: &[(String, String)], hba_lines: &[String]) -> Result<
     if !hba_lines.is_empty() {
         prepend_hba_lines(&data, hba_lines)?;
     }
+    let mut settings = settings.to_vec();
+    if let Some(tls) = tls {
+        install_tls_files(&data, tls, run_as)?;
+        for (name, value) in [
+            ("ssl", "on"),
+            ("ssl_cert_file", "server.crt"),
+            ("ssl_key_file", "server.key"),
+            ("ssl_ca_file", "root.crt"),
+        ] {
+            settings.push((name.to_owned(), value.to_owned()));
+        }
+    }
+    let settings = settings.as_slice();
     let launch = Launch {
         postgres: &postgres,
         psql: &psql,
@@ -206,8 +258,56 @@ fn start_cluster(settings: &[(String, String)], hba_lines: &[String]) -> Result<
         settings,
         run_as,
         root_hint,
+        standby: false,
     };
     launch.start()
+}
+
+fn start_standby(primary: &Cluster) -> Result<Cluster, String> {
+    let (_, postgres) =
+        find_server_binaries().ok_or_else(|| SERVER_BINARIES_NOT_FOUND.to_owned())?;
+    let basebackup = find_binary("pg_basebackup", postgres.parent()).ok_or_else(|| {
+        "pg_basebackup not found: install the PostgreSQL server package \
+         (Debian/Ubuntu: apt-get install postgresql)"
+            .to_owned()
+    })?;
+    let run_as = cluster_user()?;
+    let dir = make_cluster_dir(run_as)?;
+    let data = dir.join("data");
+    let mut command = Command::new(&basebackup);
+    command
+        .arg("-D")
+        .arg(&data)
+        .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"])
+        .args(["-h", "127.0.0.1", "-U", "postgres"])
+        .args(["-p", &primary.port.to_string()])
+        .current_dir(&dir)
+        .stdin(Stdio::null());
+    if let Some((uid, gid)) = run_as {
+        command.uid(uid).gid(gid);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", basebackup.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}",
+            basebackup.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Launch {
+        postgres: &postgres,
+        psql: &primary.psql,
+        dir: &dir,
+        data: &data,
+        settings: &[],
+        run_as,
+        root_hint: "",
+        standby: true,
+    }
+    .start()
 }
 
 /// A fresh cluster directory, removed by a watcher once this process is gone.
@@ -268,6 +368,36 @@ fn run_initdb(
     ))
 }
 
+/// Copies the TLS files into the data directory, owned by the server's user
+/// (the server refuses a key others may read).
+fn install_tls_files(
+    data: &Path,
+    tls: &TlsFiles,
+    run_as: Option<(u32, u32)>,
+) -> Result<(), String> {
+    for (source, name, mode) in [
+        (&tls.certificate, "server.crt", 0o644),
+        (&tls.key, "server.key", 0o600),
+        (&tls.ca, "root.crt", 0o644),
+    ] {
+        let target = data.join(name);
+        fs::copy(source, &target).map_err(|e| {
+            format!(
+                "could not copy {} to {}: {e}",
+                source.display(),
+                target.display()
+            )
+        })?;
+        fs::set_permissions(&target, fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("could not chmod {}: {e}", target.display()))?;
+        if let Some((uid, gid)) = run_as {
+            std::os::unix::fs::chown(&target, Some(uid), Some(gid))
+                .map_err(|e| format!("could not chown {}: {e}", target.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Puts `lines` at the top of `pg_hba.conf` (the first matching line wins). The file
 /// keeps its owner: only its contents are rewritten.
 fn prepend_hba_lines(data: &Path, lines: &[String]) -> Result<(), String> {
@@ -289,6 +419,8 @@ struct Launch<'a> {
     settings: &'a [(String, String)],
     run_as: Option<(u32, u32)>,
     root_hint: &'a str,
+    /// A standby: its databases come from the primary.
+    standby: bool,
 }
 
 impl Launch<'_> {
@@ -368,6 +500,9 @@ impl Launch<'_> {
             data: self.data.to_path_buf(),
             postmaster: Some(child),
         };
+        if self.standby {
+            return Ok(cluster);
+        }
         // On failure the cluster is dropped, which stops the server.
         run_psql(self.psql, admin_url, None, &[], &sql)
             .map_err(|e| format!("could not create database {TEST_DATABASE}: {e}"))?;

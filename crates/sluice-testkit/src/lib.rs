@@ -66,8 +66,10 @@
 #![warn(missing_docs)]
 
 mod cluster;
+mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder};
+pub use tls::{CertificateFiles, TestCertificates};
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

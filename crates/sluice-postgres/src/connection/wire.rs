@@ -212,7 +212,8 @@ impl Connection {
             .await
             .map_err(Error::io)?;
         self.write_buffer.clear();
-        Ok(())
+        // TLS may hold the last records back until flushed.
+        self.stream.flush().await.map_err(Error::io)
     }
 
     /// Reads more bytes from the socket into the read buffer; EOF is an error.
@@ -265,6 +266,13 @@ impl Connection {
                 }
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
                 Poll::Pending => break,
+            }
+        }
+        if self.write_buffer.is_empty() {
+            // TLS may hold the last records back until flushed; pending is
+            // fine (the flush resumes with the next poll), an error is not.
+            if let Poll::Ready(Err(error)) = Pin::new(&mut self.stream).poll_flush(context) {
+                return Poll::Ready(Err(Error::io(error)));
             }
         }
         self.read_buffer.reserve(READ_CHUNK);

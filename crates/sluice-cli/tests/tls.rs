@@ -1,0 +1,132 @@
+//! TLS through the binary: `--stats` says how the connection is encrypted, a
+//! bad setting exits 2 naming it, a refused certificate exits 3 naming the host,
+//! and a service file supplies the settings.
+
+mod support;
+
+use std::process::Output;
+
+use sluice_testkit::{Cluster, ClusterBuilder, TestCertificates};
+use support::{assert_exit, run, sluice};
+
+fn export(url: &str, envs: &[(&str, &str)]) -> Output {
+    let mut command = sluice();
+    command
+        .args([
+            "export",
+            "--db",
+            url,
+            "--query",
+            "select 1 as one",
+            "--stats",
+        ])
+        .env_remove("PGSSLMODE")
+        .env_remove("PGSERVICE");
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    run(&mut command, b"")
+}
+
+fn tls_cluster() -> (Cluster, TestCertificates) {
+    let certificates = TestCertificates::generate(&["localhost"]);
+    let cluster = ClusterBuilder::new().tls(&certificates).start();
+    (cluster, certificates)
+}
+
+#[test]
+fn stats_say_how_the_connection_is_encrypted() {
+    let (cluster, certificates) = tls_cluster();
+    let url = format!(
+        "postgres://postgres@localhost:{}/sluice_test?sslmode=verify-full&sslrootcert={}",
+        cluster.port(),
+        certificates.ca().display()
+    );
+    let output = export(&url, &[]);
+    let stderr = assert_exit(&output, 0);
+    assert_eq!(output.stdout, b"{\"one\":1}\n");
+    let encryption = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("encryption: "))
+        .expect("an encryption line");
+    assert!(encryption.starts_with("TLSv1_"), "{stderr}");
+
+    // PGSSLMODE=disable, as psql reads it.
+    let plain = format!(
+        "postgres://postgres@127.0.0.1:{}/sluice_test",
+        cluster.port()
+    );
+    let stderr = assert_exit(&export(&plain, &[("PGSSLMODE", "disable")]), 0);
+    assert!(stderr.contains("encryption: none"), "{stderr}");
+}
+
+#[test]
+fn bad_settings_exit_2_and_refused_certificates_exit_3() {
+    let (cluster, _certificates) = tls_cluster();
+    let stderr = assert_exit(
+        &export(
+            &format!(
+                "postgres://postgres@127.0.0.1:{}/sluice_test?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+                cluster.port()
+            ),
+            &[],
+        ),
+        2,
+    );
+    assert!(
+        stderr.contains("sslrootcert /nonexistent/ca.pem"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    let stranger = TestCertificates::generate(&["localhost"]);
+    let stderr = assert_exit(
+        &export(
+            &format!(
+                "postgres://postgres@localhost:{}/sluice_test?sslmode=verify-full&sslrootcert={}",
+                cluster.port(),
+                stranger.ca().display()
+            ),
+            &[],
+        ),
+        3,
+    );
+    assert!(
+        stderr.contains(&format!("TLS handshake with localhost:{}", cluster.port()))
+            && stderr.contains("not signed by a trusted root"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_service_file_supplies_the_settings() {
+    let (cluster, certificates) = tls_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("services.conf");
+    std::fs::write(
+        &file,
+        format!(
+            "[reports]\nhost=localhost\nport={}\ndbname=sluice_test\nuser=postgres\nsslmode=verify-full\nsslrootcert={}\n",
+            cluster.port(),
+            certificates.ca().display()
+        ),
+    )
+    .unwrap();
+    let service_file = file.display().to_string();
+    let stderr = assert_exit(
+        &export(
+            "service=reports",
+            &[("PGSERVICEFILE", service_file.as_str())],
+        ),
+        0,
+    );
+    assert!(stderr.contains("encryption: TLSv1_"), "{stderr}");
+    let stderr = assert_exit(
+        &export("service=nope", &[("PGSERVICEFILE", service_file.as_str())]),
+        2,
+    );
+    assert!(
+        stderr.contains("service \"nope\" is not defined"),
+        "{stderr}"
+    );
+}
