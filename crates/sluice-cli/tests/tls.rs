@@ -130,3 +130,43 @@ fn a_service_file_supplies_the_settings() {
         "{stderr}"
     );
 }
+
+#[test]
+fn import_and_call_run_over_verified_tls() {
+    let (cluster, certificates) = tls_cluster();
+    cluster.execute("create table notes (id int primary key, body text)");
+    let url = format!(
+        "postgres://postgres@localhost:{}/sluice_test?sslmode=verify-full&sslrootcert={}",
+        cluster.port(),
+        certificates.ca().display()
+    );
+    let mut command = sluice();
+    command
+        .args([
+            "import", "--db", &url, "--table", "notes", "--format", "ndjson", "--stats",
+        ])
+        .env_remove("PGSSLMODE");
+    let output = run(
+        &mut command,
+        b"{\"id\":1,\"body\":\"a\"}\n{\"id\":2,\"body\":\"b\"}\n",
+    );
+    let stderr = assert_exit(&output, 0);
+    assert!(stderr.contains("encryption: TLSv1_"), "{stderr}");
+
+    let mut command = sluice();
+    command
+        .args([
+            "call",
+            "--db",
+            &url,
+            "--sql",
+            "update notes set body = $2 where id = $1 returning id, body",
+        ])
+        .env_remove("PGSSLMODE");
+    let output = run(&mut command, b"[1, \"x\"]\n[2, \"y\"]\n");
+    assert_exit(&output, 0);
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "{\"line\":1,\"rows\":[{\"id\":1,\"body\":\"x\"}]}\n{\"line\":2,\"rows\":[{\"id\":2,\"body\":\"y\"}]}\n"
+    );
+}
