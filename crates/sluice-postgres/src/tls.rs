@@ -214,8 +214,9 @@ fn client_config(
                 }
             )));
         }
-        (_, None) => Arc::new(AnyCertificate {
+        (_, None) => Arc::new(ShortOfFull {
             provider: provider.clone(),
+            chain: None,
         }),
         (mode, Some(roots)) => {
             let chain = WebPkiServerVerifier::builder_with_provider(
@@ -228,7 +229,10 @@ fn client_config(
             if mode == SslMode::VerifyFull {
                 chain
             } else {
-                Arc::new(ChainOnly { chain })
+                Arc::new(ShortOfFull {
+                    provider: provider.clone(),
+                    chain: Some(chain),
+                })
             }
         }
     };
@@ -343,13 +347,18 @@ fn check_key_permissions(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name is not checked.
+/// libpq's checks short of `verify-full`: with a chain (`verify-ca`, or
+/// `require` with a root certificate) the certificate must lead to a trusted
+/// root but may name any host; without one (`prefer`, `require`) the channel
+/// is encrypted and the server not authenticated. Either way the handshake's
+/// signatures are checked, so the session keys are the certificate's.
 #[derive(Debug)]
-struct ChainOnly {
-    chain: Arc<WebPkiServerVerifier>,
+struct ShortOfFull {
+    provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for ShortOfFull {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -358,64 +367,16 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         // webpki checks the chain before the name: a name error means the chain is good.
-        match self.chain.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain
-            .verify_tls12_signature(message, certificate, signature)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain
-            .verify_tls13_signature(message, certificate, signature)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a root certificate (libpq's meaning): the
-/// channel is encrypted, the server not authenticated. The handshake's
-/// signatures are still checked, so the session keys are the certificate's.
-#[derive(Debug)]
-struct AnyCertificate {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
