@@ -165,6 +165,12 @@ impl FromStr for Config {
 
 impl Config {
     fn from_settings(settings: Settings) -> Result<Config, Error> {
+        if let Some(address) = settings.get("hostaddr") {
+            return Err(Error::config(format!(
+                "hostaddr={address} is not supported yet: give the address as host \
+                 (with sslmode=verify-full the certificate must then name that address)"
+            )));
+        }
         let targets = targets(&settings)?;
         let user = settings
             .get("user")
@@ -332,6 +338,8 @@ mod tests {
             "invalid connection string: port \"x\" is not a port number"
         );
         assert!(message("host=a,b,c port=1,2").contains("3 hosts but 2 ports"));
+        assert!(message("host=db hostaddr=10.0.0.1")
+            .starts_with("hostaddr=10.0.0.1 is not supported yet"));
         assert!(
             message("sslmode=verify-full sslrootcert=/nonexistent/ca.pem")
                 .starts_with("sslrootcert /nonexistent/ca.pem: ")

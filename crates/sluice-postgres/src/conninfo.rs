@@ -16,6 +16,7 @@ use sluice_core::Error;
 /// each one's default (as libpq's).
 const KEYWORDS: &[(&str, Option<&str>)] = &[
     ("host", Some("PGHOST")),
+    ("hostaddr", Some("PGHOSTADDR")),
     ("port", Some("PGPORT")),
     ("dbname", Some("PGDATABASE")),
     ("user", Some("PGUSER")),
