@@ -14,10 +14,22 @@ use crate::connection::{serve_connection, Timeouts};
 
 /// The address to bind: `requested`, except that without tokens only loopback is
 /// allowed (an open gateway to a database must not be reachable from the network).
-/// The second value is the warning to print when the address was changed.
+/// The second value is the warning to print: the address was changed, or tokens
+/// will cross the network in clear text.
 pub fn effective_listen(requested: SocketAddr, auth_enabled: bool) -> (SocketAddr, Option<String>) {
-    if auth_enabled || requested.ip().is_loopback() {
+    if requested.ip().is_loopback() {
         return (requested, None);
+    }
+    if auth_enabled {
+        // Served as asked (TLS is often terminated by a proxy in front), but
+        // said loudly: the tokens cross the network readable.
+        return (
+            requested,
+            Some(format!(
+                "WARNING: serving {requested} over plain HTTP: bearer tokens travel in clear text; \
+                 terminate TLS in front of sluice serve (a reverse proxy or load balancer)"
+            )),
+        );
     }
     let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), requested.port());
     (
@@ -128,7 +140,11 @@ mod tests {
         let (address, warning) = effective_listen(any, false);
         assert_eq!(address, "127.0.0.1:9000".parse().unwrap());
         assert!(warning.unwrap().contains("localhost only"));
-        assert_eq!(effective_listen(any, true), (any, None));
+        let (address, warning) = effective_listen(any, true);
+        assert_eq!(address, any);
+        assert!(warning
+            .unwrap()
+            .contains("bearer tokens travel in clear text"));
         let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
         assert_eq!(effective_listen(local, false), (local, None));
     }
