@@ -264,7 +264,7 @@ impl Connection {
                         ErrorKind::Connect,
                         format!(
                             "{target} does not accept TLS connections, but sslmode={} requires TLS",
-                            mode_name(config.tls.mode)
+                            config.tls.mode.name()
                         ),
                     ))
                 }
@@ -336,24 +336,6 @@ impl Connection {
     }
 
     async fn authenticate(&mut self, config: &Config) -> Result<(), Error> {
-        let from_file = self.password_from_file(config);
-        let password = || match (&config.password, &from_file) {
-            (Some(password), _) | (None, Lookup::Found(password)) => Ok(password.as_slice()),
-            (None, lookup) => Err(Error::new(
-                ErrorKind::Authentication,
-                format!(
-                    "the server asks user {:?} for a password, but none was given{}",
-                    config.user,
-                    match lookup {
-                        Lookup::Ignored(file) => format!(
-                            " ({} was not read: it has group or world access; chmod 0600 it)",
-                            file.display()
-                        ),
-                        _ => String::new(),
-                    }
-                ),
-            )),
-        };
         let message = match self.read_login_message().await? {
             Message::AuthenticationSasl(body) => {
                 let mut offered = Vec::new();
@@ -363,12 +345,14 @@ impl Connection {
                 {
                     offered.push(mechanism.to_owned());
                 }
-                return self.scram(config, password()?, &offered).await;
+                let password = self.password(config)?;
+                return self.scram(config, &password, &offered).await;
             }
             Message::AuthenticationOk => None,
-            Message::AuthenticationCleartextPassword => Some(password()?.to_vec()),
+            Message::AuthenticationCleartextPassword => Some(self.password(config)?),
             Message::AuthenticationMd5Password(body) => {
-                Some(md5_hash(config.user.as_bytes(), password()?, body.salt()).into_bytes())
+                let password = self.password(config)?;
+                Some(md5_hash(config.user.as_bytes(), &password, body.salt()).into_bytes())
             }
             _ => {
                 return Err(Error::new(
@@ -396,16 +380,35 @@ impl Connection {
         }
     }
 
-    /// What the password file says for this connection (nothing when a
-    /// password was given).
-    fn password_from_file(&self, config: &Config) -> Lookup {
-        match (&config.password, &config.passfile) {
-            (None, Some(file)) => {
+    /// The password the server asked for: the one given, else the password
+    /// file's for this host, port, database and user (read only now, when a
+    /// server asks: trust and certificate logins never touch the file).
+    fn password(&self, config: &Config) -> Result<Vec<u8>, Error> {
+        if let Some(password) = &config.password {
+            return Ok(password.clone());
+        }
+        let lookup = match &config.passfile {
+            Some(file) => {
                 let (host, port) = self.target.host_and_port();
                 look_up(file, host, port, &config.database, &config.user)
             }
-            _ => Lookup::NotFound,
-        }
+            None => Lookup::NotFound,
+        };
+        let ignored = match lookup {
+            Lookup::Found(password) => return Ok(password),
+            Lookup::Ignored(file) => format!(
+                " ({} was not read: it has group or world access; chmod 0600 it)",
+                file.display()
+            ),
+            Lookup::NotFound => String::new(),
+        };
+        Err(Error::new(
+            ErrorKind::Authentication,
+            format!(
+                "the server asks user {:?} for a password, but none was given{ignored}",
+                config.user
+            ),
+        ))
     }
 
     /// SCRAM-SHA-256, bound to the TLS channel (`-PLUS`) when on TLS, offered
@@ -549,21 +552,11 @@ impl Connection {
     }
 }
 
-/// A plain login refused because the server's `pg_hba.conf` wants TLS
-/// (`no pg_hba.conf entry for host …, no encryption`), for `sslmode=allow`.
+/// A plain login the server refused (its `pg_hba.conf` may want TLS), for
+/// `sslmode=allow`: as libpq, any refusal is retried with TLS, not only the
+/// English wording of one (servers translate their messages).
 fn refused_without_tls(error: &Error) -> bool {
-    error.code() == Some("28000") && error.to_string().contains("no encryption")
-}
-
-fn mode_name(mode: SslMode) -> &'static str {
-    match mode {
-        SslMode::Disable => "disable",
-        SslMode::Allow => "allow",
-        SslMode::Prefer => "prefer",
-        SslMode::Require => "require",
-        SslMode::VerifyCa => "verify-ca",
-        SslMode::VerifyFull => "verify-full",
-    }
+    error.code().is_some()
 }
 
 /// Fisher–Yates with the standard library's per-process random keys: no

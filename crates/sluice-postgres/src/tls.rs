@@ -59,6 +59,18 @@ impl SslMode {
         })
     }
 
+    /// The setting's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
     /// Whether a plain connection is acceptable.
     pub fn allows_plain(self) -> bool {
         matches!(self, SslMode::Disable | SslMode::Allow | SslMode::Prefer)
@@ -207,11 +219,7 @@ fn client_config(
                 "sslmode={} needs a root certificate to check the server's against: \
                  set sslrootcert to a PEM file, or to system for the operating system's roots \
                  ({expected} does not exist)",
-                if mode == SslMode::VerifyCa {
-                    "verify-ca"
-                } else {
-                    "verify-full"
-                }
+                mode.name()
             )));
         }
         (_, None) => Arc::new(ShortOfFull {
