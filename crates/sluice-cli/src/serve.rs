@@ -9,6 +9,7 @@ use sluice_server::checks::check_when_reachable;
 use sluice_server::config::DEFAULT_LISTEN;
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
 use sluice_server::server::{effective_listen, serve};
+use sluice_server::tls::{ServerTls, TlsError, TlsFile};
 use sluice_server::{AppState, Config};
 
 use crate::console::err_line;
@@ -88,11 +89,18 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid default address"));
     let grace = config.shutdown_grace;
     let names: Vec<String> = config.queries.keys().cloned().collect();
+    let tls = match config.tls.as_ref().map(ServerTls::load).transpose() {
+        Ok(tls) => tls,
+        Err(error) => {
+            err_line!("sluice: {} {error}", tls_setting(&error));
+            return exit::USAGE;
+        }
+    };
     let state = AppState::new(config);
     if let Err(code) = check_databases(&state).await {
         return code;
     }
-    let (address, warning) = effective_listen(requested, state.auth_enabled());
+    let (address, warning) = effective_listen(requested, state.auth_enabled(), tls.is_some());
     match warning {
         Some(warning) => err_line!("sluice: {warning}"),
         None if !state.auth_enabled() => err_line!(
@@ -101,6 +109,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         None => {}
     }
     let shutdown = shutdown_signal();
+    reload_on_hangup(tls.clone());
     let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -109,8 +118,9 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         }
     };
     let bound = listener.local_addr().unwrap_or(address);
+    let scheme = if tls.is_some() { "https" } else { "http" };
     err_line!(
-        "sluice serve: listening on http://{bound} with {} named quer{}: {}",
+        "sluice serve: listening on {scheme}://{bound} with {} named quer{}: {}",
         names.len(),
         if names.len() == 1 { "y" } else { "ies" },
         names.join(", ")
@@ -120,7 +130,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         err_line!("       curl -s 'http://{bound}/queries/daily_totals?since=2024-06-01' -H 'Accept: text/csv'");
         err_line!("       curl -s http://{bound}/openapi.json");
     }
-    match serve(state, listener, shutdown, grace).await {
+    match serve(state, listener, tls, shutdown, grace).await {
         Ok(()) => 0,
         Err(error) => {
             err_line!("sluice: serving failed: {error}");
@@ -182,6 +192,46 @@ async fn load(arguments: &ServeArgs) -> Result<Config, String> {
         ),
     }
     demo::config(&path).map_err(|error| error.to_string())
+}
+
+/// The setting a certificate problem is about.
+fn tls_setting(error: &TlsError) -> &'static str {
+    match error {
+        TlsError::File {
+            file: TlsFile::Key, ..
+        } => "[server] tls_key",
+        TlsError::File { .. } => "[server] tls_cert",
+        TlsError::Pair { .. } => "[server] tls_cert and tls_key",
+    }
+}
+
+/// Re-reads the certificate and key on each SIGHUP (a renewed certificate is
+/// used for new connections; streams in flight go on). A reload that fails
+/// keeps the old pair. Without TLS, SIGHUP is logged and otherwise ignored
+/// rather than ending the server as its default action would.
+fn reload_on_hangup(tls: Option<ServerTls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            let Some(tls) = &tls else {
+                tracing::info!("SIGHUP: nothing to reload (no [server] tls_cert)");
+                continue;
+            };
+            match tls.reload() {
+                Ok(()) => tracing::info!(
+                    certificate = %tls.files().certificate.display(),
+                    "SIGHUP: TLS certificate reloaded; new connections use it"
+                ),
+                Err(error) => tracing::error!(
+                    %error,
+                    "SIGHUP: TLS certificate not reloaded; the previous one stays in use"
+                ),
+            }
+        }
+    });
 }
 
 /// Resolves on SIGTERM or SIGINT. The handlers are registered now, not when the

@@ -7,7 +7,7 @@ use std::hash::Hasher;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sluice_testkit::TestDb;
+use sluice_testkit::{CertificateFiles, TestCertificates, TestDb};
 use support::server::{quoted, wait_for_metric, write_config, Server};
 
 #[test]
@@ -374,4 +374,110 @@ fn named_queries_that_do_not_match_their_sql_and_a_privileged_sql_login_stop_the
         "{stderr}"
     );
     assert!(stderr.contains("is a superuser"), "{stderr}");
+}
+
+/// Copies the server certificate and key of `from` over `live`'s files.
+fn install_certificate(from: &TestCertificates, live: &CertificateFiles) {
+    let source = from.server();
+    std::fs::copy(&source.certificate, &live.certificate).unwrap();
+    std::fs::copy(&source.key, &live.key).unwrap();
+}
+
+/// GET `path` over HTTPS from a fresh client that trusts only `ca`.
+async fn https_get(ca: &std::path::Path, port: u16, path: &str) -> reqwest::Result<String> {
+    let pem = std::fs::read(ca).unwrap();
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .resolve("localhost", ([127, 0, 0, 1], port).into())
+        .build()
+        .unwrap()
+        .get(format!("https://localhost:{port}{path}"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await
+}
+
+#[test]
+fn https_serves_with_the_certificate_reread_on_sighup() {
+    let db = TestDb::new();
+    let first = TestCertificates::generate(&["localhost"]);
+    let second = TestCertificates::generate(&["localhost"]);
+    let directory = tempfile::tempdir().unwrap();
+    let live = CertificateFiles {
+        certificate: directory.path().join("live.crt"),
+        key: directory.path().join("live.key"),
+    };
+    install_certificate(&first, &live);
+    let path = write_config(
+        &directory,
+        &format!(
+            "[server]\ntls_cert = {}\ntls_key = {}\n[databases.main]\nurl = {}\n[queries.numbers]\nsql = \"select generate_series(1, 100) as n\"\n",
+            quoted(&live.certificate.display().to_string()),
+            quoted(&live.key.display().to_string()),
+            quoted(db.url())
+        ),
+    );
+    let mut server = Server::start_logging(&["--config", &path], "info");
+    assert!(
+        server.stderr().contains("listening on https://"),
+        "{}",
+        server.stderr()
+    );
+    let port = server.address.port();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let body = runtime
+        .block_on(https_get(&first.ca(), port, "/queries/numbers"))
+        .unwrap();
+    assert_eq!(body.lines().count(), 100);
+
+    install_certificate(&second, &live);
+    server.hang_up();
+    server.wait_for_line("TLS certificate reloaded", Duration::from_secs(30));
+    let body = runtime
+        .block_on(https_get(&second.ca(), port, "/queries/numbers"))
+        .unwrap();
+    assert_eq!(body.lines().count(), 100);
+    let refused = runtime.block_on(https_get(&first.ca(), port, "/health"));
+    assert!(refused.unwrap_err().is_connect());
+
+    // A broken file: logged, and the certificate in use stays.
+    std::fs::write(&live.key, "not a key").unwrap();
+    server.hang_up();
+    let line = server.wait_for_line("TLS certificate not reloaded", Duration::from_secs(30));
+    assert!(line.contains("live.key"), "{line}");
+    assert!(runtime
+        .block_on(https_get(&second.ca(), port, "/health"))
+        .is_ok());
+    server.terminate();
+    assert_eq!(server.wait(Duration::from_secs(15)), Some(0));
+}
+
+#[test]
+fn an_unreadable_certificate_stops_the_start_naming_the_setting_and_the_file() {
+    let (code, stderr, _) = refused_start(
+        "[server]\ntls_cert = \"/nonexistent/server.crt\"\ntls_key = \"/nonexistent/server.key\"\n\
+         [databases.main]\nurl = \"postgres://u@127.0.0.1:1/x\"\n",
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("sluice: [server] tls_cert /nonexistent/server.crt: cannot read:"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    let mismatched = TestCertificates::generate(&["localhost"]);
+    let other = TestCertificates::generate(&["localhost"]);
+    let (code, stderr, _) = refused_start(&format!(
+        "[server]\ntls_cert = {}\ntls_key = {}\n[databases.main]\nurl = \"postgres://u@127.0.0.1:1/x\"\n",
+        quoted(&mismatched.server().certificate.display().to_string()),
+        quoted(&other.server().key.display().to_string()),
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[server] tls_cert and tls_key")
+            && stderr.contains("the private key does not belong to the certificate"),
+        "{stderr}"
+    );
 }

@@ -1,10 +1,15 @@
 //! [`CancelToken`]: asking the server to stop a running query, from another socket.
+//!
+//! As libpq 17 does, the request travels encrypted when the session it cancels
+//! is: the cancel key lets anyone who sees it stop that session's queries, so
+//! it must not cross the network in clear text beside a TLS session.
 
 use postgres_protocol::message::frontend;
-use sluice_core::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use sluice_core::{Error, ErrorKind, Meter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::{Config, Target};
+use crate::connection::transport::{negotiate, Negotiated};
 use crate::connection::Socket;
 
 /// Everything needed to send a `CancelRequest` for one session.
@@ -13,29 +18,57 @@ pub struct CancelToken {
     target: Target,
     process_id: i32,
     secret_key: i32,
+    encrypted: bool,
 }
 
 impl CancelToken {
-    pub(crate) fn new(target: Target, process_id: i32, secret_key: i32) -> CancelToken {
+    pub(crate) fn new(
+        target: Target,
+        process_id: i32,
+        secret_key: i32,
+        encrypted: bool,
+    ) -> CancelToken {
         CancelToken {
             target,
             process_id,
             secret_key,
+            encrypted,
         }
     }
 
-    /// Sends the cancel request on a new connection and waits for the server to
-    /// close it (which it does after signalling the backend). Cancelling a session
-    /// that is idle is harmless.
+    /// Sends the cancel request on a new connection (over TLS when the session
+    /// is encrypted) and waits for the server to close it (which it does after
+    /// signalling the backend). Cancelling a session that is idle is harmless.
     pub async fn cancel(&self, config: &Config) -> Result<(), Error> {
-        let mut socket = Socket::open(&self.target, config).await?;
+        let socket = Socket::open(&self.target, config).await?;
+        let client = match &config.tls.client {
+            Some(client) if self.encrypted => client,
+            _ => return self.send(socket).await,
+        };
+        // Not counted anywhere: a cancel is not part of the session's work.
+        let stream = Meter::new().wrap(socket);
+        match negotiate(stream, &self.target, client).await? {
+            Negotiated::Tls(transport) => self.send(transport).await,
+            Negotiated::Refused(_) => Err(Error::new(
+                ErrorKind::Connect,
+                format!(
+                    "{} refused TLS for a cancel request although the session uses TLS",
+                    self.target
+                ),
+            )),
+            Negotiated::Failed(error) => Err(error),
+        }
+    }
+
+    async fn send(&self, mut stream: impl AsyncRead + AsyncWrite + Unpin) -> Result<(), Error> {
         let mut message = bytes::BytesMut::with_capacity(16);
         frontend::cancel_request(self.process_id, self.secret_key, &mut message);
-        socket.write_all(&message).await.map_err(Error::io)?;
+        stream.write_all(&message).await.map_err(Error::io)?;
+        stream.flush().await.map_err(Error::io)?;
         let mut sink = [0u8; 64];
         // The server answers nothing and closes; wait briefly for that.
         let _ =
-            tokio::time::timeout(std::time::Duration::from_secs(2), socket.read(&mut sink)).await;
+            tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut sink)).await;
         Ok(())
     }
 }

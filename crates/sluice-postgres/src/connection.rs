@@ -26,7 +26,7 @@ use crate::error::db_error;
 use crate::CancelToken;
 
 mod exchange;
-mod transport;
+pub(crate) mod transport;
 mod wire;
 
 use transport::{negotiate, Negotiated, Transport};
@@ -520,7 +520,12 @@ impl Connection {
 
     /// A handle that can cancel this session's running query from elsewhere.
     pub fn cancel_token(&self) -> CancelToken {
-        CancelToken::new(self.target.clone(), self.process_id, self.secret_key)
+        CancelToken::new(
+            self.target.clone(),
+            self.process_id,
+            self.secret_key,
+            self.stream.encryption().is_some(),
+        )
     }
 
     /// The server's backend process ID (as in `pg_stat_activity.pid`).

@@ -4,11 +4,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use sluice_core::BatchSource;
 use sluice_core::{ErrorKind, Meter};
 use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
 use sluice_testkit::{Cluster, ClusterBuilder, TestCertificates};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 /// A TLS cluster whose certificate names only `localhost`, with a role for
 /// each way of logging in over TLS.
@@ -244,4 +247,79 @@ async fn queries_stream_over_tls() {
     let mut connection = stream.into_connection().expect("the session is reusable");
     let answer = connection.simple_query("select 42").await.unwrap();
     assert_eq!(answer, [vec![Some("42".to_owned())]]);
+}
+
+/// Forwards connections on a local port to `port`, keeping each connection's
+/// first eight bytes: an `SSLRequest` or a `CancelRequest` shows there.
+async fn recording_proxy(port: u16) -> (u16, Arc<Mutex<Vec<[u8; 8]>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let local = listener.local_addr().unwrap().port();
+    let openings = Arc::new(Mutex::new(Vec::new()));
+    let recorded = openings.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let recorded = recorded.clone();
+            tokio::spawn(async move {
+                let mut opening = [0u8; 8];
+                if client.read_exact(&mut opening).await.is_err() {
+                    return;
+                }
+                recorded.lock().unwrap().push(opening);
+                let mut server = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+                server.write_all(&opening).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            });
+        }
+    });
+    (local, openings)
+}
+
+/// `SSLRequest`'s and `CancelRequest`'s codes, after their length (8, 16).
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+const CANCEL_REQUEST: [u8; 8] = [0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e];
+
+/// Runs `select pg_sleep(60)` on a session reached through a recording proxy
+/// with `settings`, cancels it, and returns what each connection opened with.
+async fn cancel_through_proxy(cluster: &Cluster, settings: &str) -> Vec<[u8; 8]> {
+    let (port, openings) = recording_proxy(cluster.port()).await;
+    let text = format!("postgres://postgres@localhost:{port}/sluice_test?{settings}");
+    let config = config(&text).unwrap();
+    let (mut connection, _meter) = connect(&text).await.unwrap();
+    let token = connection.cancel_token();
+    let running = tokio::spawn(async move { connection.simple_query("select pg_sleep(60)").await });
+    // Cancel until the query has started and been stopped (a cancel that
+    // arrives before the query does nothing).
+    let error = loop {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        token.cancel(&config).await.unwrap();
+        if running.is_finished() {
+            break running.await.unwrap().unwrap_err();
+        }
+    };
+    assert_eq!(error.code(), Some("57014"), "{error}");
+    let openings = openings.lock().unwrap().clone();
+    openings
+}
+
+#[tokio::test]
+async fn cancel_requests_are_encrypted_when_their_session_is() {
+    let (cluster, certificates) = tls_cluster();
+    let verified = format!(
+        "sslmode=verify-full&sslrootcert={}",
+        path(&certificates.ca())
+    );
+    let openings = cancel_through_proxy(&cluster, &verified).await;
+    assert!(openings.len() >= 2, "{openings:?}");
+    assert!(
+        openings.iter().all(|opening| *opening == SSL_REQUEST),
+        "every connection, the cancels too, must start with an SSLRequest: {openings:?}"
+    );
+
+    let openings = cancel_through_proxy(&cluster, "sslmode=disable").await;
+    assert!(
+        openings[1..]
+            .iter()
+            .all(|opening| *opening == CANCEL_REQUEST),
+        "a plain session is cancelled in plain: {openings:?}"
+    );
 }

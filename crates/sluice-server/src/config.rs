@@ -13,6 +13,8 @@
 //! shutdown_grace = "30s"           # how long in-flight streams may finish after SIGTERM
 //! header_read_timeout = "10s"      # a request's head must arrive within this
 //! keep_alive_timeout = "60s"       # an idle kept-alive connection is closed after this
+//! tls_cert = "/etc/sluice/server.crt"  # HTTPS (HTTP/2 and HTTP/1.1): the certificate chain, PEM
+//! tls_key = "/etc/sluice/server.key"   # and its key; both re-read on SIGHUP
 //!
 //! [databases.main]
 //! url = "postgres://app:${APP_DB_PASSWORD}@db.internal/app"   # or: sqlite = "/path/file.db"
@@ -65,6 +67,8 @@ use sluice_core::connect::{Drivers, Target};
 use sluice_core::parse_duration;
 use sluice_formats::{Declared, ParamType, Signature};
 use toml::Spanned;
+
+use crate::tls::TlsFiles;
 
 /// The default address, loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -240,6 +244,8 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// How long a kept-alive connection may stay idle between requests.
     pub keep_alive_timeout: Duration,
+    /// `[server] tls_cert` and `tls_key`: serve HTTPS with these files.
+    pub tls: Option<TlsFiles>,
     /// Databases by name.
     pub databases: BTreeMap<String, DatabaseConfig>,
     /// Named queries by name.
@@ -284,6 +290,8 @@ struct RawServer {
     shutdown_grace: Option<Spanned<String>>,
     header_read_timeout: Option<Spanned<String>>,
     keep_alive_timeout: Option<Spanned<String>>,
+    tls_cert: Option<Spanned<String>>,
+    tls_key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -489,7 +497,7 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
-    /// Checks configuration text; `file` names it in errors. Relative SQLite paths
+    /// Checks configuration text; `file` names it in errors. Relative SQLite and TLS paths
     /// are taken relative to the current directory.
     ///
     /// Sections are read in the order they refer to each other: databases before
@@ -518,6 +526,7 @@ impl Config {
             shutdown_grace: server.shutdown_grace,
             header_read_timeout: server.header_read_timeout,
             keep_alive_timeout: server.keep_alive_timeout,
+            tls: server.tls,
             databases,
             queries,
             tokens,
@@ -533,6 +542,7 @@ struct ServerSection {
     shutdown_grace: Duration,
     header_read_timeout: Duration,
     keep_alive_timeout: Duration,
+    tls: Option<TlsFiles>,
 }
 
 fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSection, ConfigError> {
@@ -566,7 +576,30 @@ fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSect
             "server.keep_alive_timeout",
             DEFAULT_KEEP_ALIVE_TIMEOUT,
         )?,
+        tls: tls_files(source, raw)?,
     })
+}
+
+/// `tls_cert` and `tls_key`: both or neither. The files are read when the
+/// server starts ([`crate::tls::ServerTls::load`]), not here.
+fn tls_files(source: &ConfigText<'_>, raw: &RawServer) -> Result<Option<TlsFiles>, ConfigError> {
+    match (&raw.tls_cert, &raw.tls_key) {
+        (None, None) => Ok(None),
+        (Some(certificate), Some(key)) => Ok(Some(TlsFiles {
+            certificate: source.substitute(certificate, "server.tls_cert")?.into(),
+            key: source.substitute(key, "server.tls_key")?.into(),
+        })),
+        (Some(certificate), None) => Err(source.error(
+            certificate.span(),
+            "server.tls_cert",
+            "tls_cert needs tls_key, the certificate's private key",
+        )),
+        (None, Some(key)) => Err(source.error(
+            key.span(),
+            "server.tls_key",
+            "tls_key needs tls_cert, the certificate chain it belongs to",
+        )),
+    }
 }
 
 /// `[databases.NAME]`: at least one.
@@ -1174,6 +1207,29 @@ scopes = ["sql"]
             config.sql.unwrap().limits.statement_timeout,
             Some(Duration::from_secs(30))
         );
+    }
+
+    #[test]
+    fn tls_needs_both_files() {
+        let both = GOOD.replace(
+            "shutdown_grace = \"5s\"",
+            "tls_cert = \"/etc/sluice/server.crt\"\ntls_key = \"server.key\"",
+        );
+        let config = Config::parse(&both, "good.toml").unwrap();
+        assert_eq!(
+            config.tls,
+            Some(TlsFiles {
+                certificate: "/etc/sluice/server.crt".into(),
+                key: "server.key".into(),
+            })
+        );
+        assert_eq!(Config::parse(GOOD, "good.toml").unwrap().tls, None);
+
+        let error = error_for(&GOOD.replace("shutdown_grace = \"5s\"", "tls_cert = \"a.crt\""));
+        assert_eq!((error.line, error.key.as_str()), (3, "server.tls_cert"));
+        assert!(error.message.contains("needs tls_key"), "{error}");
+        let error = error_for(&GOOD.replace("shutdown_grace = \"5s\"", "tls_key = \"a.key\""));
+        assert_eq!(error.key, "server.tls_key");
     }
 
     fn error_for(text: &str) -> ConfigError {

@@ -19,6 +19,7 @@
 //! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
 //!   [`connection`]: one connection, its timeouts and its reset on a cut body;
+//!   [`tls`]: HTTPS, its certificate and the certificate's reload;
 //! - [`demo`]: the zero-setup SQLite demo.
 #![warn(missing_docs)]
 
@@ -37,6 +38,7 @@ pub mod openapi;
 pub mod server;
 pub mod state;
 pub mod stream;
+pub mod tls;
 pub mod uri;
 
 pub use app::{app, AppState};

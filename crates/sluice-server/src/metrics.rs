@@ -12,6 +12,7 @@
 //! | `sluice_pool_connections_max` | gauge | `database` |
 //! | `sluice_pool_waiting` | gauge (requests waiting for a connection) | `database` |
 //! | `sluice_http_connection_timeouts_total` | counter (connections closed for sending no request in time) | `timeout`: `header_read`, `keep_alive` |
+//! | `sluice_tls_handshake_failures_total` | counter (HTTPS connections whose TLS handshake failed) | |
 //!
 //! The `metrics` facade has one global recorder per process, so it is installed
 //! once and every app in the process (tests build many) shares it.
@@ -68,6 +69,10 @@ pub fn handle() -> &'static PrometheusHandle {
         metrics::describe_counter!(
             "sluice_http_connection_timeouts_total",
             "Connections closed because no complete request head arrived in time"
+        );
+        metrics::describe_counter!(
+            "sluice_tls_handshake_failures_total",
+            "HTTPS connections whose TLS handshake failed"
         );
         metrics::describe_gauge!(
             "sluice_pool_waiting",
@@ -136,4 +141,11 @@ pub fn pool(database: &str, in_use: usize, max: usize, waiting: usize) {
 pub fn connection_timed_out(timeout: &'static str) {
     handle();
     metrics::counter!("sluice_http_connection_timeouts_total", "timeout" => timeout).increment(1);
+}
+
+/// Counts an HTTPS connection whose TLS handshake failed (an untrusting
+/// client, a scanner, plain HTTP sent to the HTTPS port).
+pub fn tls_handshake_failed() {
+    handle();
+    metrics::counter!("sluice_tls_handshake_failures_total").increment(1);
 }

@@ -1,5 +1,6 @@
 //! Serving the app on a listener: the loopback rule, the accept loop, graceful
-//! shutdown and its deadline. Each connection is served by [`crate::connection`].
+//! shutdown and its deadline. Each connection is served by [`crate::connection`],
+//! over TLS when the server has a certificate ([`crate::tls`]).
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -11,13 +12,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{app, AppState};
 use crate::connection::{serve_connection, Timeouts};
+use crate::tls::ServerTls;
 
 /// The address to bind: `requested`, except that without tokens only loopback is
 /// allowed (an open gateway to a database must not be reachable from the network).
 /// The second value is the warning to print: the address was changed, or tokens
-/// will cross the network in clear text.
-pub fn effective_listen(requested: SocketAddr, auth_enabled: bool) -> (SocketAddr, Option<String>) {
-    if requested.ip().is_loopback() {
+/// will cross the network in clear text (`https` false).
+pub fn effective_listen(
+    requested: SocketAddr,
+    auth_enabled: bool,
+    https: bool,
+) -> (SocketAddr, Option<String>) {
+    if requested.ip().is_loopback() || (auth_enabled && https) {
         return (requested, None);
     }
     if auth_enabled {
@@ -27,7 +33,8 @@ pub fn effective_listen(requested: SocketAddr, auth_enabled: bool) -> (SocketAdd
             requested,
             Some(format!(
                 "WARNING: serving {requested} over plain HTTP: bearer tokens travel in clear text; \
-                 terminate TLS in front of sluice serve (a reverse proxy or load balancer)"
+                 give [server] tls_cert and tls_key, or terminate TLS in front of sluice serve \
+                 (a reverse proxy or load balancer)"
             )),
         );
     }
@@ -41,7 +48,8 @@ pub fn effective_listen(requested: SocketAddr, auth_enabled: bool) -> (SocketAdd
     )
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; then stops accepting,
+/// Serves `state` on `listener` (HTTPS with `tls`) until `shutdown` resolves;
+/// then stops accepting,
 /// closes idle connections, lets in-flight streams finish for up to `grace`,
 /// aborts those still running (their queries are cancelled), and waits briefly
 /// for the cancel requests. Connections are timed by the configuration's
@@ -49,10 +57,11 @@ pub fn effective_listen(requested: SocketAddr, auth_enabled: bool) -> (SocketAdd
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
+    tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let mut connections = accept_until(&state, listener, shutdown).await;
+    let mut connections = accept_until(&state, listener, tls, shutdown).await;
     tracing::info!(
         grace_seconds = grace.as_secs_f64(),
         "shutting down: no new connections, in-flight streams may finish"
@@ -81,6 +90,7 @@ pub async fn serve(
 async fn accept_until(
     state: &AppState,
     listener: TcpListener,
+    tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()>,
 ) -> JoinSet<()> {
     let router = app(state.clone());
@@ -97,7 +107,13 @@ async fn accept_until(
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(serve_connection(stream, router.clone(), timeouts, draining.clone()));
+                    connections.spawn(serve_connection(
+                        stream,
+                        tls.clone(),
+                        router.clone(),
+                        timeouts,
+                        draining.clone(),
+                    ));
                 }
                 Err(error) => accept_failed(error).await,
             },
@@ -137,15 +153,19 @@ mod tests {
     #[test]
     fn without_tokens_only_loopback_is_served() {
         let any: SocketAddr = "0.0.0.0:9000".parse().unwrap();
-        let (address, warning) = effective_listen(any, false);
-        assert_eq!(address, "127.0.0.1:9000".parse().unwrap());
-        assert!(warning.unwrap().contains("localhost only"));
-        let (address, warning) = effective_listen(any, true);
+        for https in [false, true] {
+            let (address, warning) = effective_listen(any, false, https);
+            assert_eq!(address, "127.0.0.1:9000".parse().unwrap());
+            assert!(warning.unwrap().contains("localhost only"));
+        }
+        let (address, warning) = effective_listen(any, true, false);
         assert_eq!(address, any);
         assert!(warning
             .unwrap()
             .contains("bearer tokens travel in clear text"));
+        // Over HTTPS the tokens are safe: no warning.
+        assert_eq!(effective_listen(any, true, true), (any, None));
         let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        assert_eq!(effective_listen(local, false), (local, None));
+        assert_eq!(effective_listen(local, false, false), (local, None));
     }
 }

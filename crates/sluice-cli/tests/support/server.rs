@@ -51,7 +51,10 @@ impl Server {
                 .recv_timeout(Duration::from_secs(120))
                 .unwrap_or_else(|_| panic!("no listening line; stderr so far: {lines:#?}"));
             lines.push(line.clone());
-            if let Some(rest) = line.split("listening on http://").nth(1) {
+            let listening = line
+                .split_once("listening on http://")
+                .or_else(|| line.split_once("listening on https://"));
+            if let Some((_, rest)) = listening {
                 break rest.split_whitespace().next().unwrap().parse().unwrap();
             }
         };
@@ -72,6 +75,30 @@ impl Server {
     pub fn terminate(&self) {
         // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
         assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGTERM) }, 0);
+    }
+
+    /// Sends SIGHUP.
+    pub fn hang_up(&self) {
+        // SAFETY: as in `terminate`.
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGHUP) }, 0);
+    }
+
+    /// Waits for a new stderr line (one not yet collected) containing `text`, at
+    /// most `limit`, and returns it.
+    pub fn wait_for_line(&mut self, text: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        let mut seen = self.lines.len();
+        loop {
+            if let Some(line) = self.lines[seen..].iter().find(|line| line.contains(text)) {
+                return line.clone();
+            }
+            seen = self.lines.len();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => self.lines.push(line),
+                Err(_) => panic!("no line with {text:?} within {limit:?}: {:#?}", self.lines),
+            }
+        }
     }
 
     /// Waits for the exit code, at most `limit`.

@@ -170,6 +170,19 @@ pub async fn listen(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
+    listen_with_tls(state, None, grace).await
+}
+
+/// [`listen`], serving HTTPS with `tls`.
+pub async fn listen_with_tls(
+    state: AppState,
+    tls: Option<sluice_server::tls::ServerTls>,
+    grace: Duration,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -177,6 +190,7 @@ pub async fn listen(
         sluice_server::server::serve(
             state,
             listener,
+            tls,
             async move {
                 let _ = stopped.await;
             },
