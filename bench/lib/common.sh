@@ -33,7 +33,10 @@ require_positive_integers() {
 }
 
 [[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required: apt-get install time" >&2; exit 2; }
-command -v psql >/dev/null || { echo "psql is required: apt-get install postgresql-client" >&2; exit 2; }
+# A script that talks to no PostgreSQL (mariadb.sh) sets BENCH_NO_PSQL=1 first.
+if [[ ${BENCH_NO_PSQL:-0} != 1 ]]; then
+    command -v psql >/dev/null || { echo "psql is required: apt-get install postgresql-client" >&2; exit 2; }
+fi
 
 # WORK: scratch space for one run, removed on exit. A script that starts a
 # background process (server, proxy) defines `stop_background`, run first.
@@ -157,6 +160,10 @@ shell_words() {
         elif [[ $a =~ ^[][A-Za-z0-9_./=:@%+,-]+$ ]]; then printf ' %s' "$a"
         elif [[ $a != *\'* ]]; then printf " '%s'" "$a"
         elif [[ $a != *[\"\$\`]* ]]; then printf ' "%s"' "$a"
+        elif [[ $a != *$'\n'* && $a != *'!'* ]]; then
+            # Both quote kinds (e.g. SQL with '"'): double quotes, escaped.
+            a=${a//\\/\\\\}; a=${a//\"/\\\"}; a=${a//\$/\\\$}; a=${a//\`/\\\`}
+            printf ' "%s"' "$a"
         else printf ' %q' "$a"
         fi
     done

@@ -26,7 +26,7 @@ pub struct CallArgs {
     #[arg(long, env = "SLUICE_DB")]
     db: String,
 
-    /// The statement, with parameters `$1`, `$2`, …
+    /// The statement, with the database's placeholders (`$1`, `$2`, … for PostgreSQL; `?` for MariaDB/MySQL)
     #[arg(long)]
     sql: String,
 
@@ -37,7 +37,7 @@ pub struct CallArgs {
     #[arg(long, value_name = "FILE")]
     params: Option<PathBuf>,
 
-    /// Names of $1, $2, … for parameter sets given as JSON objects, comma-separated.
+    /// Names of the parameters, in order, for parameter sets given as JSON objects, comma-separated.
     #[arg(long, value_delimiter = ',')]
     param_names: Vec<String>,
 
@@ -111,6 +111,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
     let encryption = session.encryption();
+    let facts = session.facts();
     let spell = session.param_spelling();
     let pipeline = session.prepare_calls(&arguments.sql).await?;
     let names = if arguments.param_names.is_empty() {
@@ -189,6 +190,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
             encryption,
+            facts,
         }
         .print();
     }

@@ -137,6 +137,7 @@ async fn export(
     let session = target.connect(&meter).await?;
     let connected = meter.snapshot();
     let encryption = session.encryption();
+    let facts = session.facts();
     let cancel = session.canceller();
     interrupt.arm(cancel.clone());
 
@@ -188,6 +189,7 @@ async fn export(
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
             encryption,
+            facts,
         }
         .print();
     }

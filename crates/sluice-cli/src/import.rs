@@ -307,6 +307,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     let mut session = target.connect(&meter).await?;
     let connected = meter.snapshot();
     let encryption = session.encryption();
+    let facts = session.facts();
     let table = session.describe_table(&arguments.table).await?;
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), total_bytes);
@@ -322,6 +323,9 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
     };
     let result: Result<ImportSummary, Error> =
         load(&mut *session, job, &mut *reader, &mut write_reject).await;
+    for notice in session.take_notices() {
+        err_line!("sluice: note: {notice}");
+    }
     progress_line.finish();
     if let Some(mut file) = reject_file {
         file.flush().map_err(Error::output)?;
@@ -350,6 +354,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
             encryption,
+            facts,
         }
         .print();
     }

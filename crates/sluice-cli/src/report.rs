@@ -148,6 +148,8 @@ pub struct Stats {
     pub elapsed: Duration,
     /// The connection's encryption (`None`: not encrypted).
     pub encryption: Option<String>,
+    /// What the session says of its server and the paths it took.
+    pub facts: Vec<(&'static str, String)>,
 }
 
 impl Stats {
@@ -172,6 +174,9 @@ impl Stats {
             "encryption: {}",
             self.encryption.as_deref().unwrap_or("none")
         );
+        for (label, value) in &self.facts {
+            err_line!("{label}: {value}");
+        }
         err_line!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
         match peak_rss_bytes() {
             Some(bytes) => err_line!("peak memory: {}", mebibytes(bytes)),

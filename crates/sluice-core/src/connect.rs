@@ -223,6 +223,21 @@ pub trait Session: Send {
         None
     }
 
+    /// What the server is and which paths this session's work takes, as
+    /// `(label, value)` pairs for a command's statistics (`("server",
+    /// "MariaDB 10.11.6")`, `("import path", "LOAD DATA LOCAL INFILE")`).
+    /// Default: none.
+    fn facts(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// Things the user should hear about how the work was done (a slower path
+    /// taken because the server refused the fast one), each once: the list is
+    /// emptied. Default: none.
+    fn take_notices(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// A handle that cancels this session's running statement from elsewhere.
     fn canceller(&self) -> Arc<dyn Canceller>;
 

@@ -44,6 +44,9 @@ pub struct DbError {
     pub severity: String,
     /// The five-character SQLSTATE code.
     pub code: String,
+    /// The database's own error number, where it has one (MariaDB's `1062` for
+    /// a duplicate key); PostgreSQL's errors are named by SQLSTATE alone.
+    pub vendor_code: Option<u32>,
     /// The primary message.
     pub message: String,
     /// Optional detail.
@@ -62,7 +65,11 @@ pub struct DbError {
 
 impl fmt::Display for DbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.severity, self.code, self.message)?;
+        write!(f, "{} {}", self.severity, self.code)?;
+        if let Some(vendor_code) = self.vendor_code {
+            write!(f, " ({vendor_code})")?;
+        }
+        write!(f, ": {}", self.message)?;
         if let Some(position) = self.position {
             write!(f, " (at character {position})")?;
         }

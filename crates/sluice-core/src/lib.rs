@@ -13,7 +13,8 @@
 //!   bodies — is fed by it; [`pump`] drives it into a writer);
 //! - [`Decoder`]: the way in, input formats to batches with exact error positions;
 //! - [`Meter`] and [`MeteredStream`]: round trips and wire bytes, counted at the
-//!   socket so every feature reports the same figures;
+//!   socket so every feature reports the same figures; [`Socket`]: the TCP or
+//!   Unix-domain stream under them, opened the same way for every database;
 //! - [`connect`]: the [`connect::Driver`] each database crate offers, and the
 //!   [`connect::Drivers`] registry front ends open URLs with, so none of them
 //!   names a database; [`load`] and [`calls`] hold the vocabulary of loading a
@@ -32,6 +33,7 @@ pub mod error;
 pub mod load;
 pub mod meter;
 pub mod pump;
+pub mod socket;
 pub mod source;
 pub mod transfer;
 pub mod value;
@@ -42,6 +44,7 @@ pub use duration::{parse_duration, DurationError};
 pub use error::{DbError, Error, ErrorKind};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};
+pub use socket::Socket;
 pub use source::{BatchSource, Chunk, DynSource, Encoder};
 pub use transfer::{Limits, Transfer, TransferError};
 pub use value::{Column, Field, Kind, Schema};

@@ -4,7 +4,9 @@
 //! did, and where rejected records go. The loading itself belongs to each
 //! database crate ([`crate::connect::Session::import`]).
 
-use crate::{Column, Error, Rejected};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::{Column, Decoded, Decoder, Error, ErrorKind, Progress, Rejected, RowError};
 
 /// A table to import into, as the catalog describes it.
 #[derive(Debug, Clone)]
@@ -102,6 +104,21 @@ impl ImportOptions {
     }
 }
 
+impl ImportOptions {
+    /// [`ImportOptions::check`], and that every key column is one of `table`'s.
+    pub fn check_for(&self, table: &TableInfo) -> Result<(), Error> {
+        self.check()?;
+        match self
+            .key
+            .iter()
+            .find(|key| !table.columns.iter().any(|column| &column.name == *key))
+        {
+            Some(key) => Err(ImportFault::UnknownKeyColumn { name: key.clone() }.into_error()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A setting of [`ImportOptions`] that does not fit the others or the table, by
 /// name, so that `sluice import` can point at its flag and `POST /tables` at its
 /// query parameter. The error carries it as its source; [`ImportFault::of`] finds it.
@@ -186,3 +203,202 @@ pub struct ImportSummary {
 
 /// Receives each rejected record in skip mode (to write a reject file or response).
 pub type RejectSink<'a> = dyn FnMut(&Rejected) -> Result<(), Error> + Send + 'a;
+
+/// For an import that failed without naming a row (a constraint the server
+/// checks at the end of a statement): runs `import` again over the same input
+/// in skip mode, as a dry run rolled back at the end, and stops at the first
+/// record the table refuses. `None` when every row is accepted on its own.
+pub async fn locate_refused_row<F>(
+    options: &ImportOptions,
+    import: F,
+) -> Result<Option<RowError>, Error>
+where
+    F: AsyncFnOnce(&ImportOptions, &mut RejectSink<'_>) -> Result<ImportSummary, Error>,
+{
+    let options = ImportOptions {
+        on_error: OnError::Skip,
+        method: Method::Copy,
+        dry_run: true,
+        ..options.clone()
+    };
+    let mut found: Option<RowError> = None;
+    let mut stop_at_first = |rejected: &Rejected| -> Result<(), Error> {
+        found = Some(rejected.error.clone());
+        Err(Error::new(ErrorKind::Cancelled, "found the refused row"))
+    };
+    let result = import(&options, &mut stop_at_first).await;
+    match (found, result) {
+        (Some(row), _) => Ok(Some(row)),
+        (None, Ok(_)) => Ok(None),
+        (None, Err(error)) => Err(error),
+    }
+}
+
+/// Input is read in pieces of this size.
+const READ_BYTES: usize = 256 * 1024;
+
+/// An import's input: bytes read in pieces and decoded into rows, for every
+/// database's import to drive the same way.
+pub struct ImportInput<'a, D: ?Sized, R: ?Sized> {
+    /// Turns the bytes into rows.
+    pub decoder: &'a mut D,
+    reader: &'a mut R,
+    buffer: Vec<u8>,
+    start: usize,
+    finished: bool,
+    /// Input bytes and rows as they are read.
+    pub progress: &'a Progress,
+}
+
+/// Where an import stands once its first rows are decoded.
+pub enum Opening {
+    /// The columns the rows fill are known; `more` is false when the whole
+    /// input has been read already.
+    Columns {
+        /// The target columns.
+        columns: Vec<Column>,
+        /// Whether input remains.
+        more: bool,
+    },
+    /// The input held no row (only bad records, reported): the import is done.
+    Empty(ImportSummary),
+}
+
+impl<'a, D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized> ImportInput<'a, D, R> {
+    /// The input of `reader`, decoded by `decoder`.
+    pub fn new(decoder: &'a mut D, reader: &'a mut R, progress: &'a Progress) -> Self {
+        ImportInput {
+            decoder,
+            reader,
+            buffer: Vec::with_capacity(READ_BYTES * 2),
+            start: 0,
+            finished: false,
+            progress,
+        }
+    }
+
+    /// Reads and decodes one piece of input into `decoded`; false once the input is done.
+    pub async fn next(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
+        if self.finished {
+            return Ok(false);
+        }
+        if self.start > 0 && self.start * 2 >= self.buffer.len() {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        self.buffer.reserve(READ_BYTES);
+        let read = self
+            .reader
+            .read_buf(&mut self.buffer)
+            .await
+            .map_err(|error| {
+                Error::new(ErrorKind::Io, format!("reading the input failed: {error}"))
+                    .with_source(error)
+            })?;
+        self.progress.add_bytes(read as u64);
+        let end = read == 0;
+        let consumed = self
+            .decoder
+            .decode(&self.buffer[self.start..], end, decoded)?;
+        self.start += consumed;
+        if end {
+            self.finished = true;
+            if self.start < self.buffer.len() {
+                return Err(Error::protocol("the decoder left input undecoded"));
+            }
+        }
+        Ok(!end)
+    }
+
+    /// Reads until the target columns are known and a row is decoded (or the
+    /// input ends). With [`OnError::Abort`] the first bad record is the
+    /// import's error; an input without rows reports its bad records to
+    /// `rejects` and ends the import.
+    pub async fn open(
+        &mut self,
+        decoded: &mut Decoded,
+        on_error: OnError,
+        rejects: &mut RejectSink<'_>,
+    ) -> Result<Opening, Error> {
+        let mut more = true;
+        while more && decoded.batch.is_empty() {
+            more = self.next(decoded).await?;
+            if on_error == OnError::Abort {
+                if let Some(first) = decoded.rejected.first() {
+                    return Err(Error::bad_row(first.error.clone()));
+                }
+            }
+        }
+        match self.decoder.target_columns().map(<[Column]>::to_vec) {
+            Some(columns) => Ok(Opening::Columns { columns, more }),
+            None => {
+                for rejected in &decoded.rejected {
+                    rejects(rejected)?;
+                }
+                Ok(Opening::Empty(ImportSummary {
+                    records: self.decoder.records_seen(),
+                    rejected: decoded.rejected.len() as u64,
+                    ..ImportSummary::default()
+                }))
+            }
+        }
+    }
+}
+
+/// For each row sent in one load, the input line it came from, stored as runs
+/// of consecutive lines so memory does not grow with a regular input.
+#[derive(Debug, Default)]
+pub struct LineMap {
+    runs: Vec<(u64, u64)>,
+    rows: u64,
+    last_line: u64,
+}
+
+impl LineMap {
+    /// Adds the lines of the next rows sent.
+    pub fn extend(&mut self, lines: &[u64]) {
+        for &line in lines {
+            if self.runs.is_empty() || line != self.last_line + 1 {
+                self.runs.push((self.rows, line));
+            }
+            self.last_line = line;
+            self.rows += 1;
+        }
+    }
+
+    /// Rows added so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The input line of the `row`th (1-based) row.
+    pub fn line(&self, row: u64) -> Option<u64> {
+        let index = row.checked_sub(1)?;
+        let run = self
+            .runs
+            .partition_point(|(start, _)| *start <= index)
+            .checked_sub(1)?;
+        let (start, line) = self.runs[run];
+        Some(line + (index - start))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_map_follows_gaps() {
+        let mut map = LineMap::default();
+        map.extend(&[2, 3, 4, 7, 8]);
+        map.extend(&[9, 20]);
+        assert_eq!(
+            (1..=7)
+                .map(|row| map.line(row).unwrap())
+                .collect::<Vec<_>>(),
+            [2, 3, 4, 7, 8, 9, 20]
+        );
+        assert_eq!(map.runs.len(), 3);
+        assert_eq!(map.line(0), None);
+    }
+}

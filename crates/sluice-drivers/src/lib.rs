@@ -7,12 +7,16 @@
 #![warn(missing_docs)]
 
 use sluice_core::connect::Drivers;
+use sluice_mariadb::MariaDbDriver;
 use sluice_postgres::PostgresDriver;
 use sluice_sqlite::SqliteDriver;
 
 /// Every database driver, in the order URLs are matched against them.
 pub fn all() -> Drivers {
-    Drivers::new().with(PostgresDriver).with(SqliteDriver)
+    Drivers::new()
+        .with(PostgresDriver)
+        .with(MariaDbDriver)
+        .with(SqliteDriver)
 }
 
 #[cfg(test)]
@@ -22,6 +26,16 @@ mod tests {
         let drivers = super::all();
         let postgres = drivers.open("postgres://u@h/db").unwrap();
         assert_eq!(postgres.product(), "PostgreSQL");
+        for url in ["mariadb://u@h/db", "mysql://u@h/db", "MARIADB://u@h/db"] {
+            assert_eq!(
+                drivers.open(url).unwrap().product(),
+                if url.starts_with("mysql") {
+                    "MySQL"
+                } else {
+                    "MariaDB"
+                }
+            );
+        }
         let sqlite = drivers.open("sqlite:///tmp/x.db").unwrap();
         assert_eq!(sqlite.product(), "SQLite");
         assert!(drivers.open("oracle://h/db").is_err());

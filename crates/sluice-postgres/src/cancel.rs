@@ -9,8 +9,8 @@ use sluice_core::{Error, ErrorKind, Meter};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::{Config, Target};
+use crate::connection::open_socket;
 use crate::connection::transport::{negotiate, Negotiated};
-use crate::connection::Socket;
 
 /// Everything needed to send a `CancelRequest` for one session.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ impl CancelToken {
     /// is encrypted) and waits for the server to close it (which it does after
     /// signalling the backend). Cancelling a session that is idle is harmless.
     pub async fn cancel(&self, config: &Config) -> Result<(), Error> {
-        let socket = Socket::open(&self.target, config).await?;
+        let socket = open_socket(&self.target, config).await?;
         let client = match &config.tls.client {
             Some(client) if self.encrypted => client,
             _ => return self.send(socket).await,

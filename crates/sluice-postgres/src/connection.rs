@@ -7,19 +7,17 @@
 //! other modules speak to the server only through the exchange operations.
 
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
+pub use sluice_core::Socket;
 use sluice_core::{Error, ErrorKind, Meter};
 
 use crate::passfile::{look_up, Lookup};
 use crate::tls::{ChannelBinding, SslMode};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::io::AsyncWriteExt;
 
 use crate::config::{Config, SessionAttributes, Target};
 use crate::error::db_error;
@@ -37,83 +35,11 @@ pub(crate) use wire::Received;
 /// Free space asked of the read buffer before each socket read.
 const READ_CHUNK: usize = 256 * 1024;
 
-/// A TCP or Unix-domain socket.
-#[derive(Debug)]
-pub enum Socket {
-    /// TCP.
-    Tcp(TcpStream),
-    /// Unix-domain.
-    Unix(UnixStream),
-}
-
-impl Socket {
-    /// Opens a socket to `target`, within `config.connect_timeout`.
-    pub async fn open(target: &Target, config: &Config) -> Result<Socket, Error> {
-        let connect = async {
-            match target {
-                Target::Tcp(host, port) => {
-                    let stream = TcpStream::connect((host.as_str(), *port)).await?;
-                    stream.set_nodelay(true)?;
-                    Ok(Socket::Tcp(stream))
-                }
-                Target::Unix(path) => UnixStream::connect(path).await.map(Socket::Unix),
-            }
-        };
-        match tokio::time::timeout(config.connect_timeout, connect).await {
-            Ok(Ok(socket)) => Ok(socket),
-            Ok(Err(error)) => Err(Error::new(
-                ErrorKind::Connect,
-                format!("could not connect to {target}: {error}"),
-            )
-            .with_source(error)),
-            Err(_) => Err(Error::new(
-                ErrorKind::Connect,
-                format!(
-                    "could not connect to {target}: timed out after {:?}",
-                    config.connect_timeout
-                ),
-            )),
-        }
-    }
-}
-
-impl AsyncRead for Socket {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Tcp(stream) => Pin::new(stream).poll_read(context, buffer),
-            Socket::Unix(stream) => Pin::new(stream).poll_read(context, buffer),
-        }
-    }
-}
-
-impl AsyncWrite for Socket {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Socket::Tcp(stream) => Pin::new(stream).poll_write(context, buffer),
-            Socket::Unix(stream) => Pin::new(stream).poll_write(context, buffer),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Tcp(stream) => Pin::new(stream).poll_flush(context),
-            Socket::Unix(stream) => Pin::new(stream).poll_flush(context),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Tcp(stream) => Pin::new(stream).poll_shutdown(context),
-            Socket::Unix(stream) => Pin::new(stream).poll_shutdown(context),
-        }
+/// Opens a socket to `target` within the configured connect timeout.
+pub(crate) async fn open_socket(target: &Target, config: &Config) -> Result<Socket, Error> {
+    match target {
+        Target::Tcp(host, port) => Socket::tcp(host, *port, target, config.connect_timeout).await,
+        Target::Unix(path) => Socket::unix(path, target, config.connect_timeout).await,
     }
 }
 
@@ -252,7 +178,7 @@ impl Connection {
         meter: &Meter,
         tls: bool,
     ) -> Result<Connection, Error> {
-        let socket = meter.wrap(Socket::open(target, config).await?);
+        let socket = meter.wrap(open_socket(target, config).await?);
         let stream = match (&config.tls.client, tls) {
             (Some(client), true) => match negotiate(socket, target, client).await? {
                 Negotiated::Tls(transport) => transport,
@@ -270,7 +196,7 @@ impl Connection {
                 }
                 // libpq's prefer: a failed handshake is retried without TLS.
                 Negotiated::Failed(_) if config.tls.mode == SslMode::Prefer => {
-                    Transport::Plain(meter.wrap(Socket::open(target, config).await?))
+                    Transport::Plain(meter.wrap(open_socket(target, config).await?))
                 }
                 Negotiated::Failed(error) => return Err(error),
             },

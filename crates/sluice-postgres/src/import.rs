@@ -21,18 +21,16 @@ use std::fmt::Write as _;
 
 use postgres_protocol::escape::escape_identifier;
 use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 
 pub use sluice_core::load::{
     ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
+use sluice_core::load::{ImportInput, LineMap, Opening};
 
 use crate::copy_in::error_position;
 use crate::types;
 use crate::Connection;
-
-/// Input is read in pieces of this size.
-const READ_BYTES: usize = 256 * 1024;
 
 /// Reads the table's columns and their kinds from the catalog.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
@@ -76,83 +74,6 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
         defaulted,
         columns: types::schema_of(&raw, &catalog).columns,
     })
-}
-
-/// Input bytes and the decoder that turns them into rows.
-struct Input<'a, D: ?Sized, R: ?Sized> {
-    decoder: &'a mut D,
-    reader: &'a mut R,
-    buffer: Vec<u8>,
-    start: usize,
-    finished: bool,
-    progress: &'a Progress,
-}
-
-impl<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized> Input<'_, D, R> {
-    /// Reads and decodes one piece of input into `decoded`; false once the input is done.
-    async fn next(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
-        if self.finished {
-            return Ok(false);
-        }
-        if self.start > 0 && self.start * 2 >= self.buffer.len() {
-            self.buffer.drain(..self.start);
-            self.start = 0;
-        }
-        self.buffer.reserve(READ_BYTES);
-        let read = self
-            .reader
-            .read_buf(&mut self.buffer)
-            .await
-            .map_err(|error| {
-                Error::new(ErrorKind::Io, format!("reading the input failed: {error}"))
-                    .with_source(error)
-            })?;
-        self.progress.add_bytes(read as u64);
-        let end = read == 0;
-        let consumed = self
-            .decoder
-            .decode(&self.buffer[self.start..], end, decoded)?;
-        self.start += consumed;
-        if end {
-            self.finished = true;
-            if self.start < self.buffer.len() {
-                return Err(Error::protocol("the decoder left input undecoded"));
-            }
-        }
-        Ok(!end)
-    }
-}
-
-/// For each row sent in one COPY, the input line it came from, stored as runs of
-/// consecutive lines so memory does not grow with a regular input.
-#[derive(Default)]
-struct LineMap {
-    runs: Vec<(u64, u64)>,
-    rows: u64,
-    last_line: u64,
-}
-
-impl LineMap {
-    fn extend(&mut self, lines: &[u64]) {
-        for &line in lines {
-            if self.runs.is_empty() || line != self.last_line + 1 {
-                self.runs.push((self.rows, line));
-            }
-            self.last_line = line;
-            self.rows += 1;
-        }
-    }
-
-    /// The input line of the `row`th (1-based) row.
-    fn line(&self, row: u64) -> Option<u64> {
-        let index = row.checked_sub(1)?;
-        let run = self
-            .runs
-            .partition_point(|(start, _)| *start <= index)
-            .checked_sub(1)?;
-        let (start, line) = self.runs[run];
-        Some(line + (index - start))
-    }
 }
 
 /// Ties a database error to the input line of the row it names.
@@ -204,41 +125,12 @@ where
     D: Decoder + ?Sized,
     R: AsyncRead + Unpin + Send + ?Sized,
 {
-    options.check()?;
-    for key in &options.key {
-        if !table.columns.iter().any(|column| &column.name == key) {
-            return Err(ImportFault::UnknownKeyColumn { name: key.clone() }.into_error());
-        }
-    }
-    let mut input = Input {
-        decoder,
-        reader,
-        buffer: Vec::with_capacity(READ_BYTES * 2),
-        start: 0,
-        finished: false,
-        progress,
-    };
+    options.check_for(table)?;
+    let mut input = ImportInput::new(decoder, reader, progress);
     let mut decoded = Decoded::default();
-    // Read until the columns are known and there is a row (or the input ends).
-    let mut more = true;
-    while more && decoded.batch.is_empty() {
-        more = input.next(&mut decoded).await?;
-        if options.on_error == OnError::Abort {
-            if let Some(first) = decoded.rejected.first() {
-                return Err(Error::bad_row(first.error.clone()));
-            }
-        }
-    }
-    let Some(columns) = input.decoder.target_columns().map(<[Column]>::to_vec) else {
-        let rejected = decoded.rejected.len() as u64;
-        for rejected in &decoded.rejected {
-            rejects(rejected)?;
-        }
-        return Ok(ImportSummary {
-            records: input.decoder.records_seen(),
-            rejected,
-            ..ImportSummary::default()
-        });
+    let (columns, more) = match input.open(&mut decoded, options.on_error, rejects).await? {
+        Opening::Columns { columns, more } => (columns, more),
+        Opening::Empty(summary) => return Ok(summary),
     };
     let plan = Plan::new(table, &columns, options);
     let mut summary = match options.method {
@@ -289,32 +181,14 @@ where
     D: Decoder + ?Sized,
     R: AsyncRead + Unpin + Send + ?Sized,
 {
-    let options = ImportOptions {
-        on_error: OnError::Skip,
-        method: Method::Copy,
-        dry_run: true,
-        ..options.clone()
-    };
-    let mut found: Option<RowError> = None;
-    let mut stop_at_first = |rejected: &Rejected| -> Result<(), Error> {
-        found = Some(rejected.error.clone());
-        Err(Error::new(ErrorKind::Cancelled, "found the refused row"))
-    };
-    let result = import(
-        connection,
-        table,
-        decoder,
-        reader,
-        &options,
-        &mut stop_at_first,
-        &Progress::new(),
-    )
-    .await;
-    match (found, result) {
-        (Some(row), _) => Ok(Some(row)),
-        (None, Ok(_)) => Ok(None),
-        (None, Err(error)) => Err(error),
-    }
+    let progress = Progress::new();
+    sluice_core::load::locate_refused_row(options, async |options, rejects| {
+        import(
+            connection, table, decoder, reader, options, rejects, &progress,
+        )
+        .await
+    })
+    .await
 }
 
 /// The statements of one import.
@@ -439,7 +313,7 @@ async fn rollback(connection: &mut Connection, error: Error) -> Error {
 async fn copy_abort<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut Input<'_, D, R>,
+    input: &mut ImportInput<'_, D, R>,
     decoded: &mut Decoded,
     mut more: bool,
 ) -> Result<ImportSummary, Error> {
@@ -520,7 +394,7 @@ async fn copy_abort<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
 async fn copy_skip<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut Input<'_, D, R>,
+    input: &mut ImportInput<'_, D, R>,
     decoded: &mut Decoded,
     mut more: bool,
     options: &ImportOptions,
@@ -633,7 +507,7 @@ async fn copy_chunk(
 async fn insert_batches<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut Input<'_, D, R>,
+    input: &mut ImportInput<'_, D, R>,
     decoded: &mut Decoded,
     mut more: bool,
     batch_size: usize,
@@ -799,20 +673,5 @@ mod tests {
             ..ImportOptions::default()
         };
         assert!(fine.check().is_ok());
-    }
-
-    #[test]
-    fn line_map_follows_gaps() {
-        let mut map = LineMap::default();
-        map.extend(&[2, 3, 4, 7, 8]);
-        map.extend(&[9, 20]);
-        assert_eq!(
-            (1..=7)
-                .map(|row| map.line(row).unwrap())
-                .collect::<Vec<_>>(),
-            [2, 3, 4, 7, 8, 9, 20]
-        );
-        assert_eq!(map.runs.len(), 3);
-        assert_eq!(map.line(0), None);
     }
 }

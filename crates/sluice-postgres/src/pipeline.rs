@@ -134,6 +134,14 @@ impl<'c> Pipeline<'c> {
             if run.is_complete() {
                 break;
             }
+            if run.expected.is_empty()
+                && run.ready_pending == 0
+                && run.connection.queued_bytes() == 0
+            {
+                // Nothing sent awaits an answer (the last set was an invalid
+                // line): wait for input, not for the server.
+                continue;
+            }
             run.flush_calls();
             // Write what is queued and read what has arrived, whichever can go.
             run.connection.exchange().await?;

@@ -294,3 +294,60 @@ async fn interactive(mode: Transaction) {
     .unwrap();
     assert_eq!(summary.succeeded, 50);
 }
+
+/// An invalid line, then input that takes its time: nothing is in flight, so
+/// the pipeline must go back to waiting for input, not for the server.
+struct SlowAfterInvalid {
+    step: u32,
+}
+
+impl ParamSource for SlowAfterInvalid {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<ParamSet>, Error>> {
+        Box::pin(async move {
+            self.step += 1;
+            match self.step {
+                1 => Ok(Some(ParamSet {
+                    line: 1,
+                    values: Err("not a parameter set".into()),
+                })),
+                2 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    Ok(Some(ParamSet {
+                        line: 2,
+                        values: Ok(vec![Some("7".into())]),
+                    }))
+                }
+                _ => Ok(None),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_line_before_slow_input_does_not_wait_for_the_server() {
+    let db = TestDb::new();
+    let config: Config = db.url().parse().unwrap();
+    let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    let pipeline = Pipeline::prepare(&mut connection, "select $1::int")
+        .await
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut report = |line: u64, _outcome: CallOutcome<'_>| -> Result<(), Error> {
+        lines.push(line);
+        Ok(())
+    };
+    let summary = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        pipeline.run(
+            &mut SlowAfterInvalid { step: 0 },
+            Transaction::Each,
+            1 << 20,
+            &mut report,
+        ),
+    )
+    .await
+    .expect("the pipeline waited for an answer to nothing")
+    .unwrap();
+    assert_eq!((summary.succeeded, summary.failed), (1, 1));
+    assert_eq!(lines, [1, 2]);
+}

@@ -247,7 +247,9 @@ fn database_status(error: &Error, ad_hoc: bool) -> StatusCode {
         "42" | "25" if ad_hoc => StatusCode::BAD_REQUEST,
         // A named query that writes, run by a token without scope `write`.
         "25" if code == "25006" => StatusCode::FORBIDDEN,
+        // PostgreSQL's statement timeout; MariaDB's (`max_statement_time`) is 70100.
         "57" if code == "57014" => StatusCode::GATEWAY_TIMEOUT,
+        "70" if code == "70100" => StatusCode::GATEWAY_TIMEOUT,
         "08" | "53" | "57" => StatusCode::SERVICE_UNAVAILABLE,
         "40" => StatusCode::SERVICE_UNAVAILABLE,
         // SQLite reports no SQLSTATE; in ad-hoc SQL its errors are the statement's.

@@ -6,30 +6,31 @@
 //! lines for an authentication method, TLS files) starts a dedicated one with
 //! [`ClusterBuilder`] and drops it when done.
 
-use std::ffi::{CString, OsStr};
 use std::fs::{self, File};
-use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::sync::OnceLock;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
+use crate::process::{self, RunAs, ServerDir, Startup, Watch};
 use crate::{run_psql, PSQL_NOT_FOUND};
 
-/// Prefix of the ephemeral clusters' directories in the temp dir.
-const DIR_PREFIX: &str = "sluice-test-pg-";
+/// The ephemeral clusters' directories: `sluice-test-pg-<pid>-*` in the temp dir,
+/// removed once the postmaster has removed its pid file, which it does on every
+/// shutdown, the immediate one included (`<dir>/data` is the data directory).
+const CLUSTER_DIR: ServerDir = ServerDir {
+    prefix: "sluice-test-pg-",
+    // Clients use TCP; the server's socket is skipped when its path is too long.
+    socket: None,
+    watch: Watch::FileGone("data/postmaster.pid"),
+};
+/// The signal the postmaster gets when the test process ends: PostgreSQL's
+/// immediate shutdown (no checkpoint; the server's children stop too).
+const DEATH_SIGNAL: libc::c_int = libc::SIGQUIT;
 /// Database created in every ephemeral cluster.
 pub(crate) const TEST_DATABASE: &str = "sluice_test";
 /// How long an ephemeral server may take to accept connections.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many ports are tried when the chosen one turns out to be taken.
-const PORT_ATTEMPTS: usize = 5;
 
 const SERVER_BINARIES_NOT_FOUND: &str = "PostgreSQL server binaries (initdb, postgres) not found: \
      install them (Debian/Ubuntu: apt-get install postgresql) or set SLUICE_TEST_PG_URL";
@@ -188,9 +189,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if let Some(mut postmaster) = self.postmaster.take() {
-            // SIGQUIT is PostgreSQL's immediate shutdown: no checkpoint, children stop.
+            // The same immediate shutdown as when the test process ends.
             // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(postmaster.id() as libc::pid_t, libc::SIGQUIT) };
+            unsafe { libc::kill(postmaster.id() as libc::pid_t, DEATH_SIGNAL) };
             let _ = postmaster.wait();
         }
     }
@@ -205,18 +206,6 @@ pub(crate) fn start_shared() -> Result<Cluster, String> {
     start_cluster(&settings, &[], None)
 }
 
-/// Who the cluster runs as: this process's user, or `nobody` when that is root
-/// (`initdb` refuses to run as root).
-fn cluster_user() -> Result<Option<(u32, u32)>, String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
-    }
-    lookup_user("nobody")
-        .map(Some)
-        .map_err(|e| format!("running as root, so the test cluster must run as `nobody`, but: {e}"))
-}
-
 fn start_cluster(
     settings: &[(String, String)],
     hba_lines: &[String],
@@ -225,13 +214,14 @@ fn start_cluster(
     let (initdb, postgres) =
         find_server_binaries().ok_or_else(|| SERVER_BINARIES_NOT_FOUND.to_owned())?;
     let psql = find_binary("psql", postgres.parent()).ok_or_else(|| PSQL_NOT_FOUND.to_owned())?;
-    let run_as = cluster_user()?;
+    // `initdb` refuses to run as root: then the cluster runs as `nobody`.
+    let run_as = process::server_user()?;
     let root_hint = if run_as.is_some() {
         " (running as root, the cluster is run as `nobody`, which must be able to reach its directory)"
     } else {
         ""
     };
-    let dir = make_cluster_dir(run_as)?;
+    let dir = CLUSTER_DIR.create(run_as)?;
     let data = dir.join("data");
     run_initdb(&initdb, &dir, &data, run_as, root_hint)?;
     if !hba_lines.is_empty() {
@@ -271,8 +261,8 @@ fn start_standby(primary: &Cluster) -> Result<Cluster, String> {
          (Debian/Ubuntu: apt-get install postgresql)"
             .to_owned()
     })?;
-    let run_as = cluster_user()?;
-    let dir = make_cluster_dir(run_as)?;
+    let run_as = process::server_user()?;
+    let dir = CLUSTER_DIR.create(run_as)?;
     let data = dir.join("data");
     let mut command = Command::new(&basebackup);
     command
@@ -281,22 +271,8 @@ fn start_standby(primary: &Cluster) -> Result<Cluster, String> {
         .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"])
         .args(["-h", "127.0.0.1", "-U", "postgres"])
         .args(["-p", &primary.port.to_string()])
-        .current_dir(&dir)
-        .stdin(Stdio::null());
-    if let Some((uid, gid)) = run_as {
-        command.uid(uid).gid(gid);
-    }
-    let output = command
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", basebackup.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}",
-            basebackup.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+        .current_dir(&dir);
+    process::run_setup(process::run_as(&mut command, run_as), "")?;
     Launch {
         postgres: &postgres,
         psql: &primary.psql,
@@ -310,29 +286,11 @@ fn start_standby(primary: &Cluster) -> Result<Cluster, String> {
     .start()
 }
 
-/// A fresh cluster directory, removed by a watcher once this process is gone.
-fn make_cluster_dir(run_as: Option<(u32, u32)>) -> Result<PathBuf, String> {
-    let parent = cluster_parent_dir(run_as.is_some());
-    remove_stale_clusters(&parent);
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
-        .tempdir_in(&parent)
-        .map_err(|e| format!("could not create a directory in {}: {e}", parent.display()))?
-        .keep();
-    // From here on the watcher removes `dir` once this process is gone.
-    spawn_cleanup_watcher(&dir);
-    if let Some((uid, gid)) = run_as {
-        std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-            .map_err(|e| format!("could not chown {} to nobody: {e}", dir.display()))?;
-    }
-    Ok(dir)
-}
-
 fn run_initdb(
     initdb: &Path,
     dir: &Path,
     data: &Path,
-    run_as: Option<(u32, u32)>,
+    run_as: RunAs,
     root_hint: &str,
 ) -> Result<(), String> {
     let mut cmd = Command::new(initdb);
@@ -348,33 +306,13 @@ fn run_initdb(
         "-D",
     ])
     .arg(data)
-    .current_dir(dir)
-    .stdin(Stdio::null());
-    if let Some((uid, gid)) = run_as {
-        cmd.uid(uid).gid(gid);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not run {}{root_hint}: {e}", initdb.display()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{} failed ({}){root_hint}:\n{}{}",
-        initdb.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
+    .current_dir(dir);
+    process::run_setup(process::run_as(&mut cmd, run_as), root_hint)
 }
 
 /// Copies the TLS files into the data directory, owned by the server's user
 /// (the server refuses a key others may read).
-fn install_tls_files(
-    data: &Path,
-    tls: &TlsFiles,
-    run_as: Option<(u32, u32)>,
-) -> Result<(), String> {
+fn install_tls_files(data: &Path, tls: &TlsFiles, run_as: RunAs) -> Result<(), String> {
     for (source, name, mode) in [
         (&tls.certificate, "server.crt", 0o644),
         (&tls.key, "server.key", 0o600),
@@ -417,7 +355,7 @@ struct Launch<'a> {
     dir: &'a Path,
     data: &'a Path,
     settings: &'a [(String, String)],
-    run_as: Option<(u32, u32)>,
+    run_as: RunAs,
     root_hint: &'a str,
     /// A standby: its databases come from the primary.
     standby: bool,
@@ -428,34 +366,19 @@ impl Launch<'_> {
     /// between) and creates the test database.
     fn start(&self) -> Result<Cluster, String> {
         let log_path = self.dir.join("server.log");
-        let mut last_error = String::new();
-        for _attempt in 0..PORT_ATTEMPTS {
-            let port = free_port()?;
-            let mut child = self.spawn(port, &log_path)?;
-            let admin_url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
-            match wait_until_ready(&mut child, port, self.psql, &admin_url) {
-                Ready::Yes => return self.finish(child, port, &admin_url),
-                Ready::Exited(status) => {
-                    let log = read_log(&log_path);
-                    last_error = format!(
-                        "postgres exited with {status} during startup{}; server log:\n{log}",
-                        self.root_hint
-                    );
-                    if !(log.contains("could not bind") || log.contains("Address already in use")) {
-                        break;
-                    }
-                }
-                Ready::TimedOut(detail) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!(
-                        "postgres did not accept connections within {STARTUP_TIMEOUT:?} ({detail}); server log:\n{}",
-                        read_log(&log_path)
-                    ));
-                }
-            }
-        }
-        Err(last_error)
+        let admin_url = |port: u16| format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        let startup = Startup {
+            name: "postgres",
+            timeout: STARTUP_TIMEOUT,
+            log: &log_path,
+            hint: self.root_hint,
+        };
+        let (child, port) = process::start_on_free_port(
+            &startup,
+            |port| self.spawn(port, &log_path),
+            |port| run_psql(self.psql, &admin_url(port), None, &[], "SELECT 1;").map(drop),
+        )?;
+        self.finish(child, port, &admin_url(port))
     }
 
     fn spawn(&self, port: u16, log_path: &Path) -> Result<Child, String> {
@@ -465,7 +388,7 @@ impl Launch<'_> {
             .try_clone()
             .map_err(|e| format!("could not dup log file: {e}"))?;
         // Unix sockets are not needed (clients use TCP); skip them if the path is too long.
-        let socket_dir = if self.dir.as_os_str().len() + "/.s.PGSQL.65535.lock".len() < 100 {
+        let socket_dir = if process::socket_path_fits(self.dir, "/.s.PGSQL.65535.lock") {
             self.dir.to_path_buf()
         } else {
             PathBuf::new()
@@ -483,11 +406,8 @@ impl Launch<'_> {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2);
-        if let Some((uid, gid)) = self.run_as {
-            cmd.uid(uid).gid(gid);
-        }
-        die_with_parent(&mut cmd);
-        spawn_from_keeper_thread(cmd)
+        process::run_as(&mut cmd, self.run_as);
+        process::spawn_server(cmd, DEATH_SIGNAL)
             .map_err(|e| format!("could not start {}: {e}", self.postgres.display()))
     }
 
@@ -508,251 +428,6 @@ impl Launch<'_> {
             .map_err(|e| format!("could not create database {TEST_DATABASE}: {e}"))?;
         Ok(cluster)
     }
-}
-
-fn read_log(path: &Path) -> String {
-    let mut text = String::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            let mut bytes = Vec::new();
-            let _ = f.read_to_end(&mut bytes);
-            text.push_str(&String::from_utf8_lossy(&bytes));
-        }
-        Err(e) => text.push_str(&format!("(could not read {}: {e})", path.display())),
-    }
-    text
-}
-
-/// A TCP port of 127.0.0.1 that was free a moment ago.
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| format!("could not bind 127.0.0.1:0 to find a free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("could not get a free port: {e}"))
-}
-
-enum Ready {
-    Yes,
-    Exited(ExitStatus),
-    TimedOut(String),
-}
-
-fn wait_until_ready(child: &mut Child, port: u16, psql: &Path, admin_url: &str) -> Ready {
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut last;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ready::Exited(status),
-            Ok(None) => {}
-            Err(e) => return Ready::TimedOut(format!("could not check the postgres process: {e}")),
-        }
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(_) => match run_psql(psql, admin_url, None, &[], "SELECT 1;") {
-                Ok(_) => return Ready::Yes,
-                Err(e) => last = e,
-            },
-            Err(e) => last = format!("connect to {addr}: {e}"),
-        }
-        if Instant::now() >= deadline {
-            return Ready::TimedOut(format!("last attempt: {last}"));
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Makes the child get SIGQUIT (PostgreSQL's "immediate shutdown") when its parent
-/// thread exits. Applied after std's uid/gid change, which would otherwise clear it.
-fn die_with_parent(cmd: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the closure only makes async-signal-safe system calls.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGQUIT as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent may have died before the prctl: then nobody will signal us.
-                if libc::getppid() != parent {
-                    return Err(io::Error::other("parent exited during spawn"));
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
-}
-
-type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
-
-/// Spawns `cmd` from a thread that never exits, so that PR_SET_PDEATHSIG (which is
-/// tied to the spawning *thread*) only fires when the whole process is gone.
-fn spawn_from_keeper_thread(cmd: Command) -> io::Result<Child> {
-    static KEEPER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
-    let keeper = KEEPER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<SpawnRequest>();
-        thread::Builder::new()
-            .name("sluice-testkit-postgres-keeper".into())
-            .spawn(move || {
-                // The sender lives in a static, so this loop never ends; park just in case.
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
-                }
-                loop {
-                    thread::park();
-                }
-            })
-            .expect("sluice-testkit: could not start the postgres keeper thread");
-        tx
-    });
-    let (reply_tx, reply_rx) = mpsc::channel();
-    keeper
-        .send((cmd, reply_tx))
-        .map_err(|_| io::Error::other("postgres keeper thread is gone"))?;
-    reply_rx
-        .recv()
-        .map_err(|_| io::Error::other("postgres keeper thread is gone"))?
-}
-
-/// Starts a detached `sh` that waits until this process is gone (EOF on a pipe whose
-/// only write end this process holds, close-on-exec), then until the postmaster has
-/// removed its pid file, and then removes `dir`. Best effort: on failure the next
-/// run's stale cleanup removes `dir`.
-fn spawn_cleanup_watcher(dir: &Path) {
-    const SCRIPT: &str = r#"trap '' INT HUP TERM QUIT
-while read -r _; do :; done
-i=0
-while [ -e "$1/data/postmaster.pid" ] && [ "$i" -lt 600 ]; do
-  sleep 0.1 2>/dev/null || sleep 1
-  i=$((i+1))
-done
-rm -rf "$1"
-"#;
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a valid array of two ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return;
-    }
-    // SAFETY: pipe2 just returned these two fresh descriptors, owned by nobody else.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let spawned = Command::new("/bin/sh")
-        .args([
-            OsStr::new("-c"),
-            OsStr::new(SCRIPT),
-            OsStr::new("sluice-testkit-cleanup"),
-        ])
-        .arg(dir)
-        .current_dir("/")
-        .stdin(Stdio::from(read_end))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn();
-    if spawned.is_ok() {
-        // Keep the write end open (and never written) for the life of the process.
-        std::mem::forget(write_end);
-    }
-}
-
-/// Where the cluster directory goes: the temp dir, except that when the cluster runs
-/// as `nobody` (we are root) and the temp dir is not reachable by other users (e.g.
-/// TMPDIR under /root), `/tmp` is used instead.
-fn cluster_parent_dir(as_nobody: bool) -> PathBuf {
-    let temp = std::env::temp_dir();
-    if !as_nobody {
-        return temp;
-    }
-    let reachable = temp.ancestors().all(|dir| {
-        fs::metadata(dir)
-            .map(|m| m.permissions().mode() & 0o001 != 0)
-            .unwrap_or(false)
-    });
-    if reachable || !Path::new("/tmp").is_dir() {
-        temp
-    } else {
-        PathBuf::from("/tmp")
-    }
-}
-
-/// Removes `sluice-test-pg-<pid>-*` directories in `parent` whose process is dead.
-fn remove_stale_clusters(parent: &Path) {
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    let own_pid = std::process::id();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
-            continue;
-        };
-        let Some(pid) = rest
-            .split('-')
-            .next()
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if pid <= 0 || pid as u32 == own_pid {
-            continue;
-        }
-        let is_dir = entry
-            .path()
-            .symlink_metadata()
-            .map(|m| m.is_dir())
-            .unwrap_or(false);
-        if is_dir && !process_alive(pid) {
-            let _ = fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-fn process_alive(pid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    if unsafe { libc::kill(pid, 0) } == 0 {
-        return true;
-    }
-    io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-/// uid and gid of a user, via getpwnam_r.
-fn lookup_user(name: &str) -> Result<(u32, u32), String> {
-    let cname = CString::new(name).map_err(|_| format!("bad user name {name:?}"))?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: an all-zero passwd is a valid value to be overwritten.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the duration of the call; buf's length is passed.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "getpwnam_r({name}) failed: {}",
-            io::Error::from_raw_os_error(rc)
-        ));
-    }
-    if result.is_null() {
-        return Err(format!("user {name:?} does not exist"));
-    }
-    Ok((pwd.pw_uid, pwd.pw_gid))
 }
 
 // ---------------------------------------------------------------------------
@@ -791,37 +466,23 @@ fn candidate_bindirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn is_executable(path: &Path) -> bool {
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
 /// Finds `name`: in `preferred` first, then the candidate bindirs, then PATH.
 pub(crate) fn find_binary(name: &str, preferred: Option<&Path>) -> Option<PathBuf> {
-    preferred
-        .into_iter()
-        .map(Path::to_path_buf)
-        .chain(candidate_bindirs())
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-        .or_else(|| find_in_path(name))
+    let dirs = preferred.map(Path::to_path_buf).into_iter();
+    process::find_in(
+        name,
+        dirs.chain(candidate_bindirs()).chain(process::path_dirs()),
+    )
 }
 
 /// `initdb` and `postgres`, from the same directory when possible.
 fn find_server_binaries() -> Option<(PathBuf, PathBuf)> {
     for dir in candidate_bindirs() {
         let (initdb, postgres) = (dir.join("initdb"), dir.join("postgres"));
-        if is_executable(&initdb) && is_executable(&postgres) {
+        if process::is_executable(&initdb) && process::is_executable(&postgres) {
             return Some((initdb, postgres));
         }
     }
-    Some((find_in_path("initdb")?, find_in_path("postgres")?))
+    let in_path = |name| process::find_in(name, process::path_dirs());
+    Some((in_path("initdb")?, in_path("postgres")?))
 }

@@ -1,5 +1,6 @@
 //! Test support for sluice: a **real** PostgreSQL server for integration tests,
-//! with one fresh schema per test.
+//! with one fresh schema per test (and a real MariaDB server, with one fresh
+//! database per test: see [MariaDB](#mariadb)).
 //!
 //! # Which server
 //!
@@ -49,6 +50,31 @@
 //! SQL helpers ([`TestDb::execute`], [`TestDb::query_text`], [`TestDb::psql_bytes`])
 //! run the `psql` command-line client, which must therefore be installed too.
 //!
+//! # MariaDB
+//!
+//! [`TestMariaDb`] is the same for MariaDB, with a fresh, empty **database** per
+//! test (named `t_<pid>_<counter>_<random>`, utf8mb4, dropped on Drop) and
+//! [`TestMariaDb::url`] a `mariadb://` URL with that database as its path. The
+//! server is chosen once per process, independently of PostgreSQL's:
+//!
+//! 1. `SLUICE_TEST_MARIADB_URL` (a `mariadb://` or `mysql://` URL), when set and not
+//!    empty, used as is; its user must be able to create databases.
+//! 2. Otherwise an **ephemeral server**: `mariadb-install-db` into a directory
+//!    `sluice-test-mariadb-<pid>-*` of the temp dir, then `mariadbd` as a child of
+//!    the test process on a free port of `127.0.0.1` (durability and the binary log
+//!    off, utf8mb4), with a user `sluice` (password `sluice`, every privilege); URLs
+//!    are `mariadb://sluice:sluice@127.0.0.1:<port>/…`. The binaries are looked up
+//!    in `PATH`, then `/usr/bin` and `/usr/sbin`; if they are missing the tests
+//!    **panic**: install `mariadb-server` and `mariadb-client` or set
+//!    `SLUICE_TEST_MARIADB_URL`.
+//!
+//! As for PostgreSQL, a root test process runs the server as `nobody`; the server
+//! gets `PR_SET_PDEATHSIG = SIGKILL` (its data is thrown away, so there is nothing
+//! to shut down cleanly), a detached `sh` watcher removes its directory once the
+//! process and the server are gone, and leftovers of dead processes are removed by
+//! the next process that starts one. The SQL helpers ([`TestMariaDb::execute`],
+//! [`TestMariaDb::query_text`]) run the `mariadb` command-line client.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -66,20 +92,21 @@
 #![warn(missing_docs)]
 
 mod cluster;
+mod mariadb;
+mod process;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder};
+pub use mariadb::{mariadb_server_url, TestMariaDb};
 pub use tls::{CertificateFiles, TestCertificates};
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::thread;
 use std::time::SystemTime;
 
 /// Environment variable naming an existing server to use instead of an ephemeral one.
@@ -115,14 +142,8 @@ fn server() -> &'static Server {
 ///
 /// If the pipe cannot be created.
 pub fn closed_pipe() -> OwnedFd {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array on success. Close-on-exec
-    // keeps the write end out of children spawned by other tests meanwhile.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        panic!("pipe2 failed: {}", io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 just returned these two fresh descriptors, owned by nobody else.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Close-on-exec keeps the write end out of children spawned by other tests meanwhile.
+    let (read, write) = process::pipe().unwrap_or_else(|e| panic!("pipe2 failed: {e}"));
     drop(read);
     write
 }
@@ -180,15 +201,8 @@ impl TestDb {
     /// If no server can be had, or the schema cannot be created.
     #[allow(clippy::new_without_default)] // creating a schema is a side effect, not a default
     pub fn new() -> TestDb {
-        static COUNTER: AtomicU64 = AtomicU64::new(1);
         let server = server();
-        let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let schema = format!(
-            "t_{}_{}_{}",
-            std::process::id(),
-            counter,
-            random_suffix(counter)
-        );
+        let schema = unique_name();
         let sql = format!("CREATE SCHEMA {schema};");
         if let Err(failure) = run_psql(&server.psql, &server.url, None, &[], &sql) {
             panic!("sluice-testkit: could not create schema {schema}: {failure}");
@@ -273,14 +287,7 @@ impl TestDb {
     ///
     /// Like [`TestDb::execute`], or if the output is not UTF-8.
     pub fn query_text(&self, sql: &str) -> String {
-        let out = self.run(&["-A", "-t"], sql);
-        let mut text = String::from_utf8(out).unwrap_or_else(|e| {
-            panic!("sluice-testkit: psql output is not UTF-8 for SQL:\n{sql}\n({e})")
-        });
-        if text.ends_with('\n') {
-            text.pop();
-        }
-        text
+        output_text(self.run(&["-A", "-t"], sql), "psql", sql)
     }
 
     /// Runs SQL with psql and returns raw stdout bytes untouched (used to capture `COPY (...) TO STDOUT ...` output byte for byte).
@@ -387,6 +394,36 @@ fn url_with_search_path(base: &str, schema: &str) -> String {
     format!("{head}?{}", params.join("&"))
 }
 
+/// A name for a test's schema or database, unique on the server:
+/// `t_<pid>_<counter>_<short random>`, for PostgreSQL and MariaDB alike (the
+/// crate docs promise that form for both).
+pub(crate) fn unique_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(1);
+    let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "t_{}_{}_{}",
+        std::process::id(),
+        counter,
+        random_suffix(counter)
+    )
+}
+
+/// A client's output as text with one trailing newline removed, for the
+/// `query_text` helpers.
+///
+/// # Panics
+///
+/// If the output is not UTF-8 (the message names `client` and `sql`).
+pub(crate) fn output_text(out: Vec<u8>, client: &str, sql: &str) -> String {
+    let mut text = String::from_utf8(out).unwrap_or_else(|e| {
+        panic!("sluice-testkit: {client} output is not UTF-8 for SQL:\n{sql}\n({e})")
+    });
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    text
+}
+
 /// A short lowercase alphanumeric random string (not cryptographic).
 fn random_suffix(salt: u64) -> String {
     let mut hasher = RandomState::new().build_hasher();
@@ -419,39 +456,14 @@ pub(crate) fn run_psql(
     cmd.args(["-X", "-q", "-w", "-v", "ON_ERROR_STOP=1"])
         .args(extra_args)
         .args(["-d", url, "-f", "-"])
-        .env("PGCLIENTENCODING", "UTF8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("PGCLIENTENCODING", "UTF8");
     if let Some(options) = pgoptions {
         cmd.env("PGOPTIONS", options);
     }
     if std::env::var_os("PGCONNECT_TIMEOUT").is_none() {
         cmd.env("PGCONNECT_TIMEOUT", "10");
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("could not run {}: {e}", psql.display()))?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let sql_owned = sql.to_owned();
-    // Write from another thread so a large output cannot deadlock against the input.
-    let writer = thread::spawn(move || {
-        // psql may exit early (e.g. connection failure): a broken pipe is not our error.
-        let _ = stdin.write_all(sql_owned.as_bytes());
-    });
-    let output = child
-        .wait_with_output()
-        .map_err(|e| format!("could not wait for psql: {e}"))?;
-    let _ = writer.join();
-    if output.status.success() {
-        Ok(output.stdout)
-    } else {
-        Err(format!(
-            "psql exited with {}; stderr:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        ))
-    }
+    process::run_with_input(cmd, sql)
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,548 @@
+//! [`Connection`]: one logged-in session, from the server's greeting through
+//! authentication to the session settings sluice relies on.
+//!
+//! Connecting costs the greeting, the login (one more exchange per
+//! authentication step the server asks for) and one pipelined exchange that
+//! sets the session and reads what it may do:
+//!
+//! - `time_zone = '+00:00'`: `TIMESTAMP` values arrive in UTC and are written
+//!   with their offset;
+//! - `net_write_timeout` and `net_read_timeout` of a year: a streaming server
+//!   otherwise drops a reader slower than 60 s per packet, and the rows it had
+//!   not sent would be missing from an output that looks complete;
+//! - `@@max_allowed_packet`, `@@local_infile` and the server's capabilities
+//!   choose how imports and calls travel.
+
+use mysql_common::auth::plugins::{AuthProc, ChallengeResponsePlugin, Context as AuthContext};
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
+use mysql_common::proto::{MyDeserialize, MySerialize};
+use sluice_core::{Error, ErrorKind, Meter};
+
+use crate::config::{Config, Target};
+use crate::error::{server_error, unexpected};
+use crate::protocol::{read_lenenc_bytes, read_lenenc_int};
+use crate::wire::{open_socket, Wire};
+
+/// What the client asks for, intersected with what the server offers.
+fn wanted_capabilities() -> CapabilityFlags {
+    CapabilityFlags::CLIENT_LONG_PASSWORD
+        | CapabilityFlags::CLIENT_LONG_FLAG
+        | CapabilityFlags::CLIENT_PROTOCOL_41
+        | CapabilityFlags::CLIENT_TRANSACTIONS
+        | CapabilityFlags::CLIENT_SECURE_CONNECTION
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_LOCAL_FILES
+        | CapabilityFlags::CLIENT_CONNECT_ATTRS
+}
+
+/// MariaDB's own extensions sluice uses: bulk execution of one statement for
+/// many parameter sets, and column metadata that marks JSON columns.
+fn wanted_mariadb_capabilities() -> MariadbCapabilities {
+    MariadbCapabilities::MARIADB_CLIENT_STMT_BULK_OPERATIONS
+        | MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA
+}
+
+/// The largest packet sluice accepts from the server (the protocol's limit).
+const MAX_PACKET: u32 = 1 << 30;
+
+/// What the server is and what it lets this session do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The version string (`10.11.6-MariaDB-0+deb12u1`, `8.0.36`).
+    pub version: String,
+    /// MariaDB rather than MySQL.
+    pub mariadb: bool,
+    /// The session's id, as `KILL QUERY` and the process list name it.
+    pub connection_id: u32,
+    /// The largest packet the server accepts.
+    pub max_allowed_packet: u64,
+    /// Whether `LOAD DATA LOCAL INFILE` is allowed.
+    pub local_infile: bool,
+    /// Whether one `COM_STMT_BULK_EXECUTE` can carry many parameter sets.
+    pub bulk_execute: bool,
+    /// Whether column metadata says which columns hold JSON.
+    pub extended_metadata: bool,
+}
+
+impl ServerInfo {
+    /// How imports send rows on this server.
+    pub fn import_path(&self) -> &'static str {
+        if self.local_infile {
+            "LOAD DATA LOCAL INFILE (local_infile is ON)"
+        } else {
+            "multi-row INSERTs (local_infile is OFF)"
+        }
+    }
+
+    /// How a statement without rows runs for many parameter sets here.
+    pub fn calls_path(&self) -> &'static str {
+        if self.bulk_execute {
+            "one COM_STMT_BULK_EXECUTE per window of parameter sets"
+        } else {
+            "prepared executes sent back to back"
+        }
+    }
+
+    /// The product and version (`10.11.6-MariaDB-0+deb12u1`, `MySQL 8.0.36`).
+    pub fn description(&self) -> String {
+        if self.version.contains(self.product()) {
+            self.version.clone()
+        } else {
+            format!("{} {}", self.product(), self.version)
+        }
+    }
+
+    /// "MariaDB" or "MySQL".
+    pub fn product(&self) -> &'static str {
+        if self.mariadb {
+            "MariaDB"
+        } else {
+            "MySQL"
+        }
+    }
+}
+
+/// A logged-in session.
+#[derive(Debug)]
+pub struct Connection {
+    pub(crate) wire: Wire,
+    pub(crate) capabilities: CapabilityFlags,
+    server: ServerInfo,
+    target: Target,
+    /// Settings queued to travel with the next command, whose answers (OK
+    /// packets) are read before that command's.
+    unanswered_settings: usize,
+    /// What the user should hear about paths taken (see `Session::take_notices`).
+    pub(crate) notices: Vec<String>,
+}
+
+/// The answer to a statement run with the text protocol.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TextResult {
+    /// Rows, each value as the server's text (`None` for NULL).
+    pub rows: Vec<Vec<Option<Vec<u8>>>>,
+    /// Rows changed, for a statement without a result.
+    pub affected_rows: u64,
+    /// The server's summary of what a statement did (`Records: 3
+    /// Duplicates: 1  Warnings: 0`), when it gives one.
+    pub info: String,
+}
+
+impl Connection {
+    /// Connects to `config`'s server and logs in, counting round trips on `meter`.
+    pub async fn connect(config: &Config, meter: &Meter) -> Result<Connection, Error> {
+        let login = async {
+            let socket = open_socket(&config.target, config.connect_timeout).await?;
+            let mut wire = Wire::new(socket, meter);
+            let greeting = wire.read_payload().await?;
+            let mut connection = Connection::log_in(wire, config, &greeting).await?;
+            connection.set_up_session().await?;
+            Ok::<_, Error>(connection)
+        };
+        match tokio::time::timeout(config.connect_timeout, login).await {
+            Ok(result) => result.map_err(|error| in_connect(error, &config.target)),
+            Err(_) => Err(Error::new(
+                ErrorKind::Connect,
+                format!(
+                    "could not connect to {}: no login within {:?}",
+                    config.target, config.connect_timeout
+                ),
+            )),
+        }
+    }
+
+    /// What the server is.
+    pub fn server(&self) -> &ServerInfo {
+        &self.server
+    }
+
+    /// Where the session is connected.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The meter counting this connection's traffic.
+    pub fn meter(&self) -> &Meter {
+        self.wire.meter()
+    }
+
+    /// Ends the session politely (`COM_QUIT`) and closes the socket.
+    pub async fn close(mut self) {
+        self.wire.start_command();
+        self.wire.queue(&[COM_QUIT]);
+        self.wire.shutdown().await;
+    }
+
+    async fn log_in(wire: Wire, config: &Config, greeting: &[u8]) -> Result<Connection, Error> {
+        if greeting.first() == Some(&0xFF) {
+            return Err(
+                server_error(greeting, CapabilityFlags::empty()).with_kind(ErrorKind::Connect)
+            );
+        }
+        let handshake = HandshakePacket::deserialize((), &mut ParseBuf(greeting))
+            .map_err(|error| Error::protocol(format!("unreadable server greeting: {error}")))?;
+        if !handshake
+            .capabilities()
+            .contains(CapabilityFlags::CLIENT_PROTOCOL_41)
+        {
+            return Err(Error::new(
+                ErrorKind::Connect,
+                "the server speaks a protocol older than MySQL 4.1",
+            ));
+        }
+        let capabilities = wanted_capabilities() & handshake.capabilities();
+        let mariadb_capabilities =
+            wanted_mariadb_capabilities() & handshake.mariadb_ext_capabilities();
+        // MariaDB 10 and 11 prefix their version with "5.5.5-" for old clients.
+        let version = handshake.server_version_str();
+        let version = version
+            .strip_prefix("5.5.5-")
+            .unwrap_or(&version)
+            .to_owned();
+        let mut connection = Connection {
+            wire,
+            capabilities,
+            server: ServerInfo {
+                mariadb: version.contains("MariaDB"),
+                version,
+                connection_id: handshake.connection_id(),
+                max_allowed_packet: 0,
+                local_infile: false,
+                bulk_execute: mariadb_capabilities
+                    .contains(MariadbCapabilities::MARIADB_CLIENT_STMT_BULK_OPERATIONS),
+                extended_metadata: mariadb_capabilities
+                    .contains(MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA),
+            },
+            target: config.target.clone(),
+            unanswered_settings: 0,
+            notices: Vec::new(),
+        };
+        connection
+            .authenticate(config, &handshake, mariadb_capabilities)
+            .await?;
+        Ok(connection)
+    }
+
+    /// Sends the handshake response and answers the server's challenges until
+    /// it says OK.
+    async fn authenticate(
+        &mut self,
+        config: &Config,
+        handshake: &HandshakePacket<'_>,
+        mariadb_capabilities: MariadbCapabilities,
+    ) -> Result<(), Error> {
+        let mut plugin = handshake
+            .auth_plugin()
+            .unwrap_or(AuthPlugin::MysqlNativePassword)
+            .into_owned();
+        let mut scramble = handshake.nonce();
+        let mut procedure = start_plugin(&plugin)?;
+        let first = self.challenge(&mut procedure, config, &scramble, &scramble)?;
+        let attributes = [("program_name".to_owned(), "sluice".to_owned())].into();
+        let response = HandshakeResponse::new(
+            Some(first.unwrap_or_default()),
+            handshake.server_version_parsed().unwrap_or((5, 5, 3)),
+            Some(config.user.as_bytes()),
+            config.database.as_deref().map(str::as_bytes),
+            Some(plugin.clone()),
+            self.capabilities,
+            Some(attributes),
+            MAX_PACKET,
+        )
+        .with_mariadb_ext_capabilities(mariadb_capabilities);
+        let mut payload = Vec::new();
+        response.serialize(&mut payload);
+        // The greeting was packet 0: the response is packet 1.
+        self.wire.queue(&payload);
+        loop {
+            self.wire.flush().await?;
+            let answer = self.wire.read_payload().await?;
+            match answer.first() {
+                Some(0x00) => return Ok(()),
+                // Any error while logging in is the login's refusal.
+                Some(0xFF) => {
+                    return Err(server_error(&answer, self.capabilities)
+                        .with_kind(ErrorKind::Authentication))
+                }
+                Some(0xFE) => {
+                    let switch = AuthSwitchRequest::deserialize((), &mut ParseBuf(&answer))
+                        .map_err(|error| {
+                            Error::protocol(format!("unreadable auth switch: {error}"))
+                        })?;
+                    plugin = switch.auth_plugin().into_owned();
+                    scramble = switch.plugin_data().to_vec();
+                    procedure = start_plugin(&plugin)?;
+                    let reply = self.challenge(&mut procedure, config, &scramble, &scramble)?;
+                    self.wire.queue(&reply.unwrap_or_default());
+                }
+                Some(0x01) => {
+                    if let Some(reply) =
+                        self.challenge(&mut procedure, config, &scramble, &answer[1..])?
+                    {
+                        self.wire.queue(&reply);
+                    }
+                }
+                _ => return Err(unexpected("a login answer", &answer)),
+            }
+        }
+    }
+
+    /// One step of the plugin's challenge-response: the packet to send, if any.
+    fn challenge(
+        &self,
+        procedure: &mut AuthProc,
+        config: &Config,
+        scramble: &[u8],
+        challenge: &[u8],
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let context = Credentials {
+            password: config.password.as_deref().unwrap_or("").as_bytes(),
+            scramble,
+            local_socket: matches!(self.target, Target::Unix(_)),
+        };
+        procedure
+            .run(context, challenge)
+            .map(|response| response.data().map(<[u8]>::to_vec))
+            .map_err(|error| {
+                Error::new(
+                    ErrorKind::Authentication,
+                    format!("logging in as {:?} failed: {error}", config.user),
+                )
+            })
+    }
+
+    /// Sets the session up and reads its limits, in one exchange.
+    async fn set_up_session(&mut self) -> Result<(), Error> {
+        self.queue_query(
+            "SET time_zone = '+00:00', net_write_timeout = 31536000, net_read_timeout = 31536000",
+        );
+        self.queue_query("SELECT @@max_allowed_packet, @@local_infile");
+        self.wire.flush().await?;
+        self.read_text_result().await?;
+        let limits = self.read_text_result().await?;
+        let row = limits
+            .rows
+            .first()
+            .ok_or_else(|| Error::protocol("the server answered no row for its settings"))?;
+        let number = |index: usize| -> u64 {
+            row.get(index)
+                .and_then(Option::as_ref)
+                .and_then(|text| std::str::from_utf8(text).ok()?.parse().ok())
+                .unwrap_or(0)
+        };
+        self.server.max_allowed_packet = number(0);
+        self.server.local_infile = number(1) == 1;
+        Ok(())
+    }
+
+    /// Queues a statement without a result (`SET …`) to be sent with the next
+    /// command, in the same round trip; its answer is read by
+    /// [`Connection::read_settings_answers`] before that command's.
+    pub fn queue_setting(&mut self, sql: &str) {
+        self.queue_query(sql);
+        self.unanswered_settings += 1;
+    }
+
+    /// Reads the answers to the queued settings; the first failure is returned
+    /// once all have been read, so the session stays in step.
+    pub(crate) async fn read_settings_answers(&mut self) -> Result<(), Error> {
+        let mut first_failure = None;
+        while self.unanswered_settings > 0 {
+            self.unanswered_settings -= 1;
+            if let Err(error) = self.read_text_result().await {
+                if error.kind() != ErrorKind::Database {
+                    return Err(error);
+                }
+                first_failure.get_or_insert(error);
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    /// Queues `sql` as a text-protocol query (`COM_QUERY`).
+    pub(crate) fn queue_query(&mut self, sql: &str) {
+        self.wire.start_command();
+        self.wire.queue_with(|payload| {
+            payload.push(COM_QUERY);
+            payload.extend_from_slice(sql.as_bytes());
+        });
+    }
+
+    /// Runs one statement with the text protocol and reads all of its answer:
+    /// for sluice's own small statements, never for results of unknown size.
+    pub async fn simple_query(&mut self, sql: &str) -> Result<TextResult, Error> {
+        self.queue_query(sql);
+        self.wire.flush().await?;
+        let settings = self.read_settings_answers().await;
+        let result = self.read_text_result().await;
+        settings.and(result)
+    }
+
+    /// Reads the answer to one queued text-protocol query.
+    pub(crate) async fn read_text_result(&mut self) -> Result<TextResult, Error> {
+        let first = self.wire.read_payload().await?;
+        let columns = match first.first() {
+            Some(0x00) => {
+                let mut rest = &first[1..];
+                let affected_rows = read_lenenc_int(&mut rest)?;
+                let _last_insert_id = read_lenenc_int(&mut rest)?;
+                // Status and warnings, then the human-readable info.
+                let info = String::from_utf8_lossy(rest.get(4..).unwrap_or_default()).into_owned();
+                return Ok(TextResult {
+                    rows: Vec::new(),
+                    affected_rows,
+                    info,
+                });
+            }
+            Some(0xFF) => return Err(server_error(&first, self.capabilities)),
+            Some(0xFB) => {
+                return Err(Error::protocol(
+                    "the server asked for a local file sluice did not offer",
+                ))
+            }
+            _ => read_lenenc_int(&mut &first[..])?,
+        };
+        for _ in 0..columns {
+            self.wire.read_payload().await?;
+        }
+        if !self.deprecate_eof() {
+            self.wire.read_payload().await?;
+        }
+        let mut rows = Vec::new();
+        loop {
+            let packet = self.wire.read_payload().await?;
+            match packet.first() {
+                Some(0xFE) if packet.len() < 0xFF_FFFF => {
+                    return Ok(TextResult {
+                        rows,
+                        ..TextResult::default()
+                    })
+                }
+                Some(0xFF) => return Err(server_error(&packet, self.capabilities)),
+                _ => rows.push(text_row(&packet, columns)?),
+            }
+        }
+    }
+
+    /// Sends `sql` (after any queued settings) and returns the first packet of
+    /// its answer as it is, for exchanges that go on from there (`LOAD DATA
+    /// LOCAL` asks for its file).
+    pub(crate) async fn simple_query_head(&mut self, sql: &str) -> Result<Vec<u8>, Error> {
+        self.queue_query(sql);
+        self.wire.flush().await?;
+        let settings = self.read_settings_answers().await;
+        let head = self.wire.read_payload().await;
+        settings?;
+        head
+    }
+
+    /// Prepares and runs a statement without a result, with `params` as text
+    /// (`None` is NULL); returns the rows it changed.
+    pub async fn execute_prepared<P: AsRef<[u8]>>(
+        &mut self,
+        sql: &str,
+        params: &[Option<P>],
+    ) -> Result<u64, Error> {
+        crate::query::execute(self, sql, params).await
+    }
+
+    /// Whether result sets end with an OK packet instead of EOF packets.
+    pub(crate) fn deprecate_eof(&self) -> bool {
+        self.capabilities
+            .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+}
+
+/// A text-protocol row: `columns` length-encoded strings, `0xFB` for NULL.
+fn text_row(packet: &[u8], columns: u64) -> Result<Vec<Option<Vec<u8>>>, Error> {
+    let mut rest = packet;
+    (0..columns)
+        .map(|_| {
+            if rest.first() == Some(&0xFB) {
+                rest = &rest[1..];
+                Ok(None)
+            } else {
+                read_lenenc_bytes(&mut rest).map(|value| Some(value.to_vec()))
+            }
+        })
+        .collect()
+}
+
+const COM_QUIT: u8 = 0x01;
+const COM_QUERY: u8 = 0x03;
+
+/// An authentication plugin's procedure, or a clear error for one sluice lacks.
+fn start_plugin(plugin: &AuthPlugin<'_>) -> Result<AuthProc, Error> {
+    plugin.init().map_err(|_| {
+        Error::new(
+            ErrorKind::Authentication,
+            format!(
+                "the server asks for the authentication plugin {:?}, which sluice does not speak",
+                String::from_utf8_lossy(plugin.as_bytes())
+            ),
+        )
+    })
+}
+
+/// What the authentication plugins need to know.
+struct Credentials<'a> {
+    password: &'a [u8],
+    scramble: &'a [u8],
+    local_socket: bool,
+}
+
+impl AuthContext for Credentials<'_> {
+    fn pass(&self) -> &[u8] {
+        self.password
+    }
+
+    fn is_ipc_transport(&self) -> bool {
+        self.local_socket
+    }
+
+    fn is_tls_transport(&self) -> bool {
+        false
+    }
+
+    fn scramble(&self) -> &[u8] {
+        self.scramble
+    }
+
+    fn server_key_pem(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// An error while connecting, filed as a connection failure naming the server
+/// (a refused login stays an authentication failure).
+fn in_connect(error: Error, target: &Target) -> Error {
+    match error.kind() {
+        ErrorKind::Connect | ErrorKind::Config => error,
+        ErrorKind::Authentication => Error::new(
+            ErrorKind::Authentication,
+            format!("{target} refused the login: {error}"),
+        ),
+        _ => Error::new(
+            ErrorKind::Connect,
+            format!("could not connect to {target}: {error}"),
+        ),
+    }
+}
+
+impl Connection {
+    /// Checks, without a round trip, that an idle pooled session can be
+    /// reused: nothing left unanswered, and the server has neither closed it
+    /// nor sent anything since.
+    pub(crate) fn check_idle(&mut self) -> Result<(), Error> {
+        if self.unanswered_settings > 0 {
+            return Err(Error::protocol("an idle session with settings unanswered"));
+        }
+        self.wire.check_idle()
+    }
+}

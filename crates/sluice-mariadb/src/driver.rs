@@ -1,0 +1,227 @@
+//! [`MariaDbDriver`]: MariaDB and MySQL for front ends that open databases by
+//! URL ([`sluice_core::connect`]). It recognises `mariadb://` and `mysql://`
+//! URLs, parses them with the MySQL clients' environment defaults
+//! ([`Config`]), and opens sessions whose exports are [`QueryStream`]s.
+
+use std::sync::Arc;
+
+use sluice_core::connect::{
+    Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions, Session, Target,
+};
+use sluice_core::database::{BoxFuture, Database, Query};
+use sluice_core::load::{ImportSummary, TableInfo};
+use sluice_core::{Error, ErrorKind, Meter, RowError};
+
+use crate::config::Scheme;
+use crate::gateway::MariaDbDatabase;
+use crate::import::{describe_table, import, locate_refused_row};
+use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
+
+/// MariaDB's and MySQL's [`Driver`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MariaDbDriver;
+
+impl Driver for MariaDbDriver {
+    fn product(&self) -> &'static str {
+        "MariaDB"
+    }
+
+    fn url_forms(&self) -> &'static [&'static str] {
+        &["mariadb://", "mysql://"]
+    }
+
+    fn recognizes(&self, target: &str) -> bool {
+        let lower = target.trim_start().to_ascii_lowercase();
+        lower.starts_with("mariadb://") || lower.starts_with("mysql://")
+    }
+
+    fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
+        let config: Config = target.parse()?;
+        Ok(Arc::new(MariaDbTarget {
+            config: Arc::new(config),
+        }))
+    }
+}
+
+/// The product a URL names, before the server's greeting says which it is.
+fn product_of(config: &Config) -> &'static str {
+    match config.scheme {
+        Scheme::MariaDb => "MariaDB",
+        Scheme::MySql => "MySQL",
+    }
+}
+
+/// A parsed MariaDB or MySQL connection target.
+#[derive(Debug)]
+struct MariaDbTarget {
+    config: Arc<Config>,
+}
+
+impl Target for MariaDbTarget {
+    fn product(&self) -> &'static str {
+        product_of(&self.config)
+    }
+
+    fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
+        Box::pin(async move {
+            let connection = Connection::connect(&self.config, meter).await?;
+            let session: Box<dyn Session> =
+                Box::new(MariaDbSession::direct(connection, self.config.clone()));
+            Ok(session)
+        })
+    }
+
+    fn gateway(&self, options: PoolOptions) -> Arc<dyn Database> {
+        Arc::new(MariaDbDatabase::new((*self.config).clone(), options))
+    }
+}
+
+/// Stops a session's statement with `KILL QUERY` from a second session.
+struct MariaDbCanceller {
+    token: CancelToken,
+}
+
+impl Canceller for MariaDbCanceller {
+    fn cancel(&self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.token.cancel())
+    }
+}
+
+/// A session on a connection of its own, for one command.
+pub(crate) struct MariaDbSession {
+    connection: Connection,
+    config: Arc<Config>,
+    /// The meter's round trips when the session was taken.
+    start: u64,
+}
+
+impl MariaDbSession {
+    fn direct(connection: Connection, config: Arc<Config>) -> MariaDbSession {
+        MariaDbSession {
+            start: connection.meter().snapshot().round_trips,
+            connection,
+            config,
+        }
+    }
+}
+
+impl Session for MariaDbSession {
+    fn product(&self) -> &'static str {
+        self.connection.server().product()
+    }
+
+    fn round_trips(&self) -> u64 {
+        self.connection.meter().snapshot().round_trips - self.start
+    }
+
+    fn facts(&self) -> Vec<(&'static str, String)> {
+        let server = self.connection.server();
+        vec![
+            ("server", server.description()),
+            ("max_allowed_packet", server.max_allowed_packet.to_string()),
+            ("imports", server.import_path().to_owned()),
+            ("calls", server.calls_path().to_owned()),
+        ]
+    }
+
+    fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.connection.notices)
+    }
+
+    fn canceller(&self) -> Arc<dyn Canceller> {
+        Arc::new(MariaDbCanceller {
+            token: CancelToken::new(
+                (*self.config).clone(),
+                self.connection.server().connection_id,
+            ),
+        })
+    }
+
+    fn export(
+        self: Box<Self>,
+        sql: String,
+        options: ExportOptions,
+    ) -> BoxFuture<'static, Result<Box<dyn Export>, Error>> {
+        Box::pin(async move {
+            if options.inline_large_objects {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "{} has no large objects to inline (BLOB values come with their rows)",
+                        self.connection.server().product()
+                    ),
+                ));
+            }
+            let options = QueryOptions {
+                params: options.params,
+                fetch_size: options.fetch_size,
+                zero_dates: self.config.zero_dates,
+            };
+            let stream = QueryStream::start(self.connection, &sql, options).await?;
+            Ok(Query::export(stream, |stream: QueryStream| {
+                let ended: BoxFuture<'static, ()> = Box::pin(async move {
+                    if let Some(connection) = stream.into_connection() {
+                        connection.close().await;
+                    }
+                });
+                ended
+            }))
+        })
+    }
+
+    fn describe_table<'a>(&'a mut self, table: &'a str) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        Box::pin(describe_table(&mut self.connection, table))
+    }
+
+    fn import<'a>(
+        &'a mut self,
+        request: ImportRequest<'a>,
+    ) -> BoxFuture<'a, Result<ImportSummary, Error>> {
+        Box::pin(import(
+            &mut self.connection,
+            request.table,
+            request.decoder,
+            request.reader,
+            request.options,
+            request.rejects,
+            request.progress,
+        ))
+    }
+
+    fn locate_refused_row<'a>(
+        &'a mut self,
+        request: ImportRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<RowError>, Error>> {
+        Box::pin(locate_refused_row(
+            &mut self.connection,
+            request.table,
+            request.decoder,
+            request.reader,
+            request.options,
+        ))
+    }
+
+    fn prepare_calls<'a>(
+        &'a mut self,
+        sql: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn sluice_core::connect::Calls + 'a>, Error>> {
+        Box::pin(async move {
+            let calls = crate::calls::PreparedCalls::prepare(
+                &mut self.connection,
+                sql,
+                self.config.zero_dates,
+            )
+            .await?;
+            let calls: Box<dyn sluice_core::connect::Calls + 'a> = Box::new(calls);
+            Ok(calls)
+        })
+    }
+
+    fn param_spelling(&self) -> fn(&sluice_core::database::Param) -> Option<String> {
+        crate::calls::param_text
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.connection.close())
+    }
+}

@@ -1,0 +1,493 @@
+//! Column types to [`Kind`]s, and each binary-protocol value into its
+//! canonical bytes (see `sluice_core::value`).
+//!
+//! Results are read with the binary protocol (prepared statements) because
+//! the text protocol loses data: MariaDB prints a `FLOAT` with six digits
+//! (123456792 arrives as `123457000`). Binary values are exact, and one
+//! [`Decode`] is chosen per column before the first row, so the row loop is
+//! a `match` on a small enum per value.
+//!
+//! | MariaDB type | kind | canonical bytes |
+//! |---|---|---|
+//! | `TINYINT`…`BIGINT` (signed or `UNSIGNED`), `YEAR` | `Integer` | digits; `TINYINT(1)` stays a number |
+//! | `FLOAT`, `DOUBLE` | `Float` | shortest text that reads back to the same value |
+//! | `DECIMAL` | `Decimal` | the server's exact digits |
+//! | `DATE` | `Date` | `YYYY-MM-DD` |
+//! | `DATETIME` | `Timestamp` | `YYYY-MM-DD HH:MM:SS[.ffffff]` |
+//! | `TIMESTAMP` | `TimestampTz` | the same in UTC, with `+00` |
+//! | `TIME` | `Interval` | `[-]HH:MM:SS[.ffffff]`, hours beyond 24 as they are |
+//! | `BIT(n)` | `Other` | n characters `0`/`1` |
+//! | `JSON` (MySQL's type, MariaDB's `json` format) | `Json` | the document |
+//! | `CHAR`, `VARCHAR`, `TEXT`, `ENUM`, `SET` | `Text` | UTF-8 |
+//! | `BINARY`, `VARBINARY`, `BLOB` | `Bytes` | the bytes |
+//! | spatial types | `Other` | WKT, as `ST_AsText` |
+//! | anything else | `Other` | the server's bytes |
+//!
+//! Zero dates (`0000-00-00`, `2024-00-00`) fit no calendar: they are NULL or
+//! an error, as [`ZeroDates`] says.
+
+use sluice_core::{Batch, Column, Error, ErrorKind, Kind};
+
+use crate::config::ZeroDates;
+use crate::geometry::append_wkt;
+use crate::protocol::{read_lenenc_bytes, ColumnDefinition};
+
+// MYSQL_TYPE_* codes.
+const DECIMAL: u8 = 0;
+const TINY: u8 = 1;
+const SHORT: u8 = 2;
+const LONG: u8 = 3;
+const FLOAT: u8 = 4;
+const DOUBLE: u8 = 5;
+const NULL: u8 = 6;
+const TIMESTAMP: u8 = 7;
+const LONGLONG: u8 = 8;
+const INT24: u8 = 9;
+const DATE: u8 = 10;
+const TIME: u8 = 11;
+const DATETIME: u8 = 12;
+const YEAR: u8 = 13;
+const NEWDATE: u8 = 14;
+const BIT: u8 = 16;
+const JSON: u8 = 245;
+const NEWDECIMAL: u8 = 246;
+const GEOMETRY: u8 = 255;
+
+// Column flags.
+const UNSIGNED_FLAG: u16 = 32;
+const ENUM_FLAG: u16 = 256;
+const SET_FLAG: u16 = 2048;
+
+/// The binary character set: the column holds bytes, not text.
+const BINARY_CHARSET: u16 = 63;
+
+/// How one column's values are read off the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decode {
+    /// 1, 2, 4 or 8 bytes, little-endian.
+    Integer {
+        width: u8,
+        unsigned: bool,
+    },
+    Float32,
+    Float64,
+    /// A length-encoded value passed on as it is.
+    Verbatim,
+    /// A length-encoded bit field, written as `0`/`1` characters.
+    Bits {
+        width: u32,
+    },
+    Date,
+    DateTime {
+        utc: bool,
+    },
+    Time,
+    /// SRID + WKB, written as WKT.
+    Geometry,
+}
+
+/// A result column: its schema entry and its decoder.
+pub(crate) fn column(definition: &ColumnDefinition) -> (Column, Decode) {
+    let unsigned = definition.flags & UNSIGNED_FLAG != 0;
+    let integer = |width| Decode::Integer { width, unsigned };
+    let (kind, decode, type_name): (Kind, Decode, &str) = match definition.column_type {
+        TINY => (Kind::Integer, integer(1), "tinyint"),
+        SHORT => (Kind::Integer, integer(2), "smallint"),
+        YEAR => (Kind::Integer, integer(2), "year"),
+        INT24 => (Kind::Integer, integer(4), "mediumint"),
+        LONG => (Kind::Integer, integer(4), "int"),
+        LONGLONG => (Kind::Integer, integer(8), "bigint"),
+        FLOAT => (Kind::Float, Decode::Float32, "float"),
+        DOUBLE => (Kind::Float, Decode::Float64, "double"),
+        DECIMAL | NEWDECIMAL => (Kind::Decimal, Decode::Verbatim, "decimal"),
+        DATE | NEWDATE => (Kind::Date, Decode::Date, "date"),
+        DATETIME => (Kind::Timestamp, Decode::DateTime { utc: false }, "datetime"),
+        TIMESTAMP => (
+            Kind::TimestampTz,
+            Decode::DateTime { utc: true },
+            "timestamp",
+        ),
+        TIME => (Kind::Interval, Decode::Time, "time"),
+        BIT => (
+            Kind::Other,
+            Decode::Bits {
+                width: definition.length,
+            },
+            "bit",
+        ),
+        JSON => (Kind::Json, Decode::Verbatim, "json"),
+        GEOMETRY => (Kind::Other, Decode::Geometry, "geometry"),
+        NULL => (Kind::Text, Decode::Verbatim, "null"),
+        _ => string_column(definition),
+    };
+    let type_name = match (&definition.extended_type, unsigned) {
+        (Some(extended), _) if !extended.is_empty() => extended.clone(),
+        (_, true) => format!("{type_name} unsigned"),
+        _ => type_name.to_owned(),
+    };
+    let column = Column {
+        name: definition.name.clone(),
+        kind,
+        type_name,
+    };
+    (column, decode)
+}
+
+/// Strings, blobs, enums and sets: text, bytes or JSON by their metadata.
+fn string_column(definition: &ColumnDefinition) -> (Kind, Decode, &'static str) {
+    if definition.extended_format.as_deref() == Some("json") {
+        return (Kind::Json, Decode::Verbatim, "json");
+    }
+    if definition.flags & ENUM_FLAG != 0 {
+        return (Kind::Text, Decode::Verbatim, "enum");
+    }
+    if definition.flags & SET_FLAG != 0 {
+        return (Kind::Text, Decode::Verbatim, "set");
+    }
+    match (
+        definition.column_type,
+        definition.character_set == BINARY_CHARSET,
+    ) {
+        (249..=252, true) => (Kind::Bytes, Decode::Verbatim, "blob"),
+        (249..=252, false) => (Kind::Text, Decode::Verbatim, "text"),
+        (_, true) => (Kind::Bytes, Decode::Verbatim, "varbinary"),
+        (15 | 253 | 254, false) => (Kind::Text, Decode::Verbatim, "varchar"),
+        (_, false) => (Kind::Other, Decode::Verbatim, "unknown"),
+    }
+}
+
+/// Reads one value of `decode` from the front of `input` into `batch`.
+pub(crate) fn read_value(
+    decode: Decode,
+    input: &mut &[u8],
+    batch: &mut Batch,
+    column: &Column,
+    zero_dates: ZeroDates,
+) -> Result<(), Error> {
+    match decode {
+        Decode::Integer { width, unsigned } => {
+            let bytes = take(input, usize::from(width))?;
+            push_integer(bytes, unsigned, batch);
+        }
+        Decode::Float32 => {
+            let bytes = take(input, 4)?;
+            let value = f32::from_le_bytes(bytes.try_into().expect("4 bytes"));
+            push_float(value.is_finite(), ryu::Buffer::new().format(value), batch);
+        }
+        Decode::Float64 => {
+            let bytes = take(input, 8)?;
+            let value = f64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            push_float(value.is_finite(), ryu::Buffer::new().format(value), batch);
+        }
+        Decode::Verbatim => batch.push_value(read_lenenc_bytes(input)?),
+        Decode::Bits { width } => push_bits(read_lenenc_bytes(input)?, width, batch),
+        Decode::Date | Decode::DateTime { .. } => {
+            let length = usize::from(*take(input, 1)?.first().expect("1 byte"));
+            let fields = take(input, length)?;
+            push_moment(decode, fields, batch, column, zero_dates)?;
+        }
+        Decode::Time => {
+            let length = usize::from(*take(input, 1)?.first().expect("1 byte"));
+            push_time(take(input, length)?, batch)?;
+        }
+        Decode::Geometry => {
+            let value = read_lenenc_bytes(input)?;
+            let start = batch.begin_value();
+            append_wkt(value, batch.value_buffer()).map_err(|error| {
+                Error::new(ErrorKind::Data, format!("column {}: {error}", column.name))
+            })?;
+            batch.end_value(start);
+        }
+    }
+    Ok(())
+}
+
+fn take<'a>(input: &mut &'a [u8], length: usize) -> Result<&'a [u8], Error> {
+    if input.len() < length {
+        return Err(Error::protocol("a row ended inside a value"));
+    }
+    let (value, rest) = input.split_at(length);
+    *input = rest;
+    Ok(value)
+}
+
+fn push_integer(bytes: &[u8], unsigned: bool, batch: &mut Batch) {
+    let mut wide = [0u8; 8];
+    wide[..bytes.len()].copy_from_slice(bytes);
+    let raw = u64::from_le_bytes(wide);
+    let mut digits = itoa::Buffer::new();
+    let text = if unsigned {
+        digits.format(raw)
+    } else {
+        // Sign-extend from the value's own width.
+        let shift = 64 - 8 * bytes.len() as u32;
+        digits.format(((raw << shift) as i64) >> shift)
+    };
+    batch.push_value(text.as_bytes());
+}
+
+/// A float's canonical text: ryu's shortest form without a `.0` that the
+/// database itself would not print (`1`, not `1.0`).
+fn push_float(finite: bool, text: &str, batch: &mut Batch) {
+    if !finite {
+        // MariaDB stores no NaN or infinity; should one come, keep the
+        // canonical spellings.
+        let spelled: &[u8] = if text.starts_with('-') {
+            b"-Infinity"
+        } else if text.contains('N') {
+            b"NaN"
+        } else {
+            b"Infinity"
+        };
+        batch.push_value(spelled);
+        return;
+    }
+    batch.push_value(text.strip_suffix(".0").unwrap_or(text).as_bytes());
+}
+
+fn push_bits(value: &[u8], width: u32, batch: &mut Batch) {
+    let start = batch.begin_value();
+    let buffer = batch.value_buffer();
+    let total = value.len() as u32 * 8;
+    let width = width.clamp(1, total.max(1));
+    for bit in (0..width).rev() {
+        let byte = value[value.len() - 1 - (bit / 8) as usize];
+        buffer.push(if byte >> (bit % 8) & 1 == 1 {
+            b'1'
+        } else {
+            b'0'
+        });
+    }
+    batch.end_value(start);
+}
+
+/// `DATE`, `DATETIME`, `TIMESTAMP`: 0, 4, 7 or 11 bytes of fields.
+fn push_moment(
+    decode: Decode,
+    fields: &[u8],
+    batch: &mut Batch,
+    column: &Column,
+    zero_dates: ZeroDates,
+) -> Result<(), Error> {
+    let mut all = [0u8; 11];
+    all[..fields.len().min(11)].copy_from_slice(&fields[..fields.len().min(11)]);
+    let year = u16::from_le_bytes([all[0], all[1]]);
+    let (month, day) = (all[2], all[3]);
+    if month == 0 || day == 0 {
+        return zero_date(year, month, day, batch, column, zero_dates);
+    }
+    let start = batch.begin_value();
+    let buffer = batch.value_buffer();
+    push_padded(buffer, u32::from(year), 4);
+    buffer.push(b'-');
+    push_padded(buffer, u32::from(month), 2);
+    buffer.push(b'-');
+    push_padded(buffer, u32::from(day), 2);
+    if let Decode::DateTime { utc } = decode {
+        buffer.push(b' ');
+        push_clock(
+            buffer,
+            u32::from(all[4]),
+            all[5],
+            all[6],
+            micros(&all[7..11]),
+        );
+        if utc {
+            buffer.extend_from_slice(b"+00");
+        }
+    }
+    batch.end_value(start);
+    Ok(())
+}
+
+fn zero_date(
+    year: u16,
+    month: u8,
+    day: u8,
+    batch: &mut Batch,
+    column: &Column,
+    zero_dates: ZeroDates,
+) -> Result<(), Error> {
+    match zero_dates {
+        ZeroDates::Null => {
+            batch.push_null();
+            Ok(())
+        }
+        ZeroDates::Error => Err(Error::new(
+            ErrorKind::Data,
+            format!(
+                "column {} holds the zero date {year:04}-{month:02}-{day:02}, which no calendar has \
+                 (zero_dates=null in the database URL writes NULL instead)",
+                column.name
+            ),
+        )),
+    }
+}
+
+/// `TIME`: 0, 8 or 12 bytes: sign, days, hours, minutes, seconds, microseconds.
+fn push_time(fields: &[u8], batch: &mut Batch) -> Result<(), Error> {
+    let mut all = [0u8; 12];
+    if fields.len() > 12 {
+        return Err(Error::protocol("a TIME value longer than 12 bytes"));
+    }
+    all[..fields.len()].copy_from_slice(fields);
+    let negative = all[0] == 1;
+    let days = u32::from_le_bytes([all[1], all[2], all[3], all[4]]);
+    let hours = days * 24 + u32::from(all[5]);
+    let start = batch.begin_value();
+    let buffer = batch.value_buffer();
+    if negative {
+        buffer.push(b'-');
+    }
+    push_clock(buffer, hours, all[6], all[7], micros(&all[8..12]));
+    batch.end_value(start);
+    Ok(())
+}
+
+fn micros(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// `HH:MM:SS` and, when there are any, the microseconds without trailing zeros.
+fn push_clock(buffer: &mut Vec<u8>, hours: u32, minutes: u8, seconds: u8, micros: u32) {
+    push_padded(buffer, hours, 2);
+    buffer.push(b':');
+    push_padded(buffer, u32::from(minutes), 2);
+    buffer.push(b':');
+    push_padded(buffer, u32::from(seconds), 2);
+    if micros > 0 {
+        buffer.push(b'.');
+        let mut fraction = [b'0'; 6];
+        let mut rest = micros;
+        for digit in fraction.iter_mut().rev() {
+            *digit = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        let used = 6 - fraction
+            .iter()
+            .rev()
+            .take_while(|&&digit| digit == b'0')
+            .count();
+        buffer.extend_from_slice(&fraction[..used]);
+    }
+}
+
+fn push_padded(buffer: &mut Vec<u8>, value: u32, width: usize) {
+    let mut digits = itoa::Buffer::new();
+    let text = digits.format(value);
+    buffer.extend(std::iter::repeat_n(b'0', width.saturating_sub(text.len())));
+    buffer.extend_from_slice(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column_named(name: &str) -> Column {
+        Column {
+            name: name.into(),
+            kind: Kind::Date,
+            type_name: "date".into(),
+        }
+    }
+
+    fn decoded(
+        decode: Decode,
+        wire: &[u8],
+        zero_dates: ZeroDates,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let mut batch = Batch::new(1);
+        let mut input = wire;
+        read_value(
+            decode,
+            &mut input,
+            &mut batch,
+            &column_named("d"),
+            zero_dates,
+        )?;
+        assert!(input.is_empty(), "{input:?} left over");
+        Ok(batch.row(0).get(0).map(<[u8]>::to_vec))
+    }
+
+    fn text(decode: Decode, wire: &[u8]) -> String {
+        String::from_utf8(decoded(decode, wire, ZeroDates::Error).unwrap().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn integers_of_every_width_and_sign() {
+        let signed = |width| Decode::Integer {
+            width,
+            unsigned: false,
+        };
+        let unsigned = |width| Decode::Integer {
+            width,
+            unsigned: true,
+        };
+        assert_eq!(text(signed(1), &[0xFF]), "-1");
+        assert_eq!(text(unsigned(1), &[0xFF]), "255");
+        assert_eq!(text(signed(2), &0x8000u16.to_le_bytes()), "-32768");
+        assert_eq!(
+            text(signed(4), &(-2_147_483_648i32).to_le_bytes()),
+            "-2147483648"
+        );
+        assert_eq!(
+            text(unsigned(8), &u64::MAX.to_le_bytes()),
+            "18446744073709551615"
+        );
+        assert_eq!(
+            text(signed(8), &i64::MIN.to_le_bytes()),
+            "-9223372036854775808"
+        );
+    }
+
+    #[test]
+    fn floats_are_exact_and_short() {
+        assert_eq!(
+            text(Decode::Float32, &123_456_792f32.to_le_bytes()),
+            "123456790"
+        );
+        assert_eq!(text(Decode::Float32, &0.1f32.to_le_bytes()), "0.1");
+        assert_eq!(
+            text(Decode::Float64, &(0.1f64 + 0.2).to_le_bytes()),
+            "0.30000000000000004"
+        );
+        assert_eq!(text(Decode::Float64, &1e308f64.to_le_bytes()), "1e308");
+        assert_eq!(text(Decode::Float64, &2f64.to_le_bytes()), "2");
+    }
+
+    #[test]
+    fn dates_times_and_zero_dates() {
+        let date = [4, 0xE8, 0x07, 2, 29];
+        assert_eq!(text(Decode::Date, &date), "2024-02-29");
+        let moment = [11, 0xE8, 0x07, 12, 31, 23, 59, 58, 0x20, 0xA1, 0x07, 0x00];
+        assert_eq!(
+            text(Decode::DateTime { utc: false }, &moment),
+            "2024-12-31 23:59:58.5"
+        );
+        let whole_seconds = [7, 0xE8, 0x07, 12, 31, 23, 59, 58];
+        assert_eq!(
+            text(Decode::DateTime { utc: true }, &whole_seconds),
+            "2024-12-31 23:59:58+00"
+        );
+        assert_eq!(decoded(Decode::Date, &[0], ZeroDates::Null).unwrap(), None);
+        let error = decoded(Decode::Date, &[0], ZeroDates::Error).unwrap_err();
+        assert!(
+            error.to_string().contains("zero date 0000-00-00"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("zero_dates=null"), "{error}");
+        // TIME beyond a day, negative, with a fraction.
+        let time = [12, 1, 34, 0, 0, 0, 22, 59, 59, 0xA0, 0x86, 0x01, 0x00];
+        assert_eq!(text(Decode::Time, &time), "-838:59:59.1");
+        assert_eq!(text(Decode::Time, &[0]), "00:00:00");
+    }
+
+    #[test]
+    fn bits_are_written_as_digits_of_their_width() {
+        assert_eq!(text(Decode::Bits { width: 1 }, &[1, 1]), "1");
+        assert_eq!(
+            text(Decode::Bits { width: 10 }, &[2, 0b10, 0b0000_0101]),
+            "1000000101"
+        );
+    }
+}

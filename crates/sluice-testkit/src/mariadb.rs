@@ -1,0 +1,173 @@
+//! A real MariaDB server for tests, with one fresh database per test: the shared
+//! server of the test process ([`mariadb_server_url`]) and [`TestMariaDb`].
+//!
+//! The server is `SLUICE_TEST_MARIADB_URL` or an ephemeral one (`server.rs`,
+//! kept alive and cleaned up by `crate::process`, as the PostgreSQL clusters
+//! are); see the [crate documentation](crate) for how it is chosen and how long
+//! it lives.
+
+mod client;
+mod server;
+mod url;
+
+use std::sync::OnceLock;
+
+use self::url::Endpoint;
+
+/// Environment variable naming an existing server to use instead of an ephemeral one.
+const ENV_URL: &str = "SLUICE_TEST_MARIADB_URL";
+
+/// The shared server of this test process.
+struct Server {
+    /// `SLUICE_TEST_MARIADB_URL`, or the ephemeral server's URL (no database).
+    url: String,
+    /// The server itself, with no database selected, for creating and dropping
+    /// the tests' databases (the URL's database may not even exist).
+    admin: Endpoint,
+    /// The `mariadb` client binary used for all SQL helpers.
+    client: std::path::PathBuf,
+}
+
+static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+
+/// The shared server, started on first use. A failure to get one is remembered and
+/// reported (by a panic) to every caller, so it is only attempted once per process.
+fn shared_server() -> &'static Server {
+    match SERVER.get_or_init(init_server) {
+        Ok(server) => server,
+        Err(message) => panic!("sluice-testkit: no MariaDB server for tests: {message}"),
+    }
+}
+
+fn init_server() -> Result<Server, String> {
+    match std::env::var(ENV_URL) {
+        Ok(url) if !url.trim().is_empty() => external_server(url.trim().to_owned()),
+        _ => {
+            let ephemeral = server::start()?;
+            server_at(ephemeral.url, ephemeral.client)
+        }
+    }
+}
+
+/// The server named by `SLUICE_TEST_MARIADB_URL`, checked to be reachable.
+fn external_server(url: String) -> Result<Server, String> {
+    let client = server::find_client()?;
+    let server = server_at(url, client).map_err(|e| format!("{ENV_URL}: {e}"))?;
+    client::run(&server.client, &server.admin, &[], "SELECT 1;")
+        .map_err(|e| format!("{ENV_URL} is set but its server cannot be used: {e}"))?;
+    Ok(server)
+}
+
+fn server_at(url: String, client: std::path::PathBuf) -> Result<Server, String> {
+    let mut admin = url::parse(&url)?;
+    admin.database = None;
+    Ok(Server { url, admin, client })
+}
+
+/// URL of the shared MariaDB server itself (no database of a test), starting it
+/// if needed.
+///
+/// This is `SLUICE_TEST_MARIADB_URL` when that is set, otherwise
+/// `mariadb://sluice:sluice@127.0.0.1:<port>` (no database) of the ephemeral
+/// server, whose `sluice` user has every privilege. Prefer [`TestMariaDb::url`]
+/// in tests.
+///
+/// # Panics
+///
+/// If no server can be had (see the [crate documentation](crate)).
+pub fn mariadb_server_url() -> &'static str {
+    &shared_server().url
+}
+
+/// A fresh, empty database on a real MariaDB server, dropped on Drop (best
+/// effort, errors ignored).
+///
+/// See the [crate documentation](crate) for how the server is chosen.
+#[derive(Debug)]
+pub struct TestMariaDb {
+    name: String,
+    url: String,
+    endpoint: Endpoint,
+}
+
+impl TestMariaDb {
+    /// Creates a new database named like `t_<pid>_<counter>_<short random>` on the
+    /// shared server, with the utf8mb4 character set whatever the server's default.
+    ///
+    /// # Panics
+    ///
+    /// If no server can be had, or the database cannot be created.
+    #[allow(clippy::new_without_default)] // creating a database is a side effect, not a default
+    pub fn new() -> TestMariaDb {
+        let server = shared_server();
+        let name = crate::unique_name();
+        let sql = format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4;");
+        if let Err(failure) = client::run(&server.client, &server.admin, &[], &sql) {
+            panic!("sluice-testkit: could not create MariaDB database {name}: {failure}");
+        }
+        let url = url::with_database(&server.url, &name)
+            .unwrap_or_else(|e| panic!("sluice-testkit: {e}"));
+        let mut endpoint = server.admin.clone();
+        endpoint.database = Some(name.clone());
+        TestMariaDb {
+            name,
+            url,
+            endpoint,
+        }
+    }
+
+    /// `mariadb://user[:password]@127.0.0.1:PORT/<name>`: the server's URL with this
+    /// database as its path (with `SLUICE_TEST_MARIADB_URL`, its scheme, login, host
+    /// and query are kept).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The database name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs SQL in this database with `mariadb --batch --skip-column-names`.
+    ///
+    /// The SQL is fed to the client on its standard input, so it may hold several
+    /// statements separated by `;` (and client commands such as `DELIMITER`); they
+    /// run one after another, stopping at the first error.
+    ///
+    /// # Panics
+    ///
+    /// If the client fails (the message holds its stderr and the SQL).
+    pub fn execute(&self, sql: &str) {
+        self.run(&[], sql);
+    }
+
+    /// Runs one query with `mariadb --batch --skip-column-names --raw` and returns
+    /// its output, trailing newline trimmed: columns separated by tabs, rows by
+    /// newlines, values unescaped (`--raw`), NULL printed as `NULL`.
+    ///
+    /// # Panics
+    ///
+    /// Like [`TestMariaDb::execute`], or if the output is not UTF-8.
+    pub fn query_text(&self, sql: &str) -> String {
+        crate::output_text(self.run(&["--raw"], sql), "mariadb", sql)
+    }
+
+    fn run(&self, extra_args: &[&str], sql: &str) -> Vec<u8> {
+        let server = shared_server();
+        client::run(&server.client, &self.endpoint, extra_args, sql).unwrap_or_else(|failure| {
+            panic!(
+                "sluice-testkit: SQL failed in MariaDB database {}: {failure}\n--- SQL ---\n{sql}",
+                self.name
+            )
+        })
+    }
+}
+
+impl Drop for TestMariaDb {
+    fn drop(&mut self) {
+        if let Some(Ok(server)) = SERVER.get() {
+            let sql = format!("DROP DATABASE IF EXISTS `{}`;", self.name);
+            let _ = client::run(&server.client, &server.admin, &[], &sql);
+        }
+    }
+}
