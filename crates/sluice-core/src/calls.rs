@@ -4,6 +4,10 @@
 //! (pipelined, where the database allows) belongs to each database crate
 //! ([`crate::connect::Session::prepare_calls`]).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
 use crate::database::BoxFuture;
 use crate::{Batch, DbError, Error};
 
@@ -63,4 +67,53 @@ pub struct PipelineSummary {
     pub succeeded: u64,
     /// Calls that failed or were rolled back.
     pub failed: u64,
+}
+
+type Next<'s, S> =
+    Pin<Box<dyn Future<Output = (Result<Option<ParamSet>, Error>, &'s mut S)> + Send + 's>>;
+
+/// A [`ParamSource`] whose `next()` can be polled without waiting and resumed
+/// later, for pipelines that read input only while nothing is in flight or
+/// when it is ready: the future under way owns the source until it
+/// completes, so a line read halfway is never dropped.
+pub struct Feed<'s, S: ?Sized> {
+    source: Option<&'s mut S>,
+    next: Option<Next<'s, S>>,
+}
+
+impl<'s, S: ParamSource + ?Sized> Feed<'s, S> {
+    /// A feed of `source`'s sets.
+    pub fn new(source: &'s mut S) -> Feed<'s, S> {
+        Feed {
+            source: Some(source),
+            next: None,
+        }
+    }
+
+    /// The next set: waits for it with `wait`, otherwise only takes it if
+    /// ready (`None`: not yet).
+    pub async fn next(&mut self, wait: bool) -> Option<Result<Option<ParamSet>, Error>> {
+        if self.next.is_none() {
+            let source = self
+                .source
+                .take()
+                .expect("the source is home when no read is under way");
+            self.next = Some(Box::pin(async move {
+                let result = source.next().await;
+                (result, source)
+            }));
+        }
+        let future = self.next.as_mut().expect("a read under way");
+        let (result, source) = if wait {
+            future.await
+        } else {
+            match std::future::poll_fn(|context| Poll::Ready(future.as_mut().poll(context))).await {
+                Poll::Ready(done) => done,
+                Poll::Pending => return None,
+            }
+        };
+        self.next = None;
+        self.source = Some(source);
+        Some(result)
+    }
 }

@@ -19,6 +19,7 @@
 //!   [`connect::Drivers`] registry front ends open URLs with, so none of them
 //!   names a database; [`load`] and [`calls`] hold the vocabulary of loading a
 //!   table and of running one statement for many parameter sets;
+//! - [`pool`]: the gateway's pool of sessions, one for every database crate;
 //! - [`Error`]: one opaque error type with kind accessors;
 //! - [`parse_duration`]: the one spelling of durations people write.
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@ pub mod duration;
 pub mod error;
 pub mod load;
 pub mod meter;
+pub mod pool;
 pub mod pump;
 pub mod socket;
 pub mod source;

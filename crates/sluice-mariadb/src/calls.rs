@@ -60,13 +60,11 @@
 //! over the columns known before the first call.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
 
 use mysql_common::constants::{
     ColumnType, Command, MariadbBulkIndicator, StatusFlags, StmtBulkExecuteFlags,
 };
+use sluice_core::calls::Feed;
 pub use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, PipelineSummary, Transaction};
 use sluice_core::connect::{CallReport, Calls};
 use sluice_core::database::{BoxFuture, Param};
@@ -75,8 +73,11 @@ use sluice_core::{Batch, Error, ErrorKind, Schema};
 use crate::config::ZeroDates;
 use crate::connection::Connection;
 use crate::error::{server_error, unexpected};
-use crate::protocol::{read_lenenc_int, write_lenenc_int, ColumnDefinition};
-use crate::query::{decode_row, end_status, queue_close, queue_execute, queue_prepare};
+use crate::protocol::{read_lenenc_int, write_lenenc_int};
+use crate::query::{
+    decode_row, end_status, queue_close, queue_execute, queue_prepare, read_definitions,
+    read_prepare_answer,
+};
 use crate::types::{column, Decode};
 
 /// Bytes of `COM_STMT_EXECUTE`s written in one round, at most. Half of the
@@ -132,13 +133,6 @@ pub struct PreparedCalls<'c> {
     schema: Schema,
     bulk: bool,
     zero_dates: ZeroDates,
-}
-
-/// The parts of a `COM_STMT_PREPARE` answer a run needs.
-struct Prepared {
-    statement: u32,
-    parameters: usize,
-    columns: Vec<ColumnDefinition>,
 }
 
 impl<'c> PreparedCalls<'c> {
@@ -251,10 +245,7 @@ impl<'c> PreparedCalls<'c> {
             commit_error: None,
             ran: 0,
         };
-        let mut feed = Feed {
-            source: Some(source),
-            next: None,
-        };
+        let mut feed = Feed::new(source);
         run.begin();
         loop {
             run.queue_requests(&mut feed).await?;
@@ -1043,51 +1034,6 @@ fn is_word_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' || byte >= 0x80
 }
 
-/// Reads the answer to `COM_STMT_PREPARE`: the statement's id, its parameter
-/// count and its result columns.
-async fn read_prepare_answer(connection: &mut Connection) -> Result<Prepared, Error> {
-    let answer = connection.wire.read_payload().await?;
-    match answer.first() {
-        Some(0x00) if answer.len() >= 9 => {}
-        Some(0xFF) => return Err(server_error(&answer, connection.capabilities)),
-        _ => return Err(unexpected("the prepared statement", &answer)),
-    }
-    let statement = u32::from_le_bytes([answer[1], answer[2], answer[3], answer[4]]);
-    let columns = u16::from_le_bytes([answer[5], answer[6]]);
-    let parameters = u16::from_le_bytes([answer[7], answer[8]]);
-    // Parameter definitions say nothing useful: every value is sent as text.
-    for _ in 0..parameters {
-        connection.wire.read_payload().await?;
-    }
-    if parameters > 0 && !connection.deprecate_eof() {
-        connection.wire.read_payload().await?;
-    }
-    let columns = read_definitions(connection, u64::from(columns)).await?;
-    Ok(Prepared {
-        statement,
-        parameters: usize::from(parameters),
-        columns,
-    })
-}
-
-/// Reads `count` column definitions and, where the protocol has one, the EOF
-/// packet after them.
-async fn read_definitions(
-    connection: &mut Connection,
-    count: u64,
-) -> Result<Vec<ColumnDefinition>, Error> {
-    let extended = connection.server().extended_metadata;
-    let mut definitions = Vec::with_capacity(count.min(4096) as usize);
-    for _ in 0..count {
-        let packet = connection.wire.read_payload().await?;
-        definitions.push(ColumnDefinition::parse(&packet, extended)?);
-    }
-    if count > 0 && !connection.deprecate_eof() {
-        connection.wire.read_payload().await?;
-    }
-    Ok(definitions)
-}
-
 /// An OK packet's rows affected and status.
 fn ok_packet(payload: &[u8]) -> Result<(u64, StatusFlags), Error> {
     let mut rest = &payload[1..];
@@ -1192,45 +1138,6 @@ fn lenenc_bytes(value: usize) -> usize {
         0xFB..=0xFFFF => 3,
         0x1_0000..=0xFF_FFFF => 4,
         _ => 9,
-    }
-}
-
-type Next<'s, S> =
-    Pin<Box<dyn Future<Output = (Result<Option<ParamSet>, Error>, &'s mut S)> + Send + 's>>;
-
-/// A [`ParamSource`] whose `next()` can be polled without waiting and resumed
-/// later: the future under way owns the source until it completes, so a line
-/// read halfway is never dropped. (The same as PostgreSQL's pipeline has.)
-struct Feed<'s, S: ?Sized> {
-    source: Option<&'s mut S>,
-    next: Option<Next<'s, S>>,
-}
-
-impl<'s, S: ParamSource + ?Sized> Feed<'s, S> {
-    /// The next set: waits for it with `wait`, otherwise only takes it if ready.
-    async fn next(&mut self, wait: bool) -> Option<Result<Option<ParamSet>, Error>> {
-        if self.next.is_none() {
-            let source = self
-                .source
-                .take()
-                .expect("the source is home when no read is under way");
-            self.next = Some(Box::pin(async move {
-                let result = source.next().await;
-                (result, source)
-            }));
-        }
-        let future = self.next.as_mut().expect("a read under way");
-        let (result, source) = if wait {
-            future.await
-        } else {
-            match std::future::poll_fn(|context| Poll::Ready(future.as_mut().poll(context))).await {
-                Poll::Ready(done) => done,
-                Poll::Pending => return None,
-            }
-        };
-        self.next = None;
-        self.source = Some(source);
-        Some(result)
     }
 }
 

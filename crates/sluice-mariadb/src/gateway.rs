@@ -5,7 +5,7 @@
 //!
 //! # The pool
 //!
-//! Sessions live in a `deadpool` pool. A session that runs a query is taken
+//! Sessions live in a [`sluice_core::pool::SessionPool`]. A session that runs a query is taken
 //! out of its slot for the query's duration and put back only when the result
 //! was read to the end; a query that ends any other way (client gone, error,
 //! shutdown) leaves the slot empty, so the pool discards it and connects afresh
@@ -84,20 +84,19 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use deadpool::managed::{self, Object, PoolError, RecycleError, TimeoutType};
 use sluice_core::connect::PoolOptions;
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Query, QueryEnd, QueryRequest, Refusal,
     RunningQuery, StartError, StatementProblem, Usage,
 };
-use sluice_core::{Error, ErrorKind, Meter};
+use sluice_core::pool::{Connector, SessionPool, Taken};
+use sluice_core::{Error, Meter};
 use tokio::sync::oneshot;
 
 pub use crate::calls::param_text;
 use crate::config::Scheme;
 use crate::connection::TextResult;
-use crate::error::{server_error, unexpected};
-use crate::query::{queue_close, queue_prepare};
+use crate::query::{queue_close, queue_prepare, read_prepare_answer};
 use crate::sql::identifier;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
@@ -167,20 +166,23 @@ pub const SERVER_RIGHTS: [&str; 31] = [
     "FIREWALL ADMIN",
 ];
 
-/// Creates and checks sessions for the pool.
+/// Opens and checks the pool's sessions.
 #[derive(Debug)]
-struct SessionManager {
+struct MariaDbConnector {
     config: Arc<Config>,
 }
 
-/// A pooled session. `connection` is `None` while a query owns it and stays
-/// `None` if the query did not end cleanly, which makes the pool drop it.
-#[derive(Debug)]
-struct PooledSession {
-    connection: Option<Connection>,
-    /// The settings this session has, so they are only SET when they change;
-    /// `None` when unknown (a new session).
-    settings: Option<Settings>,
+impl Connector for MariaDbConnector {
+    type Connection = Connection;
+    type Settings = Settings;
+
+    async fn connect(&self) -> Result<Connection, Error> {
+        Connection::connect(&self.config, &Meter::new()).await
+    }
+
+    fn check_idle(connection: &mut Connection) -> Result<(), Error> {
+        connection.check_idle()
+    }
 }
 
 /// The session settings a named query needs.
@@ -234,35 +236,9 @@ fn timeout_setting(timeout: Option<Duration>, mariadb: bool) -> String {
     }
 }
 
-impl managed::Manager for SessionManager {
-    type Type = PooledSession;
-    type Error = Error;
-
-    async fn create(&self) -> Result<PooledSession, Error> {
-        let connection = Connection::connect(&self.config, &Meter::new()).await?;
-        Ok(PooledSession {
-            connection: Some(connection),
-            settings: None,
-        })
-    }
-
-    async fn recycle(
-        &self,
-        session: &mut PooledSession,
-        _: &managed::Metrics,
-    ) -> managed::RecycleResult<Error> {
-        match session.connection.as_mut() {
-            None => Err(RecycleError::message(
-                "the session's last query did not end cleanly",
-            )),
-            Some(connection) => connection.check_idle().map_err(RecycleError::Backend),
-        }
-    }
-}
-
 /// A MariaDB or MySQL database served by the gateway; see the module docs.
 pub struct MariaDbDatabase {
-    pool: managed::Pool<SessionManager>,
+    pool: SessionPool<MariaDbConnector>,
     config: Arc<Config>,
 }
 
@@ -271,44 +247,18 @@ impl MariaDbDatabase {
     /// database that is down at start only makes requests fail until it is back.
     pub fn new(config: Config, options: PoolOptions) -> MariaDbDatabase {
         let config = Arc::new(config);
-        let pool = managed::Pool::builder(SessionManager {
+        let connector = MariaDbConnector {
             config: config.clone(),
-        })
-        .max_size(options.size)
-        .wait_timeout(Some(options.wait))
-        .create_timeout(Some(config.connect_timeout))
-        .recycle_timeout(Some(Duration::from_secs(1)))
-        .runtime(deadpool::Runtime::Tokio1)
-        .build()
-        .expect("a runtime and a size are set");
-        MariaDbDatabase { pool, config }
-    }
-
-    /// Takes a session out of the pool, waiting up to the pool's wait.
-    async fn checkout(&self) -> Result<(Object<SessionManager>, Connection), StartError> {
-        let mut slot = self.pool.get().await.map_err(|error| match error {
-            PoolError::Timeout(TimeoutType::Wait) => StartError::Busy,
-            PoolError::Timeout(_) => StartError::Unavailable(Error::new(
-                ErrorKind::Connect,
-                "timed out connecting to the database",
-            )),
-            PoolError::Backend(error) => StartError::classify(error),
-            other => StartError::Unavailable(Error::new(ErrorKind::Connect, other.to_string())),
-        })?;
-        let Some(connection) = slot.connection.take() else {
-            return Err(StartError::Unavailable(Error::new(
-                ErrorKind::Closed,
-                "the pool handed out an empty session",
-            )));
         };
-        Ok((slot, connection))
+        let pool = SessionPool::new(connector, options, config.connect_timeout);
+        MariaDbDatabase { pool, config }
     }
 
     async fn start_query(
         &self,
         request: QueryRequest<'_>,
     ) -> Result<Box<dyn RunningQuery>, StartError> {
-        let (mut slot, mut connection) = self.checkout().await?;
+        let (mut slot, mut connection) = self.pool.checkout().await?;
         let meter = connection.meter().clone();
         let meter_start = meter.snapshot().round_trips;
         let cancel = CancelToken::new((*self.config).clone(), connection.server().connection_id);
@@ -357,7 +307,7 @@ impl MariaDbDatabase {
         sql: &str,
         declared: &[DeclaredKind],
     ) -> Result<Vec<StatementProblem>, StartError> {
-        let (mut slot, mut connection) = self.checkout().await?;
+        let (mut slot, mut connection) = self.pool.checkout().await?;
         let counted = parameter_count(&mut connection, sql).await;
         if counted
             .as_ref()
@@ -381,7 +331,7 @@ impl MariaDbDatabase {
 
     async fn check_ad_hoc_session(&self, role: Option<&str>) -> Result<(), StartError> {
         // The session's slot stays empty, so the pool discards it.
-        let (_slot, mut connection) = self.checkout().await?;
+        let (_slot, mut connection) = self.pool.checkout().await?;
         let checked = begin_ad_hoc(&mut connection, Some(CHECK_TIMEOUT), role).await;
         connection.close().await;
         checked
@@ -406,12 +356,7 @@ impl Database for MariaDbDatabase {
     }
 
     fn usage(&self) -> Usage {
-        let status = self.pool.status();
-        Usage {
-            in_use: status.size.saturating_sub(status.available),
-            size: status.max_size,
-            waiting: status.waiting,
-        }
+        self.pool.usage()
     }
 
     fn start<'a>(
@@ -799,35 +744,9 @@ impl fmt::Display for Privileges {
 async fn parameter_count(connection: &mut Connection, sql: &str) -> Result<usize, Error> {
     queue_prepare(connection, sql);
     connection.wire.flush().await?;
-    let answer = connection.wire.read_payload().await?;
-    match answer.first() {
-        Some(0x00) if answer.len() >= 9 => {}
-        Some(0xFF) => return Err(server_error(&answer, connection.capabilities)),
-        _ => return Err(unexpected("the prepared statement", &answer)),
-    }
-    let statement = u32::from_le_bytes([answer[1], answer[2], answer[3], answer[4]]);
-    let columns = u16::from_le_bytes([answer[5], answer[6]]);
-    let parameters = u16::from_le_bytes([answer[7], answer[8]]);
-    for count in [parameters, columns] {
-        skip_definitions(connection, count).await?;
-    }
-    queue_close(connection, statement);
-    Ok(usize::from(parameters))
-}
-
-/// Reads past `count` column definitions and, where the protocol has one, the
-/// EOF packet after them.
-async fn skip_definitions(connection: &mut Connection, count: u16) -> Result<(), Error> {
-    if count == 0 {
-        return Ok(());
-    }
-    for _ in 0..count {
-        connection.wire.read_payload().await?;
-    }
-    if !connection.deprecate_eof() {
-        connection.wire.read_payload().await?;
-    }
-    Ok(())
+    let prepared = read_prepare_answer(connection).await?;
+    queue_close(connection, prepared.statement);
+    Ok(prepared.parameters)
 }
 
 /// Kills the session's statement once `timeout` and a grace period have
@@ -848,7 +767,7 @@ fn start_watchdog(cancel: CancelToken, timeout: Duration) -> oneshot::Sender<()>
 /// What a query on a pooled session needs besides its rows: the slot to give
 /// the session back to, how to stop its statement, its meter.
 struct SessionEnd {
-    slot: Object<SessionManager>,
+    slot: Taken<MariaDbConnector>,
     cancel: CancelToken,
     /// False for ad-hoc SQL, whose session is never reused.
     reuse: bool,

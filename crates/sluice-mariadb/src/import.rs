@@ -844,17 +844,36 @@ fn encode_row(
 }
 
 fn escape_into(value: &[u8], output: &mut Vec<u8>) {
-    for &byte in value {
-        match byte {
-            b'\\' => output.extend_from_slice(b"\\\\"),
-            b'\t' => output.extend_from_slice(b"\\t"),
-            b'\n' => output.extend_from_slice(b"\\n"),
-            b'\r' => output.extend_from_slice(b"\\r"),
-            0 => output.extend_from_slice(b"\\0"),
-            _ => output.push(byte),
-        }
+    // Most values hold nothing to escape: copy the runs between the bytes
+    // that need it, not byte by byte.
+    let mut rest = value;
+    while let Some(position) = rest
+        .iter()
+        .position(|&byte| NEEDS_ESCAPE[usize::from(byte)])
+    {
+        output.extend_from_slice(&rest[..position]);
+        output.extend_from_slice(match rest[position] {
+            b'\\' => b"\\\\",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            _ => b"\\0",
+        });
+        rest = &rest[position + 1..];
     }
+    output.extend_from_slice(rest);
 }
+
+/// The bytes a value's text cannot hold as they are in the load's format.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'\\' as usize] = true;
+    table[b'\t' as usize] = true;
+    table[b'\n' as usize] = true;
+    table[b'\r' as usize] = true;
+    table[0] = true;
+    table
+};
 
 fn write_hex(value: &[u8], output: &mut Vec<u8>) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

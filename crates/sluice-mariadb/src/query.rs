@@ -567,9 +567,18 @@ pub(crate) fn queue_execute<P: AsRef<[u8]>>(
     });
 }
 
-/// Reads the answer to `COM_STMT_PREPARE`: the statement's id (its parameter
-/// and column definitions are read and set aside: the execute sends them again).
-async fn read_prepared(connection: &mut Connection) -> Result<u32, Error> {
+/// The parts of a `COM_STMT_PREPARE` answer.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) statement: u32,
+    pub(crate) parameters: usize,
+    pub(crate) columns: Vec<ColumnDefinition>,
+}
+
+/// Reads the answer to `COM_STMT_PREPARE`: the statement's id, its parameter
+/// count and its result columns (parameter definitions say nothing useful:
+/// every value is sent as text).
+pub(crate) async fn read_prepare_answer(connection: &mut Connection) -> Result<Prepared, Error> {
     let answer = connection.wire.read_payload().await?;
     match answer.first() {
         Some(0x00) if answer.len() >= 9 => {}
@@ -578,19 +587,37 @@ async fn read_prepared(connection: &mut Connection) -> Result<u32, Error> {
     }
     let statement = u32::from_le_bytes([answer[1], answer[2], answer[3], answer[4]]);
     let columns = u16::from_le_bytes([answer[5], answer[6]]);
-    let params = u16::from_le_bytes([answer[7], answer[8]]);
-    for count in [params, columns] {
-        if count == 0 {
-            continue;
-        }
-        for _ in 0..count {
-            connection.wire.read_payload().await?;
-        }
-        if !connection.deprecate_eof() {
-            connection.wire.read_payload().await?;
-        }
+    let parameters = u16::from_le_bytes([answer[7], answer[8]]);
+    read_definitions(connection, u64::from(parameters)).await?;
+    let columns = read_definitions(connection, u64::from(columns)).await?;
+    Ok(Prepared {
+        statement,
+        parameters: usize::from(parameters),
+        columns,
+    })
+}
+
+/// Reads `count` column (or parameter) definitions and, where the protocol
+/// has one, the EOF packet after them.
+pub(crate) async fn read_definitions(
+    connection: &mut Connection,
+    count: u64,
+) -> Result<Vec<ColumnDefinition>, Error> {
+    let extended = connection.server().extended_metadata;
+    let mut definitions = Vec::with_capacity(count.min(4096) as usize);
+    for _ in 0..count {
+        let packet = connection.wire.read_payload().await?;
+        definitions.push(ColumnDefinition::parse(&packet, extended)?);
     }
-    Ok(statement)
+    if count > 0 && !connection.deprecate_eof() {
+        connection.wire.read_payload().await?;
+    }
+    Ok(definitions)
+}
+
+/// The statement id of a `COM_STMT_PREPARE` answer.
+async fn read_prepared(connection: &mut Connection) -> Result<u32, Error> {
+    Ok(read_prepare_answer(connection).await?.statement)
 }
 
 /// Reads the answer to `COM_STMT_EXECUTE` up to the first row: the column

@@ -15,9 +15,7 @@ use sluice_core::database::{BoxFuture, Database, Param, Query};
 use sluice_core::load::{ImportSummary, TableInfo};
 use sluice_core::{Error, Meter, RowError, Schema};
 
-use deadpool::managed::Object;
-
-use crate::gateway::{param_text, PostgresDatabase, SessionManager};
+use crate::gateway::{param_text, PooledSlot, PostgresDatabase};
 use crate::{
     describe_table, import, locate_refused_row, CancelToken, Config, Connection, Pipeline,
     QueryOptions, QueryStream,
@@ -102,7 +100,7 @@ pub(crate) struct PostgresSession {
     /// The meter's round trips when the session was taken.
     start: u64,
     /// The pool slot the connection returns to, for a pooled session.
-    slot: Option<Object<SessionManager>>,
+    slot: Option<PooledSlot>,
 }
 
 impl PostgresSession {
@@ -121,7 +119,7 @@ impl PostgresSession {
     pub(crate) fn pooled(
         connection: Connection,
         config: Arc<Config>,
-        slot: Object<SessionManager>,
+        slot: PooledSlot,
         start: u64,
     ) -> PostgresSession {
         PostgresSession {
@@ -134,7 +132,7 @@ impl PostgresSession {
 }
 
 /// Ends `connection`'s use: back into its pool slot, or closed.
-async fn finish(connection: Connection, slot: Option<Object<SessionManager>>) {
+async fn finish(connection: Connection, slot: Option<PooledSlot>) {
     match slot {
         Some(mut slot) => slot.connection = Some(connection),
         None => connection.close().await,

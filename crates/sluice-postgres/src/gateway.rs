@@ -2,7 +2,7 @@
 //! trait — a pool of sessions, named queries with their settings, ad-hoc SQL
 //! fenced in, statements checked without running them.
 //!
-//! Sessions live in a `deadpool` pool. A session that runs a query is taken out
+//! Sessions live in a [`sluice_core::pool::SessionPool`]. A session that runs a query is taken out
 //! of its pool slot for the query's duration and put back only when the result
 //! was read to the end; a query that ends any other way (client gone, error,
 //! shutdown) leaves the slot empty, so the pool discards it and connects afresh
@@ -22,7 +22,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool::managed::{self, Object, PoolError, RecycleError, TimeoutType};
 use postgres_protocol::escape::escape_identifier;
 pub use sluice_core::connect::PoolOptions;
 use sluice_core::connect::Session;
@@ -31,6 +30,7 @@ use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
     StartError, StatementProblem, Usage,
 };
+use sluice_core::pool::{Connector, SessionPool, Taken};
 use sluice_core::{Error, ErrorKind, Meter, MeterSnapshot};
 
 use crate::driver::PostgresSession;
@@ -41,25 +41,31 @@ use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 /// How long a cancel request may take before it is given up.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Creates and checks sessions for the pool.
+/// Opens and checks the pool's sessions.
 #[derive(Debug)]
-pub struct SessionManager {
+pub(crate) struct PostgresConnector {
     config: Arc<Config>,
 }
 
-/// A pooled session. `connection` is `None` while a query owns it and stays
-/// `None` if the query did not end cleanly, which makes the pool drop it.
-#[derive(Debug)]
-pub struct PooledSession {
-    pub(crate) connection: Option<Connection>,
-    /// The settings this session has, so they are only SET when they change;
-    /// `None` when unknown (a new session, or a SET that failed).
-    settings: Option<Settings>,
+impl Connector for PostgresConnector {
+    type Connection = Connection;
+    type Settings = Settings;
+
+    async fn connect(&self) -> Result<Connection, Error> {
+        Connection::connect(&self.config, &Meter::new()).await
+    }
+
+    fn check_idle(connection: &mut Connection) -> Result<(), Error> {
+        connection.check_idle()
+    }
 }
+
+/// A pool slot taken for one request.
+pub(crate) type PooledSlot = Taken<PostgresConnector>;
 
 /// The session settings a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Settings {
+pub(crate) struct Settings {
     /// `statement_timeout` (`None`: none).
     statement_timeout: Option<Duration>,
     /// `default_transaction_read_only = on`; false is the server's default for the
@@ -111,35 +117,9 @@ fn milliseconds(timeout: Option<Duration>) -> u128 {
     timeout.map_or(0, |timeout| timeout.as_millis())
 }
 
-impl managed::Manager for SessionManager {
-    type Type = PooledSession;
-    type Error = Error;
-
-    async fn create(&self) -> Result<PooledSession, Error> {
-        let connection = Connection::connect(&self.config, &Meter::new()).await?;
-        Ok(PooledSession {
-            connection: Some(connection),
-            settings: None,
-        })
-    }
-
-    async fn recycle(
-        &self,
-        session: &mut PooledSession,
-        _: &managed::Metrics,
-    ) -> managed::RecycleResult<Error> {
-        match session.connection.as_mut() {
-            None => Err(RecycleError::message(
-                "the session's last query did not end cleanly",
-            )),
-            Some(connection) => connection.check_idle().map_err(RecycleError::Backend),
-        }
-    }
-}
-
 /// A PostgreSQL database served by the gateway.
 pub struct PostgresDatabase {
-    pool: managed::Pool<SessionManager>,
+    pool: SessionPool<PostgresConnector>,
     config: Arc<Config>,
 }
 
@@ -148,16 +128,10 @@ impl PostgresDatabase {
     /// database that is down at start only makes requests fail until it is back.
     pub fn new(config: Config, options: PoolOptions) -> PostgresDatabase {
         let config = Arc::new(config);
-        let pool = managed::Pool::builder(SessionManager {
+        let connector = PostgresConnector {
             config: config.clone(),
-        })
-        .max_size(options.size)
-        .wait_timeout(Some(options.wait))
-        .create_timeout(Some(config.connect_timeout))
-        .recycle_timeout(Some(Duration::from_secs(1)))
-        .runtime(deadpool::Runtime::Tokio1)
-        .build()
-        .expect("a runtime and a size are set");
+        };
+        let pool = SessionPool::new(connector, options, config.connect_timeout);
         PostgresDatabase { pool, config }
     }
 
@@ -170,7 +144,7 @@ impl PostgresDatabase {
         statement_timeout: Option<Duration>,
         read_only: bool,
     ) -> Result<PostgresSession, StartError> {
-        let (mut slot, mut connection) = self.checkout().await?;
+        let (mut slot, mut connection) = self.pool.checkout().await?;
         let start = connection.meter().snapshot().round_trips;
         let wanted = Settings {
             statement_timeout,
@@ -188,31 +162,11 @@ impl PostgresDatabase {
         ))
     }
 
-    /// Takes a session out of the pool, waiting up to the pool's wait.
-    async fn checkout(&self) -> Result<(Object<SessionManager>, Connection), StartError> {
-        let mut session = self.pool.get().await.map_err(|error| match error {
-            PoolError::Timeout(TimeoutType::Wait) => StartError::Busy,
-            PoolError::Timeout(_) => StartError::Unavailable(Error::new(
-                ErrorKind::Connect,
-                "timed out connecting to the database",
-            )),
-            PoolError::Backend(error) => StartError::classify(error),
-            other => StartError::Unavailable(Error::new(ErrorKind::Connect, other.to_string())),
-        })?;
-        let Some(connection) = session.connection.take() else {
-            return Err(StartError::Unavailable(Error::new(
-                ErrorKind::Closed,
-                "the pool handed out an empty session",
-            )));
-        };
-        Ok((session, connection))
-    }
-
     async fn start_query(
         &self,
         request: QueryRequest<'_>,
     ) -> Result<Box<dyn RunningQuery>, StartError> {
-        let (mut session, mut connection) = self.checkout().await?;
+        let (mut session, mut connection) = self.pool.checkout().await?;
         match request.access {
             Access::Named { read_only } => {
                 let wanted = Settings {
@@ -255,7 +209,7 @@ impl PostgresDatabase {
         sql: &str,
         declared: &[DeclaredKind],
     ) -> Result<Vec<StatementProblem>, StartError> {
-        let (mut session, mut connection) = self.checkout().await?;
+        let (mut session, mut connection) = self.pool.checkout().await?;
         let described = connection.parameter_types(sql).await;
         if described.is_ok()
             || described
@@ -287,7 +241,7 @@ impl PostgresDatabase {
 
     async fn check_ad_hoc_session(&self, role: Option<&str>) -> Result<(), StartError> {
         // The session's slot stays empty, so the pool discards it.
-        let (_session, mut connection) = self.checkout().await?;
+        let (_session, mut connection) = self.pool.checkout().await?;
         let checked = begin_ad_hoc(&mut connection, Some(Duration::from_secs(10)), role).await;
         connection.close().await;
         checked
@@ -308,12 +262,7 @@ impl Database for PostgresDatabase {
     }
 
     fn usage(&self) -> Usage {
-        let status = self.pool.status();
-        Usage {
-            in_use: status.size.saturating_sub(status.available),
-            size: status.max_size,
-            waiting: status.waiting,
-        }
+        self.pool.usage()
     }
 
     fn start<'a>(
@@ -401,7 +350,7 @@ fn ad_hoc_setup(statement_timeout: Option<Duration>, role: Option<&str>) -> Stri
 /// What a query on a pooled session needs besides its rows: the session to
 /// give back, how to cancel it, its meter.
 struct SessionEnd {
-    session: Object<SessionManager>,
+    session: PooledSlot,
     cancel: CancelToken,
     config: Arc<Config>,
     /// False for ad-hoc SQL, whose session is never reused.

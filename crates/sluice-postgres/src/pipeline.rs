@@ -13,13 +13,11 @@
 //!   its own, still without waiting between sets.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
 
 use postgres_protocol::message::backend::Message;
 use sluice_core::{Batch, Error, Schema};
 
+use sluice_core::calls::Feed;
 pub use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, PipelineSummary, Transaction};
 
 use crate::connection::{text_values, Connection, Received};
@@ -121,10 +119,7 @@ impl<'c> Pipeline<'c> {
             ran: 0,
             unflushed: false,
         };
-        let mut feed = Feed {
-            source: Some(source),
-            next: None,
-        };
+        let mut feed = Feed::new(source);
         run.begin()?;
         loop {
             run.queue_calls(&mut feed).await?;
@@ -412,44 +407,5 @@ impl Run<'_, '_> {
             Some(error) => Err(error),
             None => Ok(self.summary),
         }
-    }
-}
-
-type Next<'s, S> =
-    Pin<Box<dyn Future<Output = (Result<Option<ParamSet>, Error>, &'s mut S)> + Send + 's>>;
-
-/// A [`ParamSource`] whose `next()` can be polled without waiting and resumed
-/// later: the future under way owns the source until it completes, so a line read
-/// halfway is never dropped.
-struct Feed<'s, S: ?Sized> {
-    source: Option<&'s mut S>,
-    next: Option<Next<'s, S>>,
-}
-
-impl<'s, S: ParamSource + ?Sized> Feed<'s, S> {
-    /// The next set: waits for it with `wait`, otherwise only takes it if ready.
-    async fn next(&mut self, wait: bool) -> Option<Result<Option<ParamSet>, Error>> {
-        if self.next.is_none() {
-            let source = self
-                .source
-                .take()
-                .expect("the source is home when no read is under way");
-            self.next = Some(Box::pin(async move {
-                let result = source.next().await;
-                (result, source)
-            }));
-        }
-        let future = self.next.as_mut().expect("a read under way");
-        let (result, source) = if wait {
-            future.await
-        } else {
-            match std::future::poll_fn(|context| Poll::Ready(future.as_mut().poll(context))).await {
-                Poll::Ready(done) => done,
-                Poll::Pending => return None,
-            }
-        };
-        self.next = None;
-        self.source = Some(source);
-        Some(result)
     }
 }
