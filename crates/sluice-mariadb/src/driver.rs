@@ -13,7 +13,7 @@ use sluice_core::load::{ImportSummary, TableInfo};
 use sluice_core::{Error, ErrorKind, Meter, RowError};
 
 use crate::config::Scheme;
-use crate::gateway::MariaDbDatabase;
+use crate::gateway::{MariaDbDatabase, PooledSlot};
 use crate::import::{describe_table, import, locate_refused_row};
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
@@ -93,6 +93,8 @@ pub(crate) struct MariaDbSession {
     config: Arc<Config>,
     /// The meter's round trips when the session was taken.
     start: u64,
+    /// The pool slot the connection returns to, for a gateway's session.
+    slot: Option<PooledSlot>,
 }
 
 impl MariaDbSession {
@@ -101,7 +103,33 @@ impl MariaDbSession {
             start: connection.meter().snapshot().round_trips,
             connection,
             config,
+            slot: None,
         }
+    }
+
+    /// A session taken from `slot`, its round trips counted from `start`.
+    /// Closed, it goes back to the slot; dropped without that (an error, a
+    /// client gone), the slot stays empty and the pool discards it.
+    pub(crate) fn pooled(
+        connection: Connection,
+        config: Arc<Config>,
+        slot: PooledSlot,
+        start: u64,
+    ) -> MariaDbSession {
+        MariaDbSession {
+            connection,
+            config,
+            start,
+            slot: Some(slot),
+        }
+    }
+}
+
+/// Ends `connection`'s use: back into its pool slot, or closed.
+async fn finish(connection: Connection, slot: Option<PooledSlot>) {
+    match slot {
+        Some(mut slot) => slot.connection = Some(connection),
+        None => connection.close().await,
     }
 }
 
@@ -158,10 +186,13 @@ impl Session for MariaDbSession {
                 zero_dates: self.config.zero_dates,
             };
             let stream = QueryStream::start(self.connection, &sql, options).await?;
+            let slot = self.slot;
             Ok(Query::export(stream, |stream: QueryStream| {
                 let ended: BoxFuture<'static, ()> = Box::pin(async move {
+                    // No connection back: the query did not end cleanly, so a
+                    // pooled session's slot stays empty and the pool discards it.
                     if let Some(connection) = stream.into_connection() {
-                        connection.close().await;
+                        finish(connection, slot).await;
                     }
                 });
                 ended
@@ -222,6 +253,6 @@ impl Session for MariaDbSession {
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(self.connection.close())
+        Box::pin(finish(self.connection, self.slot))
     }
 }

@@ -75,8 +75,12 @@
 //!   default); grant the ad-hoc login no rights there.
 //! - Stored routines run with their definer's rights when they say so: a
 //!   routine the login may `EXECUTE` is part of what ad-hoc SQL can do.
-//! - [`Database::session`] gives no session yet: imports and calls through
-//!   the gateway are not offered for MariaDB.
+//!
+//! # Sessions for imports and batches
+//!
+//! [`Database::session`] hands out a pooled session with the request's
+//! statement timeout and read-only setting (sent with its first command);
+//! closed, it goes back to its slot, dropped, it is discarded.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -84,7 +88,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use sluice_core::connect::PoolOptions;
+use sluice_core::connect::{PoolOptions, Session};
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Query, QueryEnd, QueryRequest, Refusal,
     RunningQuery, StartError, StatementProblem, Usage,
@@ -96,6 +100,7 @@ use tokio::sync::oneshot;
 pub use crate::calls::param_text;
 use crate::config::Scheme;
 use crate::connection::TextResult;
+use crate::driver::MariaDbSession;
 use crate::query::{queue_close, queue_prepare, read_prepare_answer};
 use crate::sql::identifier;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
@@ -168,7 +173,7 @@ pub const SERVER_RIGHTS: [&str; 31] = [
 
 /// Opens and checks the pool's sessions.
 #[derive(Debug)]
-struct MariaDbConnector {
+pub(crate) struct MariaDbConnector {
     config: Arc<Config>,
 }
 
@@ -187,7 +192,7 @@ impl Connector for MariaDbConnector {
 
 /// The session settings a named query needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Settings {
+pub(crate) struct Settings {
     /// The statement timeout (`None`: none).
     statement_timeout: Option<Duration>,
     /// Read-only transactions.
@@ -378,10 +383,36 @@ impl Database for MariaDbDatabase {
         Box::pin(self.check_ad_hoc_session(role))
     }
 
-    // `session` keeps the trait's default (none): imports and calls through
-    // the gateway are written separately and will hand out pooled sessions
-    // here once they exist.
+    fn session(
+        &self,
+        statement_timeout: Option<Duration>,
+        read_only: bool,
+    ) -> Option<BoxFuture<'_, Result<Box<dyn Session>, StartError>>> {
+        Some(Box::pin(async move {
+            let (mut slot, mut connection) = self.pool.checkout().await?;
+            let start = connection.meter().snapshot().round_trips;
+            let wanted = Settings {
+                statement_timeout,
+                read_only,
+            };
+            // Sent with the session's first command. A SET that fails fails
+            // that command, and a session that fails is discarded, so the
+            // slot may say these are its settings from now on.
+            queue_settings(&mut connection, wanted, slot.settings);
+            slot.settings = Some(wanted);
+            let session: Box<dyn Session> = Box::new(MariaDbSession::pooled(
+                connection,
+                self.config.clone(),
+                slot,
+                start,
+            ));
+            Ok(session)
+        }))
+    }
 }
+
+/// A pool slot taken for one request.
+pub(crate) type PooledSlot = Taken<MariaDbConnector>;
 
 /// Queues what takes `connection` from its `current` settings to `wanted`, to
 /// travel with the next command and be answered before it.

@@ -38,7 +38,7 @@
 //! statement_timeout = "10s"
 //!
 //! [tables.payment_events]          # POST /tables/payment_events: bulk ingest (scope "write")
-//! database = "main"                # PostgreSQL only
+//! database = "main"                # PostgreSQL or MariaDB/MySQL (SQLite is read-only)
 //! table = "public.payment_events"  # the table in the database; default: the key
 //! statement_timeout = "10m"        # default: none
 //! max_line_bytes = "1MiB"          # longest NDJSON line / CSV record; default 64MiB

@@ -671,3 +671,83 @@ sql = "select * from missing_table"
     let response = oneshot(&state, get("/queries/good?id=1&name=x", &[])).await;
     assert_eq!(response.status(), StatusCode::OK);
 }
+
+/// `POST /tables/{name}` and `POST /queries/{name}/batch` over MariaDB: pooled
+/// sessions that load a table and run calls, then go back to the pool.
+#[tokio::test]
+async fn tables_take_bulk_loads_and_batches_run_calls() {
+    let db = TestMariaDb::new();
+    db.execute(
+        "create table payments (id int primary key, amount decimal(10,2) not null, note text);",
+    );
+    let rest = format!(
+        r#"
+[queries.add]
+sql = "insert into payments (id, amount, note) values (?, ?, ?)"
+params = [
+  {{ name = "id", type = "int", required = true }},
+  {{ name = "amount", type = "numeric", required = true }},
+  {{ name = "note", type = "text" }},
+]
+
+[queries.count]
+sql = "select count(*) as n from payments"
+
+[tables.payments]
+database = "main"
+
+[[tokens]]
+name = "writer"
+token = "{WRITER}"
+queries = ["*"]
+scopes = ["write"]
+"#
+    );
+    let state = AppState::new(mariadb_config(db.url(), "pool_size = 2", &rest));
+    let rows: String = (1..=1000)
+        .map(|id| format!("{{\"id\":{id},\"amount\":\"{id}.50\",\"note\":\"n{id}\"}}\n"))
+        .collect();
+    let request = Request::post("/tables/payments")
+        .header(header::AUTHORIZATION, bearer(WRITER))
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from(rows))
+        .unwrap();
+    let response = oneshot(&state, request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let summary = json(response).await;
+    assert_eq!(summary["written"], 1000, "{summary}");
+    assert_eq!(
+        db.query_text("select count(*), sum(amount) from payments"),
+        "1000\t501000.00"
+    );
+
+    let calls: String = (1001..=1100)
+        .map(|id| format!("[{id}, \"{id}.25\", \"call {id}\"]\n"))
+        .collect();
+    let request = Request::post("/queries/add/batch")
+        .header(header::AUTHORIZATION, bearer(WRITER))
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from(calls))
+        .unwrap();
+    let response = oneshot(&state, request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = String::from_utf8(body(response).await.unwrap()).unwrap();
+    assert_eq!(text.lines().count(), 100, "{text}");
+    assert!(
+        text.lines().next().unwrap().starts_with("{\"line\":1,"),
+        "{text}"
+    );
+    assert_eq!(db.query_text("select count(*) from payments"), "1100");
+
+    // The sessions went back to the pool and serve the next request.
+    let response = oneshot(
+        &state,
+        Request::get("/queries/count")
+            .header(header::AUTHORIZATION, bearer(WRITER))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(json(response).await["n"], 1100);
+}
