@@ -10,7 +10,7 @@
 //! - [`BatchSource`] (databases produce batches) and [`Encoder`] (formats consume
 //!   them), plus [`Transfer`], the one streaming engine that drives one into the
 //!   other with bounded memory and limits (every output — files, pipes, HTTP
-//!   bodies — is fed by it; [`pump`] drives it into a writer);
+//!   bodies — is fed by it; [`pump()`] drives it into a writer);
 //! - [`Decoder`]: the way in, input formats to batches with exact error positions;
 //! - [`Meter`] and [`MeteredStream`]: round trips and wire bytes, counted at the
 //!   socket so every feature reports the same figures; [`Socket`]: the TCP or

@@ -1,6 +1,6 @@
 //! [`Transfer`]: the one streaming engine. It pulls from a [`BatchSource`], pushes
 //! through an [`Encoder`] and hands out output in pieces worth writing, within
-//! row and byte limits. The CLI's [`crate::pump`] writes those pieces to a file or
+//! row and byte limits. The CLI's [`crate::pump()`] writes those pieces to a file or
 //! pipe; the HTTP gateway sends each as a chunk of the response body; any later
 //! driver (a copy between databases, a Python iterator) does the same, so rows too
 //! large to hold, limits and flushing behave alike everywhere.

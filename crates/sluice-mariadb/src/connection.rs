@@ -343,7 +343,7 @@ impl Connection {
 
     /// Queues a statement without a result (`SET …`) to be sent with the next
     /// command, in the same round trip; its answer is read by
-    /// [`Connection::read_settings_answers`] before that command's.
+    /// `Connection::read_settings_answers` before that command's.
     pub fn queue_setting(&mut self, sql: &str) {
         self.queue_query(sql);
         self.unanswered_settings += 1;

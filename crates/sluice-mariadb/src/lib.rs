@@ -14,10 +14,10 @@
 //!
 //! One file per operation: [`connection`] (greeting, login, session
 //! settings), [`query`] (a result streamed into batches), [`cancel`]
-//! (`KILL QUERY` from a second session), [`types`] (column types to
+//! (`KILL QUERY` from a second session), `types` (column types to
 //! [`sluice_core::Kind`] and values to canonical bytes), [`driver`] (the crate
-//! behind `sluice_core::connect`'s traits), [`config`]; [`protocol`] and
-//! [`wire`] hold the packet framing and encodings, [`geometry`] spatial values.
+//! behind `sluice_core::connect`'s traits), [`config`]; `protocol` and
+//! `wire` hold the packet framing and encodings, `geometry` spatial values.
 #![warn(missing_docs)]
 
 pub mod calls;

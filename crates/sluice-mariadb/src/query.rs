@@ -2,7 +2,7 @@
 //! into batches, in memory bounded by one batch whatever the result's size.
 //!
 //! The statement is prepared and executed with the binary protocol (exact
-//! values: see [`crate::types`]). On MariaDB the `COM_STMT_PREPARE` and the
+//! values: see `crate::types`). On MariaDB the `COM_STMT_PREPARE` and the
 //! `COM_STMT_EXECUTE` travel together (MariaDB executes "the statement just
 //! prepared" when given the id `0xFFFFFFFF`), so a query costs one round trip
 //! however many rows it returns; MySQL needs the prepared statement's id first,

@@ -7,14 +7,14 @@
 //!
 //! - [`config`]: the TOML file (databases, named queries with typed parameters,
 //!   limits, tokens), checked before the port opens;
-//! - [`params`]: parameter types, parsing and binding; [`uri`]: the query
+//! - parameters: typed and parsed by `sluice_formats::Signature`; [`uri`]: the query
 //!   string and the `{name}` in routes, decoded strictly;
 //! - [`db`]: the configured databases, each a `sluice_core::database::Database`
 //!   implemented by its own crate, and queries in flight;
 //! - [`stream`]: a result as a response body, its endings, its log line;
 //! - [`ingest`]: `POST /tables/{name}`, bulk import of a request body;
 //! - [`batch`]: `POST /queries/{name}/batch`, many calls of a named query, pipelined;
-//! - [`app`]: routes and handlers over the shared [`state`]; [`error`]: the error responses; [`auth`]:
+//! - [`app`](mod@app): routes and handlers over the shared [`state`]; [`error`]: the error responses; [`auth`]:
 //!   bearer tokens and the `Host` check; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
