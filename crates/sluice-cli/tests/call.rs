@@ -1,22 +1,15 @@
 //! End-to-end tests of `sluice call`.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use sluice_testkit::TestDb;
 
 fn call(arguments: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("call")
-        .args(arguments)
-        .env_remove("SLUICE_DB")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    let mut command = support::sluice();
+    command.arg("call").args(arguments);
+    support::run(&mut command, stdin)
 }
 
 #[test]

@@ -1,27 +1,16 @@
 //! End-to-end tests of `sluice import`: exit codes, messages, reject files, stats.
 
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use sluice_testkit::TestDb;
 
+/// Runs `sluice arguments…` with `stdin` (none: an empty input).
 fn sluice(arguments: &[&str], stdin: Option<&[u8]>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(arguments)
-        .env_remove("SLUICE_DB")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sluice runs");
-    if let Some(data) = stdin {
-        child.stdin.take().unwrap().write_all(data).unwrap();
-    }
-    child.wait_with_output().unwrap()
+    let mut command = support::sluice();
+    command.args(arguments);
+    support::run(&mut command, stdin.unwrap_or_default())
 }
 
 fn stderr(output: &Output) -> String {
