@@ -130,8 +130,8 @@ fn refusal_message(refusal: &Refusal, database: &str) -> String {
         Refusal::Privileged(privileges) => format!(
             "POST /sql would run on database {database:?}, where {privileges}; a token with scope \"sql\" could use that \
              (a read-only transaction does not stop it, and the statement can undo SET ROLE). Point [sql] database at a \
-             [databases.NAME] entry whose login has none of these rights (e.g. CREATE ROLE sluice_sql LOGIN; GRANT SELECT \
-             ON … TO sluice_sql), or revoke them"
+             [databases.NAME] entry whose login has none of these rights (a login of its own, granted SELECT on what ad-hoc \
+             SQL may read), or revoke them"
         ),
     }
 }
