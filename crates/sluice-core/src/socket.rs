@@ -55,6 +55,33 @@ impl Socket {
     }
 }
 
+/// For a pooled session about to be reused, without a round trip: an error
+/// when the server has closed `stream` or sent something unasked (it is ending
+/// the session), or when the session still holds unread data (`buffered`).
+/// The read never waits: with nothing to read, the session is fine. (Over
+/// TLS, records of TLS's own, such as session tickets, read as nothing.)
+pub fn check_idle(stream: &mut (impl AsyncRead + Unpin), buffered: bool) -> Result<(), Error> {
+    if buffered {
+        return Err(Error::protocol("unread data on an idle session"));
+    }
+    let mut probe = [0u8; 256];
+    let mut probe = ReadBuf::new(&mut probe);
+    let mut context = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(stream).poll_read(&mut context, &mut probe) {
+        Poll::Pending => Ok(()),
+        Poll::Ready(Ok(())) if probe.filled().is_empty() => Err(Error::new(
+            ErrorKind::Closed,
+            "the database server closed the idle connection",
+        )),
+        Poll::Ready(Ok(())) => Err(Error::new(
+            ErrorKind::Closed,
+            "the database server sent data to an idle session (it is ending it)",
+        )),
+        Poll::Ready(Err(error)) if error.kind() == io::ErrorKind::WouldBlock => Ok(()),
+        Poll::Ready(Err(error)) => Err(Error::io(error)),
+    }
+}
+
 /// Runs `connect` within `timeout`, wording a failure as a connection error
 /// naming `target`.
 async fn within(

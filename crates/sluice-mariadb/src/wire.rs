@@ -221,27 +221,6 @@ impl Wire {
     /// session must not be reused then. Polled once with a waker that does
     /// nothing: only what has already arrived is seen.
     pub(crate) fn check_idle(&mut self) -> Result<(), Error> {
-        use std::pin::Pin;
-        use std::task::{Context, Poll, Waker};
-        use tokio::io::{AsyncRead, ReadBuf};
-
-        if !self.read_buffer.is_empty() {
-            return Err(Error::protocol("unread data on an idle session"));
-        }
-        let mut probe = [0u8; 256];
-        let mut probe = ReadBuf::new(&mut probe);
-        let mut context = Context::from_waker(Waker::noop());
-        match Pin::new(&mut self.stream).poll_read(&mut context, &mut probe) {
-            Poll::Pending => Ok(()),
-            Poll::Ready(Ok(())) if probe.filled().is_empty() => Err(Error::new(
-                ErrorKind::Closed,
-                "the database server closed the idle connection",
-            )),
-            Poll::Ready(Ok(())) => Err(Error::new(
-                ErrorKind::Closed,
-                "the database server sent a packet to an idle session (it is ending it)",
-            )),
-            Poll::Ready(Err(error)) => Err(Error::io(error)),
-        }
+        sluice_core::socket::check_idle(&mut self.stream, !self.read_buffer.is_empty())
     }
 }

@@ -6,8 +6,6 @@
 //! end an exchange, run a command, small queries). The buffers are private to the two:
 //! other modules speak to the server only through the exchange operations.
 
-use std::io;
-
 use bytes::BytesMut;
 use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::Message;
@@ -425,23 +423,7 @@ impl Connection {
     /// `FATAL 57P01` on a restart). Connection pools call this before reusing a
     /// session; any error means: discard it.
     pub fn check_idle(&mut self) -> Result<(), Error> {
-        if !self.read_buffer.is_empty() {
-            return Err(Error::protocol("unread data on an idle session"));
-        }
-        let mut probe = [0u8; 256];
-        match self.stream.try_read(&mut probe) {
-            Ok(None) => Ok(()),
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(()),
-            Ok(Some(0)) => Err(Error::new(
-                ErrorKind::Closed,
-                "the database server closed the idle connection",
-            )),
-            Ok(Some(_)) => Err(Error::new(
-                ErrorKind::Closed,
-                "the database server sent a message to an idle session (it is shutting down)",
-            )),
-            Err(error) => Err(Error::io(error)),
-        }
+        sluice_core::socket::check_idle(&mut self.stream, !self.read_buffer.is_empty())
     }
 
     /// A handle that can cancel this session's running query from elsewhere.

@@ -6,7 +6,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use postgres_protocol::message::frontend;
 use rustls::pki_types::ServerName;
@@ -150,19 +150,6 @@ impl Transport {
         };
         let certificates = stream.get_ref().1.peer_certificates()?;
         certificates.first().map(|certificate| certificate.as_ref())
-    }
-
-    /// Reads what has arrived without waiting: `Ok(None)` if nothing has,
-    /// `Ok(Some(0))` at end of stream. TLS's own records (session tickets) are
-    /// consumed by rustls and show as nothing.
-    pub(crate) fn try_read(&mut self, buffer: &mut [u8]) -> io::Result<Option<usize>> {
-        let mut context = Context::from_waker(Waker::noop());
-        let mut read = ReadBuf::new(buffer);
-        match Pin::new(self).poll_read(&mut context, &mut read) {
-            Poll::Ready(Ok(())) => Ok(Some(read.filled().len())),
-            Poll::Ready(Err(error)) => Err(error),
-            Poll::Pending => Ok(None),
-        }
     }
 }
 
