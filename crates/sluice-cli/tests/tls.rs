@@ -1,12 +1,13 @@
-//! TLS through the binary: `--stats` says how the connection is encrypted, a
-//! bad setting exits 2 naming it, a refused certificate exits 3 naming the host,
-//! and a service file supplies the settings.
+//! TLS through the binary, to PostgreSQL and to MariaDB: `--stats` says how
+//! the connection is encrypted, a bad setting exits 2 naming it, a refused
+//! certificate exits 3 naming the host, and a service file supplies the
+//! settings.
 
 mod support;
 
 use std::process::Output;
 
-use sluice_testkit::{Cluster, ClusterBuilder, TestCertificates};
+use sluice_testkit::{Cluster, ClusterBuilder, MariaDbServer, TestCertificates};
 use support::{assert_exit, run, sluice};
 
 fn export(url: &str, envs: &[(&str, &str)]) -> Output {
@@ -168,5 +169,54 @@ fn import_and_call_run_over_verified_tls() {
     assert_eq!(
         String::from_utf8(output.stdout).unwrap(),
         "{\"line\":1,\"rows\":[{\"id\":1,\"body\":\"x\"}]}\n{\"line\":2,\"rows\":[{\"id\":2,\"body\":\"y\"}]}\n"
+    );
+}
+
+#[test]
+fn mariadb_export_and_import_over_verified_tls() {
+    let certificates = TestCertificates::generate(&["localhost"]);
+    let server = MariaDbServer::start_tls(&certificates);
+    server
+        .execute("CREATE DATABASE shop; CREATE TABLE shop.notes (id int primary key, body text);");
+    let url = |options: &str| {
+        format!(
+            "mariadb://sluice:sluice@localhost:{}/shop?{options}",
+            server.port()
+        )
+    };
+    let verified = url(&format!(
+        "ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
+        certificates.ca().display()
+    ));
+    let mut command = sluice();
+    command.args([
+        "import", "--db", &verified, "--table", "notes", "--format", "ndjson", "--stats",
+    ]);
+    let output = run(&mut command, b"{\"id\":1,\"body\":\"a\"}\n");
+    let stderr = assert_exit(&output, 0);
+    assert!(stderr.contains("encryption: TLSv1_"), "{stderr}");
+
+    let output = export(&verified, &[]);
+    let stderr = assert_exit(&output, 0);
+    assert_eq!(output.stdout, b"{\"one\":1}\n");
+    assert!(stderr.contains("encryption: TLSv1_"), "{stderr}");
+
+    let stderr = assert_exit(&export(&url("ssl-mode=DISABLED"), &[]), 0);
+    assert!(stderr.contains("encryption: none"), "{stderr}");
+
+    let stderr = assert_exit(&export(&url("ssl-ca=/nonexistent/ca.pem"), &[]), 2);
+    assert!(stderr.contains("ssl-ca /nonexistent/ca.pem"), "{stderr}");
+    let stderr = assert_exit(&export(&url("sslmode=require"), &[]), 2);
+    assert!(stderr.contains("ssl-mode, ssl-ca"), "{stderr}");
+
+    let stranger = TestCertificates::generate(&["localhost"]);
+    let stderr = assert_exit(
+        &export(&url(&format!("ssl-ca={}", stranger.ca().display())), &[]),
+        3,
+    );
+    assert!(
+        stderr.contains(&format!("TLS handshake with localhost:{}", server.port()))
+            && stderr.contains("not signed by a trusted root (check ssl-ca)"),
+        "{stderr}"
     );
 }

@@ -5,7 +5,10 @@
 //! ```text
 //! mariadb://user:password@host:3306/database?connect_timeout=10s&zero_dates=null
 //! mysql://user@localhost/database?socket=/run/mysqld/mysqld.sock
+//! mariadb://user@db.example.com/shop?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ssl/db-ca.pem
 //! ```
+//!
+//! TLS options are `crate::tls`'s.
 //!
 //! What the URL leaves out comes from the environment, as the `mariadb` and
 //! `mysql` clients read it: `MYSQL_PWD` (the password), `MYSQL_HOST`,
@@ -22,6 +25,8 @@ use std::time::Duration;
 use percent_encoding::percent_decode_str;
 use sluice_core::{parse_duration, Error};
 
+use crate::tls::{TlsOptions, TlsSettings};
+
 /// MariaDB's and MySQL's port.
 pub const DEFAULT_PORT: u16 = 3306;
 
@@ -35,6 +40,13 @@ pub enum Target {
     Tcp(String, u16),
     /// A Unix-domain socket file.
     Unix(PathBuf),
+}
+
+impl Target {
+    /// Whether the target is reached over TCP (TLS applies to TCP only).
+    pub fn is_tcp(&self) -> bool {
+        matches!(self, Target::Tcp(..))
+    }
 }
 
 impl fmt::Display for Target {
@@ -84,6 +96,8 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// What exports do with zero dates.
     pub zero_dates: ZeroDates,
+    /// TLS: when, and what is checked (see `crate::tls`).
+    pub tls: TlsSettings,
 }
 
 impl fmt::Debug for Config {
@@ -97,6 +111,7 @@ impl fmt::Debug for Config {
             .field("database", &self.database)
             .field("connect_timeout", &self.connect_timeout)
             .field("zero_dates", &self.zero_dates)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -134,6 +149,7 @@ struct Parts {
     socket: Option<PathBuf>,
     connect_timeout: Option<Duration>,
     zero_dates: ZeroDates,
+    tls: TlsOptions,
 }
 
 impl Config {
@@ -169,6 +185,7 @@ impl Config {
             database: parts.database,
             connect_timeout: parts.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT),
             zero_dates: parts.zero_dates,
+            tls: TlsSettings::from_options(parts.tls)?,
         })
     }
 }
@@ -278,10 +295,19 @@ fn apply_option(parts: &mut Parts, key: &str, value: &str) -> Result<(), Error> 
         }
         "user" => parts.user = Some(value.to_owned()),
         "password" => parts.password = Some(value.to_owned()),
+        _ if parts.tls.apply(key, value)? => {}
         _ => {
+            // libpq's spellings, from a PostgreSQL habit.
+            let hint = if key.starts_with("ssl") {
+                " (MariaDB URLs spell TLS options as the mysql client does: \
+                 ssl-mode, ssl-ca, ssl-cert, ssl-key, ssl-crl)"
+            } else {
+                ""
+            };
             return Err(Error::config(format!(
-                "unknown option {key:?} in the URL (known: socket, connect_timeout, zero_dates, user, password)"
-            )))
+                "unknown option {key:?} in the URL (known: socket, connect_timeout, zero_dates, \
+                 user, password, ssl-mode, ssl-ca, ssl-cert, ssl-key, ssl-crl){hint}"
+            )));
         }
     }
     Ok(())

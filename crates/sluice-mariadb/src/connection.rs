@@ -16,13 +16,18 @@
 use mysql_common::auth::plugins::{AuthProc, ChallengeResponsePlugin, Context as AuthContext};
 use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
 use mysql_common::io::ParseBuf;
-use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
+use mysql_common::packets::{
+    AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest,
+};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use sluice_core::{Error, ErrorKind, Meter};
+
+use std::sync::Arc;
 
 use crate::config::{Config, Target};
 use crate::error::{server_error, unexpected};
 use crate::protocol::{read_lenenc_bytes, read_lenenc_int};
+use crate::tls::SslMode;
 use crate::wire::{open_socket, Wire};
 
 /// What the client asks for, intersected with what the server offers.
@@ -138,10 +143,23 @@ impl Connection {
     /// Connects to `config`'s server and logs in, counting round trips on `meter`.
     pub async fn connect(config: &Config, meter: &Meter) -> Result<Connection, Error> {
         let login = async {
-            let socket = open_socket(&config.target, config.connect_timeout).await?;
-            let mut wire = Wire::new(socket, meter);
-            let greeting = wire.read_payload().await?;
-            let mut connection = Connection::log_in(wire, config, &greeting).await?;
+            let tls = config
+                .tls
+                .client
+                .as_ref()
+                .filter(|_| config.target.is_tcp());
+            let mut connection = match Connection::open(config, meter, tls).await? {
+                Opened::LoggedIn(connection) => connection,
+                // As the mysql client's PREFERRED: a server whose TLS cannot
+                // be agreed on is used without it.
+                Opened::HandshakeFailed(_) if config.tls.mode == SslMode::Preferred => {
+                    match Connection::open(config, meter, None).await? {
+                        Opened::LoggedIn(connection) => connection,
+                        Opened::HandshakeFailed(error) => return Err(error),
+                    }
+                }
+                Opened::HandshakeFailed(error) => return Err(error),
+            };
             connection.set_up_session().await?;
             Ok::<_, Error>(connection)
         };
@@ -157,6 +175,62 @@ impl Connection {
         }
     }
 
+    /// Opens a socket, reads the greeting, moves into TLS with `tls` when the
+    /// server offers it, and logs in.
+    async fn open(
+        config: &Config,
+        meter: &Meter,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> Result<Opened, Error> {
+        let socket = open_socket(&config.target, config.connect_timeout).await?;
+        let mut wire = Wire::new(socket, meter);
+        let greeting = wire.read_payload().await?;
+        let handshake = read_greeting(&greeting)?;
+        let mut capabilities = wanted_capabilities() & handshake.capabilities();
+        if config.database.is_some() {
+            // The login response says so when it names a database, and a
+            // server reading TLS's two-packet login takes the capabilities of
+            // the first (the TLS request): they must already say it there.
+            capabilities |= CapabilityFlags::CLIENT_CONNECT_WITH_DB;
+        }
+        let mariadb_capabilities =
+            wanted_mariadb_capabilities() & handshake.mariadb_ext_capabilities();
+        let offers_tls = handshake
+            .capabilities()
+            .contains(CapabilityFlags::CLIENT_SSL);
+        match tls {
+            Some(client) if offers_tls => {
+                capabilities |= CapabilityFlags::CLIENT_SSL;
+                let request = SslRequest::new(capabilities, MAX_PACKET, UTF8MB4_GENERAL_CI)
+                    .with_mariadb_capabilities(mariadb_capabilities);
+                let mut payload = Vec::new();
+                request.serialize(&mut payload);
+                // The greeting was packet 0: the request is packet 1.
+                wire.queue(&payload);
+                wire.flush().await?;
+                wire = match wire.start_tls(client, &config.target).await {
+                    Ok(wire) => wire,
+                    Err(error) => return Ok(Opened::HandshakeFailed(error)),
+                };
+            }
+            Some(_) if config.tls.mode != SslMode::Preferred => {
+                return Err(Error::new(
+                    ErrorKind::Connect,
+                    format!(
+                        "{} does not accept TLS connections, but ssl-mode={} requires TLS",
+                        config.target,
+                        config.tls.mode.name()
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        let connection =
+            Connection::log_in(wire, config, &handshake, capabilities, mariadb_capabilities)
+                .await?;
+        Ok(Opened::LoggedIn(connection))
+    }
+
     /// What the server is.
     pub fn server(&self) -> &ServerInfo {
         &self.server
@@ -165,6 +239,12 @@ impl Connection {
     /// Where the session is connected.
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// How the connection is encrypted (`TLSv1_3 TLS13_AES_256_GCM_SHA384`),
+    /// or `None` when it is not.
+    pub fn encryption(&self) -> Option<String> {
+        self.wire.encryption()
     }
 
     /// The meter counting this connection's traffic.
@@ -179,26 +259,13 @@ impl Connection {
         self.wire.shutdown().await;
     }
 
-    async fn log_in(wire: Wire, config: &Config, greeting: &[u8]) -> Result<Connection, Error> {
-        if greeting.first() == Some(&0xFF) {
-            return Err(
-                server_error(greeting, CapabilityFlags::empty()).with_kind(ErrorKind::Connect)
-            );
-        }
-        let handshake = HandshakePacket::deserialize((), &mut ParseBuf(greeting))
-            .map_err(|error| Error::protocol(format!("unreadable server greeting: {error}")))?;
-        if !handshake
-            .capabilities()
-            .contains(CapabilityFlags::CLIENT_PROTOCOL_41)
-        {
-            return Err(Error::new(
-                ErrorKind::Connect,
-                "the server speaks a protocol older than MySQL 4.1",
-            ));
-        }
-        let capabilities = wanted_capabilities() & handshake.capabilities();
-        let mariadb_capabilities =
-            wanted_mariadb_capabilities() & handshake.mariadb_ext_capabilities();
+    async fn log_in(
+        wire: Wire,
+        config: &Config,
+        handshake: &HandshakePacket<'_>,
+        capabilities: CapabilityFlags,
+        mariadb_capabilities: MariadbCapabilities,
+    ) -> Result<Connection, Error> {
         // MariaDB 10 and 11 prefix their version with "5.5.5-" for old clients.
         let version = handshake.server_version_str();
         let version = version
@@ -224,7 +291,7 @@ impl Connection {
             notices: Vec::new(),
         };
         connection
-            .authenticate(config, &handshake, mariadb_capabilities)
+            .authenticate(config, handshake, mariadb_capabilities)
             .await?;
         Ok(connection)
     }
@@ -305,6 +372,7 @@ impl Connection {
             password: config.password.as_deref().unwrap_or("").as_bytes(),
             scramble,
             local_socket: matches!(self.target, Target::Unix(_)),
+            tls: self.wire.encryption().is_some(),
         };
         procedure
             .run(context, challenge)
@@ -474,6 +542,37 @@ fn text_row(packet: &[u8], columns: u64) -> Result<Vec<Option<Vec<u8>>>, Error> 
         .collect()
 }
 
+/// What a connection attempt came to.
+enum Opened {
+    LoggedIn(Connection),
+    /// The server agreed to TLS but the handshake failed (the socket is spent).
+    HandshakeFailed(Error),
+}
+
+/// The server's greeting, or its refusal to talk (too many connections, a
+/// blocked host), or a protocol older than 4.1.
+fn read_greeting(greeting: &[u8]) -> Result<HandshakePacket<'_>, Error> {
+    if greeting.first() == Some(&0xFF) {
+        return Err(server_error(greeting, CapabilityFlags::empty()).with_kind(ErrorKind::Connect));
+    }
+    let handshake = HandshakePacket::deserialize((), &mut ParseBuf(greeting))
+        .map_err(|error| Error::protocol(format!("unreadable server greeting: {error}")))?;
+    if !handshake
+        .capabilities()
+        .contains(CapabilityFlags::CLIENT_PROTOCOL_41)
+    {
+        return Err(Error::new(
+            ErrorKind::Connect,
+            "the server speaks a protocol older than MySQL 4.1",
+        ));
+    }
+    Ok(handshake)
+}
+
+/// `utf8mb4_general_ci`, the collation the login asks for (as
+/// `HandshakeResponse` does for servers from 5.5.3 on).
+const UTF8MB4_GENERAL_CI: u8 = 45;
+
 const COM_QUIT: u8 = 0x01;
 const COM_QUERY: u8 = 0x03;
 
@@ -495,6 +594,8 @@ struct Credentials<'a> {
     password: &'a [u8],
     scramble: &'a [u8],
     local_socket: bool,
+    /// On TLS, `caching_sha2_password` may send the password itself.
+    tls: bool,
 }
 
 impl AuthContext for Credentials<'_> {
@@ -507,7 +608,7 @@ impl AuthContext for Credentials<'_> {
     }
 
     fn is_tls_transport(&self) -> bool {
-        false
+        self.tls
     }
 
     fn scramble(&self) -> &[u8] {

@@ -152,6 +152,10 @@ impl Session for MariaDbSession {
         ]
     }
 
+    fn encryption(&self) -> Option<String> {
+        self.connection.encryption()
+    }
+
     fn take_notices(&mut self) -> Vec<String> {
         std::mem::take(&mut self.connection.notices)
     }

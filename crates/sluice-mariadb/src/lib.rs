@@ -16,7 +16,7 @@
 //! settings), [`query`] (a result streamed into batches), [`cancel`]
 //! (`KILL QUERY` from a second session), `types` (column types to
 //! [`sluice_core::Kind`] and values to canonical bytes), [`driver`] (the crate
-//! behind `sluice_core::connect`'s traits), [`config`]; `protocol` and
+//! behind `sluice_core::connect`'s traits), [`config`] and [`tls`] (the URL's settings); `protocol` and
 //! `wire` hold the packet framing and encodings, `geometry` spatial values.
 #![warn(missing_docs)]
 
@@ -34,6 +34,7 @@ mod moment;
 mod protocol;
 pub mod query;
 mod sql;
+pub mod tls;
 mod types;
 mod wire;
 

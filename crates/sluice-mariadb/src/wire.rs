@@ -8,8 +8,11 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use bytes::{Buf, BytesMut};
-use sluice_core::{Error, ErrorKind, Meter, MeteredStream, Socket};
+use sluice_core::{Error, ErrorKind, Meter, Socket};
+use sluice_tls::Transport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::Target;
@@ -28,10 +31,11 @@ pub(crate) async fn open_socket(target: &Target, timeout: Duration) -> Result<So
     }
 }
 
-/// A metered socket with the read buffer and the packet sequence.
+/// A metered socket, plain or inside TLS, with the read buffer and the
+/// packet sequence.
 #[derive(Debug)]
 pub(crate) struct Wire {
-    stream: MeteredStream<Socket>,
+    stream: Transport,
     read_buffer: BytesMut,
     write_buffer: Vec<u8>,
     sequence: u8,
@@ -49,7 +53,7 @@ pub(crate) struct Header {
 impl Wire {
     pub(crate) fn new(socket: Socket, meter: &Meter) -> Wire {
         Wire {
-            stream: meter.wrap(socket),
+            stream: Transport::Plain(meter.wrap(socket)),
             read_buffer: BytesMut::with_capacity(READ_CHUNK),
             write_buffer: Vec::with_capacity(8 * 1024),
             sequence: 0,
@@ -58,6 +62,39 @@ impl Wire {
 
     pub(crate) fn meter(&self) -> &Meter {
         self.stream.meter()
+    }
+
+    /// Moves the session into TLS: the handshake on the plain socket, after
+    /// the client's `SSLRequest` packet was flushed. The packet sequence goes
+    /// on (the login response that follows inside TLS takes the next number).
+    pub(crate) async fn start_tls(
+        self,
+        client: &Arc<rustls::ClientConfig>,
+        target: &Target,
+    ) -> Result<Wire, Error> {
+        let Transport::Plain(stream) = self.stream else {
+            return Err(Error::protocol("TLS asked for twice on one connection"));
+        };
+        if !self.read_buffer.is_empty() {
+            // Bytes before the handshake would be outside TLS: a server (or a
+            // man in the middle) must not slip them in.
+            return Err(Error::protocol(
+                "the server sent data before the TLS handshake",
+            ));
+        }
+        let name = match target {
+            Target::Tcp(host, _) => sluice_tls::server_name(Some(host))?,
+            Target::Unix(_) => sluice_tls::server_name(None)?,
+        };
+        let keywords = &crate::tls::KEYWORDS;
+        let stream = sluice_tls::handshake(stream, client, name, target, keywords).await?;
+        Ok(Wire { stream, ..self })
+    }
+
+    /// The protocol and cipher on TLS (`TLSv1_3 TLS13_AES_256_GCM_SHA384`),
+    /// `None` on a plain socket.
+    pub(crate) fn encryption(&self) -> Option<String> {
+        self.stream.encryption()
     }
 
     /// Starts a command: its first packet is number 0.

@@ -9,17 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{
-    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName, UnixTime,
-};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::ClientConfig;
 use sluice_core::Error;
+use sluice_tls::{Check, ClientSettings, Keywords, Roots};
 
 use crate::conninfo::Settings;
 
@@ -124,14 +116,6 @@ impl std::fmt::Debug for TlsSettings {
     }
 }
 
-/// Where trusted roots come from.
-enum Roots {
-    /// A PEM file of certificates.
-    File(PathBuf),
-    /// The operating system's store (`sslrootcert=system`).
-    System,
-}
-
 impl TlsSettings {
     /// No TLS, as `sslmode=disable`.
     pub fn disabled() -> TlsSettings {
@@ -190,7 +174,7 @@ impl TlsSettings {
         Ok(TlsSettings {
             mode,
             channel_binding,
-            client: Some(Arc::new(client)),
+            client: Some(client),
         })
     }
 }
@@ -200,226 +184,61 @@ fn home_file(name: &str) -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| Path::new(&home).join(".postgresql").join(name))
 }
 
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
+/// How libpq's settings are spelled, for sluice-tls's messages.
+pub(crate) const KEYWORDS: Keywords = Keywords {
+    roots: "sslrootcert",
+    revocation_list: "sslcrl",
+    certificate: "sslcert",
+    key: "sslkey",
+    name_check: "sslmode=verify-full checks the host name; verify-ca does not",
+};
 
 fn client_config(
     settings: &Settings,
     mode: SslMode,
     roots: Option<Roots>,
-) -> Result<ClientConfig, Error> {
-    let provider = provider();
-    let verifier: Arc<dyn ServerCertVerifier> = match (mode, roots) {
-        (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
-            let expected = home_file("root.crt").map_or("~/.postgresql/root.crt".into(), |path| {
-                path.display().to_string()
-            });
-            return Err(Error::config(format!(
-                "sslmode={} needs a root certificate to check the server's against: \
-                 set sslrootcert to a PEM file, or to system for the operating system's roots \
-                 ({expected} does not exist)",
-                mode.name()
-            )));
-        }
-        (_, None) => Arc::new(ShortOfFull {
-            provider: provider.clone(),
-            chain: None,
-        }),
-        (mode, Some(roots)) => {
-            let chain = WebPkiServerVerifier::builder_with_provider(
-                Arc::new(root_store(&roots)?),
-                provider.clone(),
-            )
-            .with_crls(crls(settings.get("sslcrl"))?)
-            .build()
-            .map_err(|error| Error::config(format!("the TLS root certificates: {error}")))?;
-            if mode == SslMode::VerifyFull {
-                chain
-            } else {
-                Arc::new(ShortOfFull {
-                    provider: provider.clone(),
-                    chain: Some(chain),
-                })
-            }
-        }
-    };
-    let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|error| Error::config(format!("TLS: {error}")))?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier);
-    let mut config = match client_certificate(settings)? {
-        Some((chain, key)) => builder
-            .with_client_auth_cert(chain, key)
-            .map_err(|error| Error::config(format!("the client certificate: {error}")))?,
-        None => builder.with_no_client_auth(),
-    };
-    // PostgreSQL 17 checks it on direct TLS; earlier servers ignore it.
-    config.alpn_protocols = vec![b"postgresql".to_vec()];
-    config.enable_sni = settings.get("sslsni") != Some("0");
-    Ok(config)
-}
-
-fn root_store(roots: &Roots) -> Result<RootCertStore, Error> {
-    let mut store = RootCertStore::empty();
-    match roots {
-        Roots::System => {
-            let found = rustls_native_certs::load_native_certs();
-            if found.certs.is_empty() {
-                let why = found
-                    .errors
-                    .first()
-                    .map_or("none found".to_owned(), ToString::to_string);
-                return Err(Error::config(format!(
-                    "sslrootcert=system: the operating system's root certificates could not be read ({why})"
-                )));
-            }
-            store.add_parsable_certificates(found.certs);
-        }
-        Roots::File(path) => {
-            for certificate in read_certificates(path, "sslrootcert")? {
-                store.add(certificate).map_err(|error| {
-                    Error::config(format!("sslrootcert {}: {error}", path.display()))
-                })?;
-            }
-        }
+) -> Result<Arc<ClientConfig>, Error> {
+    if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && roots.is_none() {
+        let expected = home_file("root.crt").map_or("~/.postgresql/root.crt".into(), |path| {
+            path.display().to_string()
+        });
+        return Err(Error::config(format!(
+            "sslmode={} needs a root certificate to check the server's against: \
+             set sslrootcert to a PEM file, or to system for the operating system's roots \
+             ({expected} does not exist)",
+            mode.name()
+        )));
     }
-    Ok(store)
-}
-
-/// The certificates of a PEM file; an error names the file and the keyword.
-fn read_certificates(path: &Path, keyword: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
-    let unreadable = |why: String| Error::config(format!("{keyword} {}: {why}", path.display()));
-    std::fs::metadata(path).map_err(|error| unreadable(error.to_string()))?;
-    let certificates = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|error| unreadable(error.to_string()))?;
-    if certificates.is_empty() {
-        return Err(unreadable("no PEM certificate in the file".into()));
-    }
-    Ok(certificates)
-}
-
-fn crls(path: Option<&str>) -> Result<Vec<CertificateRevocationListDer<'static>>, Error> {
-    let Some(path) = path else {
-        return Ok(Vec::new());
+    let check = match (mode, &roots) {
+        (SslMode::VerifyFull, _) => Check::ChainAndName,
+        // libpq: `require` with a root certificate checks the chain, as verify-ca.
+        (_, Some(_)) => Check::Chain,
+        (_, None) => Check::Nothing,
     };
-    CertificateRevocationListDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|error| Error::config(format!("sslcrl {path}: {error}")))
+    let client = ClientSettings {
+        check,
+        roots,
+        revocation_list: settings.get("sslcrl").map(PathBuf::from),
+        client_certificate: client_certificate(settings),
+        server_name_indication: settings.get("sslsni") != Some("0"),
+        // PostgreSQL 17 checks it on direct TLS; earlier servers ignore it.
+        protocols: vec![b"postgresql".to_vec()],
+    };
+    sluice_tls::client_config(&client, &KEYWORDS)
 }
 
 /// `sslcert` and `sslkey` (or libpq's defaults in `~/.postgresql/`, when the
 /// certificate exists there).
-fn client_certificate(
-    settings: &Settings,
-) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, Error> {
+fn client_certificate(settings: &Settings) -> Option<(PathBuf, PathBuf)> {
     let certificate = match settings.get("sslcert") {
         Some(path) => PathBuf::from(path),
-        None => match home_file("postgresql.crt").filter(|path| path.exists()) {
-            Some(path) => path,
-            None => return Ok(None),
-        },
+        None => home_file("postgresql.crt").filter(|path| path.exists())?,
     };
     let key = match settings.get("sslkey") {
         Some(path) => PathBuf::from(path),
         None => home_file("postgresql.key").unwrap_or_else(|| PathBuf::from("postgresql.key")),
     };
-    let chain = read_certificates(&certificate, "sslcert")?;
-    check_key_permissions(&key)?;
-    let key = PrivateKeyDer::from_pem_file(&key)
-        .map_err(|error| Error::config(format!("sslkey {}: {error}", key.display())))?;
-    Ok(Some((chain, key)))
-}
-
-/// libpq refuses a private key others may read: so does sluice.
-fn check_key_permissions(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path)
-        .map_err(|error| Error::config(format!("sslkey {}: {error}", path.display())))?;
-    // As libpq: owned by the user, no access for group or others; owned by
-    // root, group read is allowed (a key shared with a service group).
-    let loose = if metadata.uid() == 0 {
-        metadata.mode() & 0o037 != 0
-    } else {
-        metadata.mode() & 0o077 != 0
-    };
-    if loose {
-        return Err(Error::config(format!(
-            "sslkey {}: the private key file has group or world access; \
-             it must be u=rw (0600) or less",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
-/// libpq's checks short of `verify-full`: with a chain (`verify-ca`, or
-/// `require` with a root certificate) the certificate must lead to a trusted
-/// root but may name any host; without one (`prefer`, `require`) the channel
-/// is encrypted and the server not authenticated. Either way the handshake's
-/// signatures are checked, so the session keys are the certificate's.
-#[derive(Debug)]
-struct ShortOfFull {
-    provider: Arc<CryptoProvider>,
-    chain: Option<Arc<WebPkiServerVerifier>>,
-}
-
-impl ServerCertVerifier for ShortOfFull {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let Some(chain) = &self.chain else {
-            return Ok(ServerCertVerified::assertion());
-        };
-        // webpki checks the chain before the name: a name error means the chain is good.
-        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            certificate,
-            signature,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signature: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            certificate,
-            signature,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
+    Some((certificate, key))
 }
 
 /// The `tls-server-end-point` channel binding data (RFC 5929): the server

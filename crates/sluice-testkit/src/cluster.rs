@@ -7,7 +7,6 @@
 //! [`ClusterBuilder`] and drops it when done.
 
 use std::fs::{self, File};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -313,27 +312,12 @@ fn run_initdb(
 /// Copies the TLS files into the data directory, owned by the server's user
 /// (the server refuses a key others may read).
 fn install_tls_files(data: &Path, tls: &TlsFiles, run_as: RunAs) -> Result<(), String> {
-    for (source, name, mode) in [
-        (&tls.certificate, "server.crt", 0o644),
-        (&tls.key, "server.key", 0o600),
-        (&tls.ca, "root.crt", 0o644),
-    ] {
-        let target = data.join(name);
-        fs::copy(source, &target).map_err(|e| {
-            format!(
-                "could not copy {} to {}: {e}",
-                source.display(),
-                target.display()
-            )
-        })?;
-        fs::set_permissions(&target, fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("could not chmod {}: {e}", target.display()))?;
-        if let Some((uid, gid)) = run_as {
-            std::os::unix::fs::chown(&target, Some(uid), Some(gid))
-                .map_err(|e| format!("could not chown {}: {e}", target.display()))?;
-        }
-    }
-    Ok(())
+    let files = [
+        (tls.certificate.as_path(), "server.crt", 0o644),
+        (tls.key.as_path(), "server.key", 0o600),
+        (tls.ca.as_path(), "root.crt", 0o644),
+    ];
+    process::install_files(data, &files, run_as)
 }
 
 /// Puts `lines` at the top of `pg_hba.conf` (the first matching line wins). The file

@@ -97,7 +97,7 @@ mod process;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder};
-pub use mariadb::{mariadb_server_url, TestMariaDb};
+pub use mariadb::{mariadb_server_url, MariaDbServer, TestMariaDb};
 pub use tls::{CertificateFiles, TestCertificates};
 
 use std::collections::hash_map::RandomState;

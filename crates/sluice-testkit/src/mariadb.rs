@@ -43,7 +43,8 @@ fn init_server() -> Result<Server, String> {
     match std::env::var(ENV_URL) {
         Ok(url) if !url.trim().is_empty() => external_server(url.trim().to_owned()),
         _ => {
-            let ephemeral = server::start()?;
+            // The handle is dropped: the shared server runs until the process ends.
+            let ephemeral = server::start(None)?;
             server_at(ephemeral.url, ephemeral.client)
         }
     }
@@ -160,6 +161,80 @@ impl TestMariaDb {
                 self.name
             )
         })
+    }
+}
+
+/// A MariaDB server of a test's own, serving TLS with generated certificates
+/// (the shared server has none), stopped when dropped. Starting one takes a few
+/// seconds (`mariadb-install-db`), so a test file shares one among its tests.
+#[derive(Debug)]
+pub struct MariaDbServer {
+    url: String,
+    port: u16,
+    client: std::path::PathBuf,
+    root: Endpoint,
+    process: std::process::Child,
+}
+
+impl MariaDbServer {
+    /// Starts a server with `certificates`' server certificate and key, which
+    /// checks client certificates (`REQUIRE X509` users) against their CA. It
+    /// accepts plain connections too.
+    ///
+    /// # Panics
+    ///
+    /// If the binaries are missing (the message names the packages) or the
+    /// server does not start.
+    pub fn start_tls(certificates: &crate::TestCertificates) -> MariaDbServer {
+        let server = certificates.server();
+        let ca = certificates.ca();
+        let tls = server::ServerTls {
+            certificate: &server.certificate,
+            key: &server.key,
+            ca: &ca,
+        };
+        match server::start(Some(&tls)) {
+            Ok(ephemeral) => MariaDbServer {
+                url: ephemeral.url,
+                port: ephemeral.port,
+                client: ephemeral.client,
+                root: ephemeral.root,
+                process: ephemeral.process,
+            },
+            Err(message) => panic!("sluice-testkit: could not start a MariaDB server: {message}"),
+        }
+    }
+
+    /// `mariadb://sluice:sluice@127.0.0.1:<port>` (no database): a user with
+    /// every privilege.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The TCP port of 127.0.0.1 the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Runs SQL as the server's `root` (through its socket), as
+    /// [`TestMariaDb::execute`] does.
+    ///
+    /// # Panics
+    ///
+    /// If the client fails.
+    pub fn execute(&self, sql: &str) {
+        if let Err(failure) = client::run(&self.client, &self.root, &[], sql) {
+            panic!(
+                "sluice-testkit: SQL failed on the MariaDB server: {failure}\n--- SQL ---\n{sql}"
+            );
+        }
+    }
+}
+
+impl Drop for MariaDbServer {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
     }
 }
 

@@ -295,6 +295,32 @@ fn process_alive(pid: libc::pid_t) -> bool {
 // The server process
 // ---------------------------------------------------------------------------
 
+/// Copies `files` (source, name in `dir`, mode) into `dir`, owned by `run_as`,
+/// for a server that must read them as that user (TLS certificates and keys).
+pub(crate) fn install_files(
+    dir: &Path,
+    files: &[(&Path, &str, u32)],
+    run_as: RunAs,
+) -> Result<(), String> {
+    for (source, name, mode) in files {
+        let target = dir.join(name);
+        fs::copy(source, &target).map_err(|e| {
+            format!(
+                "could not copy {} to {}: {e}",
+                source.display(),
+                target.display()
+            )
+        })?;
+        fs::set_permissions(&target, fs::Permissions::from_mode(*mode))
+            .map_err(|e| format!("could not chmod {}: {e}", target.display()))?;
+        if let Some((uid, gid)) = run_as {
+            std::os::unix::fs::chown(&target, Some(uid), Some(gid))
+                .map_err(|e| format!("could not chown {}: {e}", target.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Spawns a server that gets `death_signal` when this process ends, however it
 /// ends (on Linux; elsewhere it simply outlives a killed test process).
 pub(crate) fn spawn_server(mut cmd: Command, death_signal: libc::c_int) -> io::Result<Child> {

@@ -1,30 +1,15 @@
-//! The byte stream under a connection: the metered socket, plain or inside TLS.
-//!
-//! The meter sits on the socket, under TLS, so the TLS handshake's round trips
-//! count as connect trips and every byte counted is a byte on the wire.
+//! PostgreSQL's way into TLS: an `SSLRequest` answered `S` or `N`, then the
+//! handshake (sluice-tls) on the same socket.
 
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use postgres_protocol::message::frontend;
-use rustls::pki_types::ServerName;
-use sluice_core::{Error, ErrorKind, Meter, MeteredStream};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio_rustls::client::TlsStream;
+use sluice_core::{Error, ErrorKind, MeteredStream};
+pub(crate) use sluice_tls::Transport;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Socket;
 use crate::config::Target;
-
-/// A connection's stream.
-#[derive(Debug)]
-pub(crate) enum Transport {
-    /// Unencrypted.
-    Plain(MeteredStream<Socket>),
-    /// TLS over the metered socket (boxed: the TLS state is large).
-    Tls(Box<TlsStream<MeteredStream<Socket>>>),
-}
 
 /// What an `SSLRequest` was answered with.
 pub(crate) enum Negotiated {
@@ -68,127 +53,15 @@ pub(crate) async fn negotiate(
         }
     }
     let name = match target {
-        Target::Tcp(host, _) => ServerName::try_from(host.clone())
-            .map_err(|_| Error::config(format!("{host:?} is not a host name TLS can check")))?,
+        Target::Tcp(host, _) => sluice_tls::server_name(Some(host))?,
         // libpq checks a socket's certificate against "localhost".
-        Target::Unix(_) => ServerName::try_from("localhost").expect("a valid name"),
+        Target::Unix(_) => sluice_tls::server_name(None)?,
     };
-    let connector = tokio_rustls::TlsConnector::from(client.clone());
-    Ok(match connector.connect(name, stream).await {
-        Ok(tls) => Negotiated::Tls(Transport::Tls(Box::new(tls))),
-        Err(error) => Negotiated::Failed(handshake_error(target, &error)),
-    })
-}
-
-/// One line naming the host and, for a certificate rustls refused, why.
-fn handshake_error(target: &Target, error: &io::Error) -> Error {
-    let why = match error
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        Some(rustls::Error::InvalidCertificate(certificate)) => {
-            format!(
-                "the server's certificate was refused: {}",
-                certificate_reason(certificate)
-            )
-        }
-        Some(other) => other.to_string(),
-        None => error.to_string(),
-    };
-    Error::new(
-        ErrorKind::Connect,
-        format!("TLS handshake with {target} failed: {why}"),
+    let keywords = &crate::tls::KEYWORDS;
+    Ok(
+        match sluice_tls::handshake(stream, client, name, target, keywords).await {
+            Ok(transport) => Negotiated::Tls(transport),
+            Err(error) => Negotiated::Failed(error),
+        },
     )
-}
-
-fn certificate_reason(error: &rustls::CertificateError) -> String {
-    use rustls::CertificateError;
-    match error {
-        // A root of the same name but another key fails the signature.
-        CertificateError::UnknownIssuer | CertificateError::BadSignature => {
-            "it is not signed by a trusted root (check sslrootcert)".into()
-        }
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            format!("{error} (sslmode=verify-full checks the host name; verify-ca does not)")
-        }
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-            format!("it has expired ({error})")
-        }
-        other => other.to_string(),
-    }
-}
-
-impl Transport {
-    /// The meter counting the socket's traffic.
-    pub(crate) fn meter(&self) -> &Meter {
-        match self {
-            Transport::Plain(stream) => stream.meter(),
-            Transport::Tls(stream) => stream.get_ref().0.meter(),
-        }
-    }
-
-    /// `TLSv1_3 TLS13_AES_256_GCM_SHA384`-style: the protocol and cipher, or
-    /// `None` on a plain connection.
-    pub(crate) fn encryption(&self) -> Option<String> {
-        let Transport::Tls(stream) = self else {
-            return None;
-        };
-        let session = stream.get_ref().1;
-        let protocol = session
-            .protocol_version()
-            .map_or("TLS".to_owned(), |version| format!("{version:?}"));
-        let cipher = session
-            .negotiated_cipher_suite()
-            .map_or(String::new(), |suite| format!(" {:?}", suite.suite()));
-        Some(format!("{protocol}{cipher}"))
-    }
-
-    /// The server's certificate (DER), on TLS.
-    pub(crate) fn server_certificate(&self) -> Option<&[u8]> {
-        let Transport::Tls(stream) = self else {
-            return None;
-        };
-        let certificates = stream.get_ref().1.peer_certificates()?;
-        certificates.first().map(|certificate| certificate.as_ref())
-    }
-}
-
-impl AsyncRead for Transport {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Plain(stream) => Pin::new(stream).poll_read(context, buffer),
-            Transport::Tls(stream) => Pin::new(stream.as_mut()).poll_read(context, buffer),
-        }
-    }
-}
-
-impl AsyncWrite for Transport {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Plain(stream) => Pin::new(stream).poll_write(context, buffer),
-            Transport::Tls(stream) => Pin::new(stream.as_mut()).poll_write(context, buffer),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Plain(stream) => Pin::new(stream).poll_flush(context),
-            Transport::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(context),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Plain(stream) => Pin::new(stream).poll_shutdown(context),
-            Transport::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(context),
-        }
-    }
 }

@@ -72,23 +72,54 @@ pub(crate) struct Binaries {
     pub(crate) client: PathBuf,
 }
 
-/// A running ephemeral server, left running until the process ends.
+/// A running ephemeral server.
 pub(crate) struct Ephemeral {
     /// `mariadb://sluice:sluice@127.0.0.1:<port>` (no database).
     pub(crate) url: String,
+    /// The TCP port of 127.0.0.1.
+    pub(crate) port: u16,
     /// The `mariadb` client found next to the server.
     pub(crate) client: PathBuf,
+    /// The server's `root`, through its socket.
+    pub(crate) root: Endpoint,
+    /// The server process: dropping the handle leaves it running (until the
+    /// test process ends); killing it stops it.
+    pub(crate) process: Child,
 }
 
-/// Starts the ephemeral server of this test process.
-pub(crate) fn start() -> Result<Ephemeral, String> {
+/// TLS files a server serves with: its certificate and key, and the CA that
+/// client certificates must be signed by.
+pub(crate) struct ServerTls<'a> {
+    pub(crate) certificate: &'a Path,
+    pub(crate) key: &'a Path,
+    pub(crate) ca: &'a Path,
+}
+
+/// Starts an ephemeral server, with TLS when `tls` is given.
+pub(crate) fn start(tls: Option<&ServerTls<'_>>) -> Result<Ephemeral, String> {
     let binaries = find_binaries()?;
     // As root, `mariadbd` would need `--user`, and its own switch to that user
     // would clear the parent-death signal: so it runs as `nobody` from the start.
     let run_as = process::server_user()?;
     let dir = SERVER_DIR.create(run_as)?;
     install(&binaries.install_db, &dir, run_as)?;
-    let port = launch(&binaries, &dir, run_as)?;
+    let mut settings = Vec::new();
+    if let Some(tls) = tls {
+        let files = [
+            (tls.certificate, "server.crt", 0o644),
+            (tls.key, "server.key", 0o600),
+            (tls.ca, "ca.crt", 0o644),
+        ];
+        process::install_files(&dir, &files, run_as)?;
+        for (option, file) in [
+            ("ssl-cert", "server.crt"),
+            ("ssl-key", "server.key"),
+            ("ssl-ca", "ca.crt"),
+        ] {
+            settings.push(format!("--{option}={}", dir.join(file).display()));
+        }
+    }
+    let (process, port) = launch(&binaries, &dir, run_as, &settings)?;
     let url = format!("mariadb://{TEST_USER}:{TEST_USER}@127.0.0.1:{port}");
     create_test_user(&binaries.client, &dir)?;
     // The URL handed out must work as it is: check it over TCP with the password.
@@ -97,7 +128,10 @@ pub(crate) fn start() -> Result<Ephemeral, String> {
         .map_err(|e| format!("the new server refuses {url}: {e}"))?;
     Ok(Ephemeral {
         url,
+        port,
         client: binaries.client,
+        root: root_endpoint(&dir),
+        process,
     })
 }
 
@@ -125,8 +159,14 @@ fn install(install_db: &Path, dir: &Path, run_as: RunAs) -> Result<(), String> {
 }
 
 /// Starts `mariadbd` on a free port (retrying when the port was taken in between)
-/// and waits until `root` can run a query through the socket. Returns the port.
-fn launch(binaries: &Binaries, dir: &Path, run_as: RunAs) -> Result<u16, String> {
+/// with `settings` beside the usual ones, and waits until `root` can run a
+/// query through the socket. Returns the server and its port.
+fn launch(
+    binaries: &Binaries,
+    dir: &Path,
+    run_as: RunAs,
+    settings: &[String],
+) -> Result<(Child, u16), String> {
     let log_path = dir.join(LOG_FILE);
     let startup = Startup {
         name: "mariadbd",
@@ -135,20 +175,24 @@ fn launch(binaries: &Binaries, dir: &Path, run_as: RunAs) -> Result<u16, String>
         hint: "",
     };
     let root = root_endpoint(dir);
-    let (_server, port) = process::start_on_free_port(
+    process::start_on_free_port(
         &startup,
         |port| {
             // Each attempt's log starts empty, so the bind check reads only its own.
             let _ = fs::remove_file(&log_path);
-            spawn_server(&binaries.server, dir, port, run_as)
+            spawn_server(&binaries.server, dir, port, run_as, settings)
         },
         |_| client::run(&binaries.client, &root, &[], "SELECT 1;").map(drop),
-    )?;
-    // Dropping the handle leaves the server running, for the life of the process.
-    Ok(port)
+    )
 }
 
-fn spawn_server(server: &Path, dir: &Path, port: u16, run_as: RunAs) -> Result<Child, String> {
+fn spawn_server(
+    server: &Path,
+    dir: &Path,
+    port: u16,
+    run_as: RunAs,
+    settings: &[String],
+) -> Result<Child, String> {
     let in_dir = |name: &str| dir.join(name).display().to_string();
     let mut cmd = Command::new(server);
     // --no-defaults must come first: /etc/mysql would otherwise add its settings.
@@ -161,6 +205,7 @@ fn spawn_server(server: &Path, dir: &Path, port: u16, run_as: RunAs) -> Result<C
         .arg(format!("--port={port}"))
         .args(INNODB_SIZES)
         .args(SERVER_SETTINGS)
+        .args(settings)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
