@@ -1,7 +1,7 @@
 //! TLS to a real MariaDB server with generated certificates: what each
 //! `ssl-mode` checks, refused certificates named in one line, password and
 //! certificate logins inside TLS, round trips as on a plain socket, and the
-//! `KILL QUERY` session encrypted like the one it stops.
+//! `KILL QUERY` session encrypted like the one it stops; a Unix socket without TLS.
 
 use std::sync::OnceLock;
 
@@ -211,4 +211,21 @@ async fn required_means_tls_or_no_connection() {
     // PREFERRED (the default) takes the server as it is.
     let connection = connect(db.url()).await.unwrap();
     assert_eq!(connection.encryption().is_some(), has_tls);
+}
+
+#[tokio::test]
+async fn a_unix_socket_carries_no_tls_whatever_the_mode() {
+    let (server, _) = server();
+    // The socket does not leave the machine: even VERIFY_IDENTITY connects
+    // without TLS there, as MySQL's clients do.
+    let url = format!(
+        "{}&ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
+        server.socket_url(),
+        ca()
+    );
+    let config: Config = url.parse().unwrap();
+    assert!(!config.target.is_tcp());
+    let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    assert_eq!(connection.encryption(), None);
+    assert_eq!(one_row(&mut connection).await, "ok");
 }

@@ -216,6 +216,15 @@ impl MariaDbServer {
         self.port
     }
 
+    /// `mariadb://sluice:sluice@/?socket=<path>`: the same user through the
+    /// server's Unix-domain socket.
+    pub fn socket_url(&self) -> String {
+        match &self.root.target {
+            url::Target::Socket(path) => format!("mariadb://sluice:sluice@/?socket={path}"),
+            url::Target::Tcp(..) => unreachable!("the root endpoint is the socket"),
+        }
+    }
+
     /// Runs SQL as the server's `root` (through its socket), as
     /// [`TestMariaDb::execute`] does.
     ///
