@@ -177,6 +177,27 @@ pub struct CsvDecoder {
     skipping: bool,
     ended: bool,
     field: Vec<u8>,
+    /// How lines end, fixed by the first line break outside quotes.
+    line_end: Option<LineEnd>,
+    /// An unquoted line break of another kind inside the current record.
+    stray: Option<u8>,
+}
+
+/// The line ends PostgreSQL's COPY reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineEnd {
+    Lf,
+    CrLf,
+    Cr,
+}
+
+impl LineEnd {
+    fn length(self) -> usize {
+        match self {
+            LineEnd::CrLf => 2,
+            LineEnd::Lf | LineEnd::Cr => 1,
+        }
+    }
 }
 
 impl CsvDecoder {
@@ -231,29 +252,54 @@ impl CsvDecoder {
             skipping: false,
             ended: false,
             field: Vec::new(),
+            line_end: None,
+            stray: None,
         }
     }
 
     /// Finds the end of the record at the start of `rest`: `(record length,
     /// terminator length)`, continuing the scan where the last call stopped.
-    fn record_end(&mut self, rest: &[u8]) -> Option<(usize, usize)> {
+    ///
+    /// As PostgreSQL's COPY, the first line break outside quotes fixes how
+    /// lines end (`\n`, `\r\n` or `\r`); an unquoted break of another kind
+    /// inside a later line marks that record bad (`stray`) instead of ending it.
+    fn record_end(&mut self, rest: &[u8], end_of_input: bool) -> Option<(usize, usize)> {
         let mut position = self.scanned;
-        while let Some(offset) = memchr::memchr2(b'"', b'\n', &rest[position..]) {
+        while let Some(offset) = memchr::memchr3(b'"', b'\n', b'\r', &rest[position..]) {
             let at = position + offset;
             position = at + 1;
-            if rest[at] == b'"' {
+            let byte = rest[at];
+            if byte == b'"' {
                 self.in_quotes = !self.in_quotes;
-            } else if self.in_quotes {
-                self.breaks += 1;
-            } else {
-                self.scanned = 0;
-                let record = if at > 0 && rest[at - 1] == b'\r' {
-                    at - 1
-                } else {
-                    at
-                };
-                return Some((record, at + 1 - record));
+                continue;
             }
+            if self.in_quotes {
+                self.breaks += u64::from(byte == b'\n');
+                continue;
+            }
+            let found = match (byte, rest.get(at + 1)) {
+                (b'\n', _) => LineEnd::Lf,
+                (_, Some(b'\n')) => LineEnd::CrLf,
+                (_, Some(_)) => LineEnd::Cr,
+                (_, None) if end_of_input => LineEnd::Cr,
+                // Whether a `\n` follows is in the next read.
+                (_, None) => {
+                    self.scanned = at;
+                    return None;
+                }
+            };
+            let expected = *self.line_end.get_or_insert(found);
+            let length = match (expected, found) {
+                (LineEnd::Cr, _) if byte == b'\r' => 1,
+                (expected, found) if expected == found => found.length(),
+                _ => {
+                    self.stray.get_or_insert(byte);
+                    self.breaks += u64::from(byte == b'\n');
+                    continue;
+                }
+            };
+            self.scanned = 0;
+            return Some((at, length));
         }
         self.scanned = rest.len();
         None
@@ -356,6 +402,47 @@ impl CsvDecoder {
             columns.push(column.clone());
         }
         Ok(columns)
+    }
+
+    /// A record with an unquoted line break unlike the file's others, which
+    /// PostgreSQL refuses: rejected (in a header, the whole input is).
+    fn stray_line_break(
+        &mut self,
+        byte: u8,
+        record: &[u8],
+        line: u64,
+        output: &mut Decoded,
+    ) -> Result<(), Error> {
+        let what = if byte == b'\r' {
+            "carriage return"
+        } else {
+            "line feed"
+        };
+        let reason = format!(
+            "unquoted {what} inside a line whose file ends its lines otherwise \
+             (quote the field to keep it)"
+        );
+        self.refuse(record, line, &reason, output)
+    }
+
+    /// Rejects a record whose framing is broken (in a header, the whole
+    /// input: the columns are not known).
+    fn refuse(
+        &mut self,
+        record: &[u8],
+        line: u64,
+        reason: &str,
+        output: &mut Decoded,
+    ) -> Result<(), Error> {
+        if self.expects_header() {
+            return Err(Error::bad_row(RowError::new(line, None, reason)));
+        }
+        self.records += 1;
+        output.rejected.push(Rejected {
+            error: RowError::new(line, None, reason),
+            record: record.to_vec(),
+        });
+        Ok(())
     }
 
     fn record(&mut self, record: &[u8], line: u64, output: &mut Decoded) {
@@ -462,11 +549,11 @@ impl Decoder for CsvDecoder {
         let mut consumed = 0;
         while !self.ended {
             let rest = &input[consumed..];
-            let (record, advance) = match self.record_end(rest) {
-                Some((length, terminator)) => (&rest[..length], length + terminator),
+            let (record, advance, terminated) = match self.record_end(rest, end_of_input) {
+                Some((length, terminator)) => (&rest[..length], length + terminator, true),
                 None if end_of_input && !rest.is_empty() => {
                     self.scanned = 0;
-                    (rest, rest.len())
+                    (rest, rest.len(), false)
                 }
                 None => {
                     if !self.skipping && rest.len() > self.options.max_record_bytes {
@@ -486,6 +573,8 @@ impl Decoder for CsvDecoder {
             let line = self.lines_done + 1;
             self.lines_done += 1 + self.breaks;
             self.breaks = 0;
+            // The input ended inside quotes: PostgreSQL refuses such a field.
+            let unclosed = !terminated && self.in_quotes;
             self.in_quotes = false;
             consumed += advance;
             if self.skipping {
@@ -496,15 +585,27 @@ impl Decoder for CsvDecoder {
                 self.reject_too_long(line, output)?;
                 continue;
             }
+            if unclosed {
+                self.stray = None;
+                self.refuse(
+                    record,
+                    line,
+                    "a quoted field is not closed before the input ends",
+                    output,
+                )?;
+                continue;
+            }
+            if let Some(byte) = self.stray.take() {
+                self.stray_line_break(byte, record, line, output)?;
+                continue;
+            }
             if self.target_columns.is_none() && self.first_record(record)? {
                 continue;
             }
-            if record == b"\\." {
+            // COPY's end-of-data marker is a whole line: unterminated, it is data.
+            if record == b"\\." && terminated {
                 self.ended = true;
                 break;
-            }
-            if record.is_empty() && self.target_columns.as_ref().is_some_and(|c| c.len() != 1) {
-                continue;
             }
             self.records += 1;
             self.record(record, line, output);
@@ -551,7 +652,7 @@ mod tests {
         let mut decoder = CsvDecoder::new(table(), CsvOptions::default());
         let mut output = Decoded::default();
         let input =
-            b"name,id,blob\r\n\"a,\"\"b\"\"\nc\",1,\\x00ff\r\n,2,\"\"\n\"\",3,ab\\\\\\001\n4\n";
+            b"name,id,blob\r\n\"a,\"\"b\"\"\nc\",1,\\x00ff\r\n,2,\"\"\r\n\"\",3,ab\\\\\\001\r\n4\r\n";
         let consumed = decoder.decode(input, true, &mut output).unwrap();
         assert_eq!(consumed, input.len());
         let names: Vec<&str> = decoder
@@ -579,6 +680,57 @@ mod tests {
             "line 6: expected 3 fields, found 1"
         );
         assert_eq!(decoder.records_seen(), 4);
+    }
+
+    #[test]
+    fn the_first_line_break_fixes_how_lines_end_as_in_copy() {
+        let decode = |input: &[u8]| {
+            let options = options(CsvHeader::Absent, Some(&["id", "name"]));
+            let (_, output) = decode_all(options, input).unwrap();
+            let rows: Vec<Vec<Option<Vec<u8>>>> = output
+                .batch
+                .rows()
+                .map(|row| {
+                    vec![
+                        row.get(0).map(<[u8]>::to_vec),
+                        row.get(1).map(<[u8]>::to_vec),
+                    ]
+                })
+                .collect();
+            let rejected: Vec<String> = output
+                .rejected
+                .iter()
+                .map(|rejected| rejected.error.to_string())
+                .collect();
+            (rows, rejected)
+        };
+        // Old Mac files end lines with \r alone.
+        let (rows, rejected) = decode(b"1,a\r2,b\r");
+        assert_eq!(rows.len(), 2);
+        assert!(rejected.is_empty());
+        // A \r inside a \n-ended file is not a line end, and not data either.
+        let (rows, rejected) = decode(b"1,a\n2,b\rc\n3,\"q\rq\"\n");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1][1].as_deref(), Some(&b"q\rq"[..]));
+        assert_eq!(rejected.len(), 1);
+        assert!(
+            rejected[0].starts_with("line 2: unquoted carriage return"),
+            "{rejected:?}"
+        );
+        // A lone \n in a \r\n-ended file likewise.
+        let (rows, rejected) = decode(b"1,a\r\n2,b\nc\r\n");
+        assert_eq!(rows.len(), 1);
+        assert!(
+            rejected[0].starts_with("line 2: unquoted line feed"),
+            "{rejected:?}"
+        );
+        // A \r at the end of one read waits for the next to know what it is.
+        let mut decoder = CsvDecoder::new(table(), options(CsvHeader::Absent, Some(&["id"])));
+        let mut output = Decoded::default();
+        assert_eq!(decoder.decode(b"1\r", false, &mut output).unwrap(), 0);
+        assert_eq!(decoder.decode(b"1\r\n2\r\n", true, &mut output).unwrap(), 6);
+        assert_eq!(output.batch.num_rows(), 2);
+        assert!(output.rejected.is_empty());
     }
 
     #[test]
