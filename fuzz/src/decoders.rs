@@ -64,7 +64,12 @@ pub struct Outcome {
 /// 0 means "all that is left"), keeping unconsumed bytes as the import loop
 /// does, and checks the invariants of every call.
 pub fn drive(decoder: &mut dyn Decoder, input: &[u8], pieces: &[u8]) -> Outcome {
-    let lines = input.iter().filter(|byte| **byte == b'\n').count() as u64 + 1;
+    // An upper bound on line numbers: files may end their lines with \r alone.
+    let lines = input
+        .iter()
+        .filter(|byte| matches!(byte, b'\n' | b'\r'))
+        .count() as u64
+        + 1;
     let mut outcome = Outcome {
         rows: Vec::new(),
         rejected: Vec::new(),

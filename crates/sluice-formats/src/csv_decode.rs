@@ -556,16 +556,19 @@ impl Decoder for CsvDecoder {
                     (rest, rest.len(), false)
                 }
                 None => {
-                    if !self.skipping && rest.len() > self.options.max_record_bytes {
+                    // `scanned` is the record so far: without a `\r` at the end
+                    // of the read, which may yet turn out to end it.
+                    if !self.skipping && self.scanned > self.options.max_record_bytes {
                         self.reject_too_long(self.lines_done + 1, output)?;
                         self.skipping = true;
                     }
                     if self.skipping {
-                        // Drop what was scanned; the quote state carries on.
-                        self.scanned = 0;
+                        // Drop what was scanned (a `\r` at the end stays for the
+                        // next read to settle); the quote state carries on.
+                        let scanned = std::mem::take(&mut self.scanned);
                         self.lines_done += self.breaks;
                         self.breaks = 0;
-                        return Ok(input.len());
+                        return Ok(consumed + scanned);
                     }
                     return Ok(consumed);
                 }
@@ -631,6 +634,7 @@ impl Decoder for CsvDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::assert_split_reads_agree;
 
     fn table() -> Vec<Column> {
         ["id", "name", "blob"]
@@ -731,6 +735,33 @@ mod tests {
         assert_eq!(decoder.decode(b"1\r\n2\r\n", true, &mut output).unwrap(), 6);
         assert_eq!(output.batch.num_rows(), 2);
         assert!(output.rejected.is_empty());
+    }
+
+    /// What fuzzing found: a read ending on a `\r` must not decide what it is
+    /// (line end, or the first half of `\r\n`), nor make a record too long,
+    /// nor be dropped with a record being skipped.
+    #[test]
+    fn reads_split_anywhere_decode_alike() {
+        let limited = |limit: usize| {
+            move || -> Box<dyn Decoder> {
+                let options = CsvOptions {
+                    max_record_bytes: limit,
+                    ..options(CsvHeader::Absent, Some(&["id", "name"]))
+                };
+                Box::new(CsvDecoder::new(table(), options))
+            }
+        };
+        for input in [
+            &b"1,a\r2,b\r\r3,c\r"[..],
+            b"1,a\r\n2,\"x\r\ny\"\r\n3\r\n",
+            b"1234567890,a\r1,b\r2,c\n3,d\r",
+            b"12345678,a\r1,\"q\r\n\"\r2,c",
+            b"1,a\n\\.\n2,b\n",
+            b"1,\"open",
+        ] {
+            assert_split_reads_agree(limited(8), input);
+            assert_split_reads_agree(limited(1 << 20), input);
+        }
     }
 
     #[test]

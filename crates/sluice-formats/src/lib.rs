@@ -31,6 +31,8 @@ pub mod param_sets;
 pub mod param_type;
 mod pg_input;
 mod pg_literal;
+#[cfg(test)]
+mod test_support;
 
 use std::str::FromStr;
 
