@@ -23,7 +23,7 @@
 # Connection: host, port, user, password and database come from the URL
 # (`localhost` becomes 127.0.0.1). Every client connects over plain TCP to that
 # address: the mariadb client with `--no-defaults --protocol=TCP --skip-ssl`
-# (no option files, no TLS), sluice (which has no TLS for MariaDB), PyMySQL,
+# (no option files, no TLS), sluice (with ssl-mode=DISABLED), PyMySQL,
 # mysqlclient and ConnectorX without TLS options. A password in the URL goes to
 # every client through MYSQL_PWD, never on a command line: sluice and the
 # Python scripts get the URL without it.
@@ -168,6 +168,9 @@ fi
 unset password_raw
 # The URL sluice and the Python peers get: no password (MYSQL_PWD has it).
 SURL="$MDB_SCHEME://$user_raw@$MDB_HOST:$MDB_PORT/$db_raw$url_options"
+# sluice's URL: plain TCP like every other client (PREFERRED would take TLS
+# from a server that offers it).
+if [[ $SURL == *\?* ]]; then SLUICE_SURL="$SURL&ssl-mode=DISABLED"; else SLUICE_SURL="$SURL?ssl-mode=DISABLED"; fi
 
 # The mariadb client's connection options, for the references and the
 # harness: no option files (as psql -X), TCP, no TLS, utf8mb4 (what the other
@@ -389,9 +392,9 @@ export_cmd() {
     local key=$1 out=$3 q="select * from $2"
     case $key in
         mariadb_cli)           CMD=(mariadb "${MDB_ARGS[@]}" --quick --batch --skip-column-names -e "$q" "$MDB_DB") ;;
-        sluice_csv)            CMD=("$SLUICE" export --db "$SURL" --query "$q" --format csv --output "$out") ;;
-        sluice_ndjson)         CMD=("$SLUICE" export --db "$SURL" --query "$q" --format ndjson --output "$out") ;;
-        sluice_ndjson_fs10000) CMD=("$SLUICE" export --db "$SURL" --query "$q" --format ndjson --output "$out" --fetch-size 10000) ;;
+        sluice_csv)            CMD=("$SLUICE" export --db "$SLUICE_SURL" --query "$q" --format csv --output "$out") ;;
+        sluice_ndjson)         CMD=("$SLUICE" export --db "$SLUICE_SURL" --query "$q" --format ndjson --output "$out") ;;
+        sluice_ndjson_fs10000) CMD=("$SLUICE" export --db "$SLUICE_SURL" --query "$q" --format ndjson --output "$out" --fetch-size 10000) ;;
         pymysql_sscursor)      CMD=("$MPY" "$BENCH/mariadb_export.py" pymysql "$SURL" "$out" --query "$q") ;;
         mysqlclient_sscursor)  CMD=("$MPY" "$BENCH/mariadb_export.py" mysqlclient "$SURL" "$out" --query "$q") ;;
         connectorx_arrow)      CMD=("$MPY" "$BENCH/mariadb_export.py" connectorx "$SURL" "$out" --query "$q") ;;
@@ -402,8 +405,8 @@ import_cmd() {
     local key=$1 target=$2 csv=$3 ndjson=$4
     case $key in
         mariadb_load_data)    CMD=(mariadb "${MDB_ARGS[@]}" --local-infile=1 -e "LOAD DATA LOCAL INFILE '$csv' INTO TABLE $target FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' LINES TERMINATED BY '\\n' IGNORE 1 LINES" "$MDB_DB") ;;
-        sluice_import_csv)    CMD=("$SLUICE" import --db "$SURL" --table "$target" "$csv") ;;
-        sluice_import_ndjson) CMD=("$SLUICE" import --db "$SURL" --table "$target" "$ndjson") ;;
+        sluice_import_csv)    CMD=("$SLUICE" import --db "$SLUICE_SURL" --table "$target" "$csv") ;;
+        sluice_import_ndjson) CMD=("$SLUICE" import --db "$SLUICE_SURL" --table "$target" "$ndjson") ;;
         pymysql_executemany)  CMD=("$MPY" "$BENCH/mariadb_import.py" "$SURL" "$ndjson" --table "$target" --batch-size "$IMPORT_BATCH") ;;
     esac
 }
@@ -540,7 +543,7 @@ ensure_inputs() {
         log "input ${file#"$ROOT"/}: sluice export of $table"
         tmp="$file.tmp"
         rm -f "$tmp"
-        "$SLUICE" export --db "$SURL" --query "select * from $table order by id" --format "$fmt" --output "$tmp"
+        "$SLUICE" export --db "$SLUICE_SURL" --query "select * from $table order by id" --format "$fmt" --output "$tmp"
         lines=$(wc -l <"$tmp")
         [[ $lines == "$want" ]] || { echo "export of $table to $fmt wrote $lines lines, want $want" >&2; exit 1; }
         mv -f "$tmp" "$file"
