@@ -2,7 +2,7 @@
 //! column kinds PostgreSQL and MariaDB tables have, the input fed in pieces
 //! whose sizes the fuzzer picks, and the invariants every run must keep.
 
-use sluice_core::{Column, Decoded, Decoder, Kind};
+use sluice_core::{Column, Decoded, Decoder, Field, Kind};
 
 use crate::Bytes;
 
@@ -27,6 +27,19 @@ fn kinds() -> Vec<(Kind, &'static str)> {
         (Kind::Array(Box::new(Kind::Text)), "_text"),
         (Kind::Array(Box::new(Kind::Bytes)), "_bytea"),
         (Kind::Other, "uuid"),
+        (
+            Kind::Composite(vec![
+                Field {
+                    name: "x".into(),
+                    kind: Kind::Integer,
+                },
+                Field {
+                    name: "y".into(),
+                    kind: Kind::Array(Box::new(Kind::Text)),
+                },
+            ]),
+            "pair",
+        ),
     ]
 }
 
