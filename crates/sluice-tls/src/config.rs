@@ -134,9 +134,9 @@ pub fn client_config(
         .with_custom_certificate_verifier(verifier);
     let mut config = match &settings.client_certificate {
         Some((certificate, key)) => {
-            // The key first: one others may read is refused whatever the rest.
-            let key = read_key(key, keywords.key)?;
+            // The certificate first, as libpq reads them.
             let chain = read_certificates(certificate, keywords.certificate)?;
+            let key = read_key(key, keywords.key)?;
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|error| Error::config(format!("the client certificate: {error}")))?
@@ -352,16 +352,22 @@ mod tests {
         assert!(message(&settings).contains("no PEM certificate in the file"));
 
         // A key others may read is refused before it is parsed.
+        let signed = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).unwrap();
+        let certificate = dir.join("client.crt");
+        std::fs::write(&certificate, signed.cert.pem()).unwrap();
         let key = dir.join("loose.key");
-        std::fs::write(&key, "").unwrap();
+        std::fs::write(&key, signed.key_pair.serialize_pem()).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
         let settings = ClientSettings {
-            client_certificate: Some((empty, key)),
+            client_certificate: Some((certificate, key.clone())),
             ..ClientSettings::default()
         };
         let text = message(&settings);
         assert!(text.contains("key "), "{text}");
         assert!(text.contains("group or world access"), "{text}");
+        // Tightened, the pair is taken.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        client_config(&settings, &KEYWORDS).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
