@@ -50,11 +50,7 @@ pub fn schema(input: &mut Bytes<'_>) -> Vec<Column> {
     (0..count)
         .map(|index| {
             let (kind, type_name) = kinds[usize::from(input.byte()) % kinds.len()].clone();
-            Column {
-                name: char::from(b'a' + index as u8).to_string(),
-                kind,
-                type_name: type_name.to_owned(),
-            }
+            Column::new(char::from(b'a' + index as u8).to_string(), kind, type_name)
         })
         .collect()
 }

@@ -1,5 +1,6 @@
 //! `sluice export`: one query, streamed to a file or standard output.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,7 +8,9 @@ use std::time::Instant;
 use clap::Args;
 use sluice_core::connect::ExportOptions;
 use sluice_core::{pump, Error, ErrorKind, Meter, Progress};
-use sluice_formats::{BytesEncoding, Format, JsonOptions};
+use sluice_formats::{
+    BytesEncoding, ColumnarOptions, Format, JsonOptions, OutputOptions, ParquetCompression,
+};
 
 use crate::interrupt::Interrupt;
 use crate::output::{BlockingWriter, StagedFile};
@@ -31,7 +34,8 @@ pub struct ExportArgs {
     #[arg(long = "param", value_name = "VALUE")]
     params: Vec<String>,
 
-    /// Output format.
+    /// Output format: ndjson, json, csv, arrow (Arrow IPC stream), arrow-file
+    /// (Arrow IPC file) or parquet (needs --output).
     #[arg(long, default_value = "ndjson", value_parser = parse_format)]
     format: Format,
 
@@ -62,9 +66,87 @@ pub struct ExportArgs {
     #[arg(long, default_value = "oid", value_parser = ["oid", "inline"])]
     lob: String,
 
+    /// Arrow and Parquet: rows per record batch (a batch is also cut at 16 MiB
+    /// of values). Default: 65536.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    batch_rows: Option<u32>,
+
+    /// Arrow and Parquet: write `numeric` columns declared without precision
+    /// and scale as Decimal128(38, S) instead of their exact text; a value
+    /// that would need rounding or more digits is an error.
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(i8).range(0..=38))]
+    numeric_scale: Option<i8>,
+
+    /// Parquet: the most rows per row group. The writer holds one row group
+    /// in memory, so memory grows with it (a group is also closed at 128 MiB
+    /// encoded). Default: 262144.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    row_group_rows: Option<u32>,
+
+    /// Parquet: the compression codec, zstd (default), snappy, lz4 or none.
+    #[arg(long, value_name = "CODEC", value_parser = parse_compression)]
+    compression: Option<ParquetCompression>,
+
     /// Print rows, bytes, round trips, time and peak memory to standard error.
     #[arg(long)]
     stats: bool,
+}
+
+fn parse_compression(text: &str) -> Result<ParquetCompression, String> {
+    text.parse()
+}
+
+impl ExportArgs {
+    /// The encoder settings the flags give, once they are checked to fit the
+    /// format and the output.
+    fn output_options(&self) -> Result<OutputOptions, Error> {
+        self.check_format_flags()?;
+        let defaults = ColumnarOptions::default();
+        let columnar = ColumnarOptions {
+            batch_rows: self
+                .batch_rows
+                .map_or(defaults.batch_rows, |rows| rows as usize),
+            numeric_scale: self.numeric_scale,
+            row_group_rows: self
+                .row_group_rows
+                .map_or(defaults.row_group_rows, |rows| rows as usize),
+            compression: self.compression.unwrap_or_default(),
+            ..defaults
+        };
+        Ok(OutputOptions {
+            json: JsonOptions { bytes: self.bytea },
+            columnar,
+        })
+    }
+
+    /// Refuses flags of another format, Parquet without `--output`, and
+    /// binary output to a terminal.
+    fn check_format_flags(&self) -> Result<(), Error> {
+        let parquet_only = self.row_group_rows.is_some() || self.compression.is_some();
+        if parquet_only && self.format != Format::Parquet {
+            return Err(Error::config(
+                "--row-group-rows and --compression go with --format parquet",
+            ));
+        }
+        let columnar_only = self.batch_rows.is_some() || self.numeric_scale.is_some();
+        if columnar_only && !self.format.is_binary() {
+            return Err(Error::config(
+                "--batch-rows and --numeric-scale go with --format arrow, arrow-file or parquet",
+            ));
+        }
+        if self.format == Format::Parquet && self.output.is_none() {
+            return Err(Error::config(
+                "--format parquet needs --output FILE: a Parquet file is read from its footer, \
+                 written last, so it goes to a file rather than a pipe",
+            ));
+        }
+        if self.format.is_binary() && self.output.is_none() && std::io::stdout().is_terminal() {
+            return Err(Error::config(
+                "Arrow output is binary: redirect standard output to a file or a pipe, or use --output FILE",
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
@@ -129,6 +211,7 @@ async fn export(
     staged: &mut Option<Arc<StagedFile>>,
 ) -> Result<(), Error> {
     let started = Instant::now();
+    let output_options = arguments.output_options()?;
     let target = sluice_drivers::all().open(&arguments.db)?;
     let (mut writer, output_file) = open_output(arguments, interrupt)?;
     staged.clone_from(&output_file);
@@ -147,9 +230,7 @@ async fn export(
         inline_large_objects: arguments.lob == "inline",
     };
     let mut stream = session.export(arguments.query.clone(), options).await?;
-    let mut encoder = arguments.format.encoder(JsonOptions {
-        bytes: arguments.bytea,
-    });
+    let mut encoder = arguments.format.encoder(output_options);
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), None);
     let result = pump(&mut stream, &mut encoder, &mut writer, &progress).await;

@@ -249,11 +249,7 @@ mod tests {
             .collect();
         Scripted {
             schema: Schema {
-                columns: vec![Column {
-                    name: "value".into(),
-                    kind: Kind::Text,
-                    type_name: "text".into(),
-                }],
+                columns: vec![Column::new("value", Kind::Text, "text")],
             },
             batches,
             next: 0,

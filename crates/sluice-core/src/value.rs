@@ -68,8 +68,24 @@ pub struct Field {
     pub kind: Kind,
 }
 
-/// One result column.
+/// The declared precision and scale of an exact decimal column (`numeric(p,s)`,
+/// `DECIMAL(p,s)`), for formats that store decimals as scaled integers (Arrow,
+/// Parquet). Values still arrive as their exact text; the shape only says how
+/// many digits any of them can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecimalShape {
+    /// Significant digits in all, at most 1000 (PostgreSQL's limit).
+    pub precision: u16,
+    /// Digits after the decimal point; negative rounds to tens, hundreds, …
+    /// (PostgreSQL 15 allows -1000..=1000).
+    pub scale: i16,
+}
+
+/// One result column. Build it with [`Column::new`] (and [`Column::with_decimal`]),
+/// so that a new property of columns is one more builder call, not an edit of
+/// every place that makes one.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Column {
     /// The column name as the database reports it (may repeat within a schema).
     pub name: String,
@@ -77,6 +93,28 @@ pub struct Column {
     pub kind: Kind,
     /// The database's own type name, for messages and documentation (e.g. `int8`, `payment_status`).
     pub type_name: String,
+    /// For [`Kind::Decimal`] columns (and arrays of them) whose type declares it,
+    /// the precision and scale; `None` for an unconstrained `numeric` and every
+    /// other kind.
+    pub decimal: Option<DecimalShape>,
+}
+
+impl Column {
+    /// A column named `name` of `kind`, whose database type is called `type_name`.
+    pub fn new(name: impl Into<String>, kind: Kind, type_name: impl Into<String>) -> Column {
+        Column {
+            name: name.into(),
+            kind,
+            type_name: type_name.into(),
+            decimal: None,
+        }
+    }
+
+    /// The same column with a declared decimal shape (`None`: unconstrained).
+    pub fn with_decimal(mut self, shape: Option<DecimalShape>) -> Column {
+        self.decimal = shape;
+        self
+    }
 }
 
 /// The columns of a result, in order.
@@ -137,11 +175,7 @@ mod tests {
         Schema {
             columns: names
                 .iter()
-                .map(|name| Column {
-                    name: name.to_string(),
-                    kind: Kind::Text,
-                    type_name: "text".into(),
-                })
+                .map(|name| Column::new(*name, Kind::Text, "text"))
                 .collect(),
         }
     }

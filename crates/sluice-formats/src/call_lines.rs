@@ -114,11 +114,7 @@ mod tests {
 
     #[test]
     fn rows_are_one_line_in_column_order() {
-        let column = |name: &str, kind: Kind| Column {
-            name: name.into(),
-            kind,
-            type_name: String::new(),
-        };
+        let column = |name: &str, kind: Kind| Column::new(name, kind, "");
         let schema = Schema {
             columns: vec![column("z", Kind::Integer), column("a", Kind::Text)],
         };

@@ -183,14 +183,13 @@ mod tests {
         let schema = Schema {
             columns: ["t", "b", "n"]
                 .iter()
-                .map(|name| Column {
-                    name: name.to_string(),
-                    kind: if *name == "b" {
+                .map(|name| {
+                    let kind = if *name == "b" {
                         Kind::Bytes
                     } else {
                         Kind::Text
-                    },
-                    type_name: String::new(),
+                    };
+                    Column::new(*name, kind, "")
                 })
                 .collect(),
         };
@@ -219,14 +218,13 @@ mod tests {
         let schema = Schema {
             columns: ["a", "b,c", "d"]
                 .iter()
-                .map(|name| Column {
-                    name: name.to_string(),
-                    kind: if *name == "d" {
+                .map(|name| {
+                    let kind = if *name == "d" {
                         Kind::Bytes
                     } else {
                         Kind::Text
-                    },
-                    type_name: String::new(),
+                    };
+                    Column::new(*name, kind, "")
                 })
                 .collect(),
         };

@@ -639,14 +639,13 @@ mod tests {
     fn table() -> Vec<Column> {
         ["id", "name", "blob"]
             .iter()
-            .map(|name| Column {
-                name: name.to_string(),
-                kind: if *name == "blob" {
+            .map(|name| {
+                let kind = if *name == "blob" {
                     Kind::Bytes
                 } else {
                     Kind::Text
-                },
-                type_name: String::new(),
+                };
+                Column::new(*name, kind, "")
             })
             .collect()
     }

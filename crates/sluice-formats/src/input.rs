@@ -179,11 +179,7 @@ mod tests {
     fn table() -> Vec<Column> {
         ["id", "name"]
             .into_iter()
-            .map(|name| Column {
-                name: name.into(),
-                kind: Kind::Text,
-                type_name: "text".into(),
-            })
+            .map(|name| Column::new(name, Kind::Text, "text"))
             .collect()
     }
 

@@ -250,11 +250,7 @@ mod tests {
     use sluice_core::Column;
 
     fn schema() -> Schema {
-        let column = |name: &str, kind: Kind| Column {
-            name: name.into(),
-            kind,
-            type_name: String::new(),
-        };
+        let column = |name: &str, kind: Kind| Column::new(name, kind, "");
         Schema {
             columns: vec![
                 column("id", Kind::Integer),
@@ -282,21 +278,9 @@ mod tests {
     fn a_row_in_pieces_reads_like_the_whole_row() {
         let schema = Schema {
             columns: vec![
-                Column {
-                    name: "blob".into(),
-                    kind: Kind::Bytes,
-                    type_name: String::new(),
-                },
-                Column {
-                    name: "text".into(),
-                    kind: Kind::Text,
-                    type_name: String::new(),
-                },
-                Column {
-                    name: "at".into(),
-                    kind: Kind::TimestampTz,
-                    type_name: String::new(),
-                },
+                Column::new("blob", Kind::Bytes, ""),
+                Column::new("text", Kind::Text, ""),
+                Column::new("at", Kind::TimestampTz, ""),
             ],
         };
         let whole = {

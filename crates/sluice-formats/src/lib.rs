@@ -7,6 +7,8 @@
 //! - [`JsonEncoder`]: NDJSON (one object per line) or one JSON array;
 //! - [`CsvEncoder`]: CSV byte-identical to PostgreSQL's
 //!   `COPY … TO STDOUT WITH (FORMAT csv, HEADER)`;
+//! - [`ColumnarEncoder`]: Arrow record batches in an IPC stream, an IPC file or
+//!   Parquet, typed by [`columnar`]'s table, in bounded memory;
 //! - [`NdjsonDecoder`] and [`CsvDecoder`]: the way in, with each bad record's
 //!   line, column and reason; [`InputFormat::decoder`] chooses between them as
 //!   [`Format::encoder`] does on the way out;
@@ -21,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod call_lines;
+pub mod columnar;
 mod csv;
 mod csv_decode;
 mod input;
@@ -37,6 +40,7 @@ mod test_support;
 use std::str::FromStr;
 
 pub use crate::call_lines::CallLines;
+pub use crate::columnar::{ColumnarEncoder, ColumnarOptions, ParquetCompression};
 pub use crate::csv::CsvEncoder;
 pub use crate::csv_decode::{CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch};
 pub use crate::input::{InputFault, InputFormat, InputOptions};
@@ -56,15 +60,46 @@ pub enum Format {
     Json,
     /// CSV with a header line, as PostgreSQL's `COPY … (FORMAT csv, HEADER)` writes it.
     Csv,
+    /// The Arrow IPC streaming format: a schema, then record batches.
+    Arrow,
+    /// The Arrow IPC file format (Feather 2): the stream with a footer for
+    /// random access, written last.
+    ArrowFile,
+    /// Parquet, its footer written last.
+    Parquet,
+}
+
+/// Settings of every encoder [`Format::encoder`] makes; each format reads its
+/// own part. Default: the defaults of each part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputOptions {
+    /// NDJSON and JSON. Default: [`JsonOptions::default`].
+    pub json: JsonOptions,
+    /// Arrow and Parquet. Default: [`ColumnarOptions::default`].
+    pub columnar: ColumnarOptions,
+}
+
+/// JSON settings alone are output options with every other setting at its default.
+impl From<JsonOptions> for OutputOptions {
+    fn from(json: JsonOptions) -> OutputOptions {
+        OutputOptions {
+            json,
+            ..OutputOptions::default()
+        }
+    }
 }
 
 impl Format {
     /// The encoder for this format.
-    pub fn encoder(self, options: JsonOptions) -> Box<dyn Encoder> {
+    pub fn encoder(self, options: impl Into<OutputOptions>) -> Box<dyn Encoder> {
+        let options = options.into();
         match self {
-            Format::Ndjson => Box::new(JsonEncoder::ndjson(options)),
-            Format::Json => Box::new(JsonEncoder::array(options)),
+            Format::Ndjson => Box::new(JsonEncoder::ndjson(options.json)),
+            Format::Json => Box::new(JsonEncoder::array(options.json)),
             Format::Csv => Box::new(CsvEncoder::new()),
+            Format::Arrow => Box::new(ColumnarEncoder::arrow_stream(options.columnar)),
+            Format::ArrowFile => Box::new(ColumnarEncoder::arrow_file(options.columnar)),
+            Format::Parquet => Box::new(ColumnarEncoder::parquet(options.columnar)),
         }
     }
 
@@ -74,7 +109,21 @@ impl Format {
             Format::Ndjson => "application/x-ndjson",
             Format::Json => "application/json",
             Format::Csv => "text/csv; charset=utf-8",
+            Format::Arrow => "application/vnd.apache.arrow.stream",
+            Format::ArrowFile => "application/vnd.apache.arrow.file",
+            Format::Parquet => "application/vnd.apache.parquet",
         }
+    }
+
+    /// True for binary formats, which a terminal cannot show.
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Arrow | Format::ArrowFile | Format::Parquet)
+    }
+
+    /// True when a reader can use the output as it arrives; false for formats
+    /// read from their footer, written last (Arrow's file format, Parquet).
+    pub fn is_streamable(self) -> bool {
+        !matches!(self, Format::ArrowFile | Format::Parquet)
     }
 }
 
@@ -86,8 +135,11 @@ impl FromStr for Format {
             "ndjson" | "jsonl" | "jsonlines" => Ok(Format::Ndjson),
             "json" => Ok(Format::Json),
             "csv" => Ok(Format::Csv),
+            "arrow" | "arrow-stream" => Ok(Format::Arrow),
+            "arrow-file" | "feather" => Ok(Format::ArrowFile),
+            "parquet" => Ok(Format::Parquet),
             other => Err(format!(
-                "unknown format {other:?}: expected ndjson, json or csv"
+                "unknown format {other:?}: expected ndjson, json, csv, arrow, arrow-file or parquet"
             )),
         }
     }

@@ -451,11 +451,7 @@ mod tests {
     }
 
     fn table() -> Vec<Column> {
-        let column = |name: &str, kind: Kind| Column {
-            name: name.into(),
-            kind,
-            type_name: "t".into(),
-        };
+        let column = |name: &str, kind: Kind| Column::new(name, kind, "t");
         vec![
             column("id", Kind::Integer),
             column("amount", Kind::Decimal),

@@ -13,11 +13,7 @@ use sluice_formats::{
 };
 
 fn text_column(name: &str) -> Column {
-    Column {
-        name: name.to_owned(),
-        kind: Kind::Text,
-        type_name: "text".to_owned(),
-    }
+    Column::new(name, Kind::Text, "text")
 }
 
 /// Rows of one to four text columns, NULL a value like any other.

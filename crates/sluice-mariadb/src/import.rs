@@ -104,11 +104,11 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
             info.defaulted.push(column.clone());
         }
         let column_type = text(row, 3);
-        info.columns.push(Column {
-            kind: kind_of(&text(row, 2), text(row, 6) == "1"),
-            name: column,
-            type_name: column_type,
-        });
+        info.columns.push(Column::new(
+            column,
+            kind_of(&text(row, 2), text(row, 6) == "1"),
+            column_type,
+        ));
     }
     Ok(info)
 }

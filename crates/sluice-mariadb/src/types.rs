@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `TINYINT`…`BIGINT` (signed or `UNSIGNED`), `YEAR` | `Integer` | digits; `TINYINT(1)` stays a number |
 //! | `FLOAT`, `DOUBLE` | `Float` | shortest text that reads back to the same value |
-//! | `DECIMAL` | `Decimal` | the server's exact digits |
+//! | `DECIMAL(p,s)` | `Decimal`, with precision and scale | the server's exact digits |
 //! | `DATE` | `Date` | `YYYY-MM-DD` |
 //! | `DATETIME` | `Timestamp` | `YYYY-MM-DD HH:MM:SS[.ffffff]` |
 //! | `TIMESTAMP` | `TimestampTz` | the same in UTC, with `+00` |
@@ -26,7 +26,7 @@
 //! Zero dates (`0000-00-00`, `2024-00-00`) fit no calendar: they are NULL or
 //! an error, as [`ZeroDates`] says.
 
-use sluice_core::{Batch, Column, Error, ErrorKind, Kind};
+use sluice_core::{Batch, Column, DecimalShape, Error, ErrorKind, Kind};
 
 use crate::config::ZeroDates;
 use crate::geometry::append_wkt;
@@ -125,12 +125,31 @@ pub(crate) fn column(definition: &ColumnDefinition) -> (Column, Decode) {
         (_, true) => format!("{type_name} unsigned"),
         _ => type_name.to_owned(),
     };
-    let column = Column {
-        name: definition.name.clone(),
-        kind,
-        type_name,
+    let shape = match kind {
+        Kind::Decimal => decimal_shape(definition, unsigned),
+        _ => None,
     };
+    let column = Column::new(definition.name.clone(), kind, type_name).with_decimal(shape);
     (column, decode)
+}
+
+/// `DECIMAL(p,s)`'s precision and scale from the column definition, which
+/// carries the display length instead: p digits, plus one for the point when
+/// s > 0 and one for the sign unless unsigned (the server's
+/// `my_decimal_length_to_precision`). `None` when the result makes no sense.
+fn decimal_shape(definition: &ColumnDefinition, unsigned: bool) -> Option<DecimalShape> {
+    let scale = definition.decimals;
+    let point = u32::from(scale > 0);
+    let sign = u32::from(!unsigned);
+    let precision = definition.length.checked_sub(point + sign)?;
+    (1..=65)
+        .contains(&precision)
+        .then_some(precision)
+        .filter(|precision| u32::from(scale) <= *precision)
+        .map(|precision| DecimalShape {
+            precision: precision as u16,
+            scale: i16::from(scale),
+        })
 }
 
 /// Strings, blobs, enums and sets: text, bytes or JSON by their metadata.
@@ -384,11 +403,7 @@ mod tests {
     use super::*;
 
     fn column_named(name: &str) -> Column {
-        Column {
-            name: name.into(),
-            kind: Kind::Date,
-            type_name: "date".into(),
-        }
+        Column::new(name, Kind::Date, "date")
     }
 
     fn decoded(
@@ -489,5 +504,33 @@ mod tests {
             text(Decode::Bits { width: 10 }, &[2, 0b10, 0b0000_0101]),
             "1000000101"
         );
+    }
+
+    #[test]
+    fn decimal_shapes_come_from_length_and_decimals() {
+        let definition = |length, decimals, flags| ColumnDefinition {
+            name: "d".into(),
+            character_set: BINARY_CHARSET,
+            length,
+            column_type: NEWDECIMAL,
+            flags,
+            decimals,
+            extended_type: None,
+            extended_format: None,
+        };
+        let shape = |precision, scale| Some(DecimalShape { precision, scale });
+        // DECIMAL(10,2): 10 digits, the point and the sign.
+        assert_eq!(column(&definition(12, 2, 0)).0.decimal, shape(10, 2));
+        // DECIMAL(10,2) UNSIGNED: no sign.
+        assert_eq!(
+            column(&definition(11, 2, UNSIGNED_FLAG)).0.decimal,
+            shape(10, 2)
+        );
+        // DECIMAL(65,0): no point.
+        assert_eq!(column(&definition(66, 0, 0)).0.decimal, shape(65, 0));
+        assert_eq!(column(&definition(1, 0, 0)).0.decimal, None);
+        let mut double = definition(22, 31, 0);
+        double.column_type = DOUBLE;
+        assert_eq!(column(&double).0.decimal, None);
     }
 }

@@ -48,8 +48,9 @@ pub(crate) struct Description {
     pub parameters: usize,
     /// The type the server inferred for each parameter.
     pub parameter_types: Vec<crate::types::Oid>,
-    /// Result columns: name and type OID.
-    pub columns: Vec<(String, crate::types::Oid)>,
+    /// Result columns: name, type OID and type modifier (-1: none), which
+    /// holds `numeric(p,s)`'s precision and scale.
+    pub columns: Vec<(String, crate::types::Oid, i32)>,
 }
 
 /// Files an error the server sent while logging in under the kind a caller acts on:

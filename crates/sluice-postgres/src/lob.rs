@@ -231,11 +231,7 @@ pub(crate) async fn prepare(
 /// The columns of the rewritten query given the user's: theirs (the OID
 /// columns as the server's text), then the piece columns.
 pub(crate) fn rewritten_schema(mut user: Schema) -> Schema {
-    let column = |name: &str, kind: Kind, type_name: &str| Column {
-        name: name.into(),
-        kind,
-        type_name: type_name.into(),
-    };
+    let column = |name: &str, kind: Kind, type_name: &str| Column::new(name, kind, type_name);
     user.columns.extend([
         column("sluice_column", Kind::Integer, "int4"),
         column("sluice_offset", Kind::Integer, "int8"),

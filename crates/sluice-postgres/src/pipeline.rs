@@ -55,7 +55,7 @@ impl<'c> Pipeline<'c> {
             }
             Err(error) => return Err(error),
         };
-        let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
+        let oids: Vec<Oid> = columns.iter().map(|(_, oid, _)| *oid).collect();
         let catalog = match failure {
             Some(error) => Err(error),
             None => types::resolve(connection, &oids).await,

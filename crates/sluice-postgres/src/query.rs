@@ -120,7 +120,7 @@ impl QueryStream {
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
         let (columns, catalog) = describe(&mut connection, sql, &options).await?;
-        let oids: Vec<Oid> = columns.iter().map(|(_, oid)| *oid).collect();
+        let oids: Vec<Oid> = columns.iter().map(|(_, oid, _)| *oid).collect();
         let mut schema = types::schema_of(&columns, &catalog);
         let lob_inline = options.lob_inline && oids.contains(&crate::lob::OID);
         if lob_inline {
@@ -191,7 +191,7 @@ async fn describe(
     connection: &mut Connection,
     sql: &str,
     options: &QueryOptions,
-) -> Result<(Vec<(String, Oid)>, types::Catalog), Error> {
+) -> Result<(Vec<(String, Oid, i32)>, types::Catalog), Error> {
     let description = match connection.prepare("", sql).await {
         Ok(description) => description,
         Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
@@ -213,7 +213,7 @@ async fn describe(
         );
         return Err(connection.abort_exchange(Error::config(message)).await);
     }
-    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid)| *oid).collect();
+    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid, _)| *oid).collect();
     match types::resolve(connection, &oids).await {
         Ok(catalog) => Ok((description.columns, catalog)),
         Err(error) => Err(connection.abort_exchange(error).await),

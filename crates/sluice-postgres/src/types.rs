@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sluice_core::{Error, Field, Kind};
+use sluice_core::{Column, DecimalShape, Error, Field, Kind};
 
 use crate::Connection;
 
@@ -187,19 +187,80 @@ pub(crate) fn kind_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>, depth: usiz
     }
 }
 
-/// The schema of result columns given by name and type OID, once the catalog
-/// entries they need have been looked up with [`resolve`].
-pub(crate) fn schema_of(
-    columns: &[(String, Oid)],
+/// A result column as the server describes it: its name, its type's OID and
+/// its type modifier (`atttypmod`), which holds `numeric(p,s)`'s precision and
+/// scale. A description without modifiers (the table catalog's) counts as -1,
+/// PostgreSQL's "none".
+pub(crate) trait Described {
+    /// The column's name.
+    fn name(&self) -> &str;
+    /// The column's type.
+    fn oid(&self) -> Oid;
+    /// The type modifier, -1 when there is none.
+    fn modifier(&self) -> i32 {
+        -1
+    }
+}
+
+impl Described for (String, Oid) {
+    fn name(&self) -> &str {
+        &self.0
+    }
+
+    fn oid(&self) -> Oid {
+        self.1
+    }
+}
+
+impl Described for (String, Oid, i32) {
+    fn name(&self) -> &str {
+        &self.0
+    }
+
+    fn oid(&self) -> Oid {
+        self.1
+    }
+
+    fn modifier(&self) -> i32 {
+        self.2
+    }
+}
+
+/// The precision and scale a `numeric` type modifier declares, which packs
+/// them as `((p << 16) | s) + 4`; the scale is an 11-bit signed number since
+/// PostgreSQL 15 allows negative scales (older servers never set the bits that
+/// sign-extends). `None` for -1 (unconstrained) and anything malformed.
+pub(crate) fn numeric_shape(modifier: i32) -> Option<DecimalShape> {
+    let packed = modifier.checked_sub(4).filter(|packed| *packed >= 0)?;
+    let precision = u16::try_from((packed >> 16) & 0xffff).ok()?;
+    let scale = (((packed & 0x7ff) ^ 1024) - 1024) as i16;
+    (1..=1000)
+        .contains(&precision)
+        .then_some(DecimalShape { precision, scale })
+}
+
+/// The schema of result columns given by name, type OID and modifier, once the
+/// catalog entries they need have been looked up with [`resolve`]. Decimal
+/// columns (and arrays of decimals, whose modifier is the element's) get the
+/// shape their modifier declares.
+pub(crate) fn schema_of<C: Described>(
+    columns: &[C],
     catalog: &HashMap<Oid, CatalogType>,
 ) -> sluice_core::Schema {
     sluice_core::Schema {
         columns: columns
             .iter()
-            .map(|(name, oid)| sluice_core::Column {
-                name: name.clone(),
-                kind: kind_of(*oid, catalog, 0),
-                type_name: name_of(*oid, catalog),
+            .map(|described| {
+                let kind = kind_of(described.oid(), catalog, 0);
+                let shape = match &kind {
+                    Kind::Decimal => numeric_shape(described.modifier()),
+                    Kind::Array(element) if **element == Kind::Decimal => {
+                        numeric_shape(described.modifier())
+                    }
+                    _ => None,
+                };
+                Column::new(described.name(), kind, name_of(described.oid(), catalog))
+                    .with_decimal(shape)
             })
             .collect(),
     }
@@ -253,4 +314,53 @@ pub(crate) async fn resolve(
         wanted = next;
     }
     Ok(catalog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_modifiers_give_precision_and_scale() {
+        let modifier = |precision: i32, scale: i32| ((precision << 16) | (scale & 0x7ff)) + 4;
+        let shape = |precision, scale| Some(DecimalShape { precision, scale });
+        assert_eq!(numeric_shape(modifier(10, 2)), shape(10, 2));
+        assert_eq!(numeric_shape(modifier(1000, 0)), shape(1000, 0));
+        // PostgreSQL 15: numeric(5,-2) rounds to hundreds, numeric(3,5) holds < 0.001.
+        assert_eq!(numeric_shape(modifier(5, -2)), shape(5, -2));
+        assert_eq!(numeric_shape(modifier(3, 5)), shape(3, 5));
+        assert_eq!(numeric_shape(-1), None);
+        assert_eq!(numeric_shape(3), None);
+    }
+
+    #[test]
+    fn decimal_columns_and_arrays_of_them_carry_their_shape() {
+        let catalog = HashMap::new();
+        let typed = [
+            ("a".to_owned(), 1700, ((12 << 16) | 3) + 4),
+            ("b".to_owned(), 1231, ((7 << 16) | 2) + 4),
+            ("c".to_owned(), 1700, -1),
+            ("d".to_owned(), 23, -1),
+        ];
+        let schema = schema_of(&typed, &catalog);
+        let shapes: Vec<_> = schema.columns.iter().map(|column| column.decimal).collect();
+        assert_eq!(
+            shapes,
+            [
+                Some(DecimalShape {
+                    precision: 12,
+                    scale: 3
+                }),
+                Some(DecimalShape {
+                    precision: 7,
+                    scale: 2
+                }),
+                None,
+                None
+            ]
+        );
+        // Without modifiers (the table catalog's columns), no shapes.
+        let untyped = [("a".to_owned(), 1700)];
+        assert_eq!(schema_of(&untyped, &catalog).columns[0].decimal, None);
+    }
 }

@@ -18,11 +18,7 @@ const COLUMNS: usize = 3;
 /// What sluice makes of `input`: the rows, or `None` when it refuses a record.
 fn sluice_rows(input: &[u8]) -> Option<Vec<Vec<Value>>> {
     let table = (0..COLUMNS)
-        .map(|index| Column {
-            name: format!("c{index}"),
-            kind: Kind::Text,
-            type_name: "text".to_owned(),
-        })
+        .map(|index| Column::new(format!("c{index}"), Kind::Text, "text"))
         .collect();
     let options = CsvOptions {
         header: CsvHeader::Absent,

@@ -52,7 +52,8 @@ async fn export(config: &Config, sql: &str, fetch_size: Option<u32>) -> u64 {
     )
     .await
     .unwrap();
-    let mut encoder = sluice_formats::Format::Ndjson.encoder(Default::default());
+    let mut encoder =
+        sluice_formats::Format::Ndjson.encoder(sluice_formats::OutputOptions::default());
     let mut sink = tokio::io::sink();
     pump(&mut stream, &mut encoder, &mut sink, &Progress::new())
         .await

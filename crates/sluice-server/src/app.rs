@@ -3,7 +3,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /queries/{name}?param=value` | stream a named query (`Accept` or `?format=`: NDJSON, JSON, CSV) |
+//! | `GET /queries/{name}?param=value` | stream a named query (`Accept` or `?format=`: NDJSON, JSON, CSV, Arrow IPC stream) |
 //! | `POST /sql` | stream ad-hoc SQL (`{"sql": "...", "params": [...]}`), if enabled, scope `sql` |
 //! | `POST /tables/{name}` | stream an NDJSON or CSV body into an allow-listed table, scope `write` ([`crate::ingest`]) |
 //! | `POST /queries/{name}/batch` | run a named query for each NDJSON line of the body, pipelined ([`crate::batch`]) |
@@ -55,13 +55,22 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Why Parquet and Arrow's file format are not served: both are read from a
+/// footer written last, so a client can use nothing before the end.
+const NOT_STREAMED: &str = "Parquet and the Arrow file format are not offered over HTTP \
+     (each is read from a footer written last): ask for application/vnd.apache.arrow.stream";
+
 /// The format asked for by `?format=` or else by `Accept` (by quality, then order;
-/// no header or `*/*` means NDJSON).
+/// no header or `*/*` means NDJSON). Formats that cannot stream are not offered.
 pub fn choose_format(format: Option<&str>, headers: &HeaderMap) -> Result<Format, AppError> {
     if let Some(format) = format {
-        return format
+        let format: Format = format
             .parse()
-            .map_err(|message: String| AppError::parameter("format", message));
+            .map_err(|message: String| AppError::parameter("format", message))?;
+        return match format.is_streamable() {
+            true => Ok(format),
+            false => Err(AppError::NotAcceptable(NOT_STREAMED.into())),
+        };
     }
     let Some(accept) = headers
         .get(header::ACCEPT)
@@ -83,6 +92,7 @@ pub fn choose_format(format: Option<&str>, headers: &HeaderMap) -> Result<Format
         }
     }
     candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut footer_last = false;
     for (_, _, media) in candidates {
         let format = match media.to_ascii_lowercase().as_str() {
             "application/x-ndjson"
@@ -93,13 +103,21 @@ pub fn choose_format(format: Option<&str>, headers: &HeaderMap) -> Result<Format
             | "application/*" => Format::Ndjson,
             "application/json" => Format::Json,
             "text/csv" | "text/*" => Format::Csv,
+            "application/vnd.apache.arrow.stream" => Format::Arrow,
+            "application/vnd.apache.arrow.file" | "application/vnd.apache.parquet" => {
+                footer_last = true;
+                continue;
+            }
             _ => continue,
         };
         return Ok(format);
     }
-    Err(AppError::NotAcceptable(
-        "acceptable formats: application/x-ndjson, application/json, text/csv".into(),
-    ))
+    Err(AppError::NotAcceptable(match footer_last {
+        true => NOT_STREAMED.into(),
+        false => "acceptable formats: application/x-ndjson, application/json, text/csv, \
+             application/vnd.apache.arrow.stream"
+            .into(),
+    }))
 }
 
 /// Checks the request's parameters against the query's declarations: every key
@@ -393,5 +411,32 @@ mod tests {
             Some(Format::Csv)
         );
         assert!(choose_format(Some("xml"), &HeaderMap::new()).is_err());
+    }
+
+    #[test]
+    fn arrow_streams_are_offered_and_footer_last_formats_refused() {
+        assert_eq!(
+            accept("application/vnd.apache.arrow.stream"),
+            Ok(Format::Arrow)
+        );
+        assert_eq!(
+            choose_format(Some("arrow"), &HeaderMap::new()).ok(),
+            Some(Format::Arrow)
+        );
+        assert_eq!(accept("application/vnd.apache.parquet"), Err(406));
+        assert_eq!(accept("application/vnd.apache.arrow.file"), Err(406));
+        // Another acceptable type still wins.
+        assert_eq!(
+            accept("application/vnd.apache.parquet, text/csv;q=0.5"),
+            Ok(Format::Csv)
+        );
+        for format in ["parquet", "arrow-file"] {
+            let error = choose_format(Some(format), &HeaderMap::new()).unwrap_err();
+            assert_eq!(error.status().as_u16(), 406);
+            assert!(
+                error.to_string().contains("not offered over HTTP"),
+                "{error}"
+            );
+        }
     }
 }

@@ -37,7 +37,7 @@ pub fn document(config: &Config) -> Value {
             "in": "query",
             "required": false,
             "description": "Overrides the Accept header.",
-            "schema": {"type": "string", "enum": ["ndjson", "json", "csv"]},
+            "schema": {"type": "string", "enum": ["ndjson", "json", "csv", "arrow"]},
         }));
         let mut limits = Vec::new();
         if let Some(rows) = query.limits.max_rows {
@@ -71,6 +71,7 @@ pub fn document(config: &Config) -> Value {
                                 "application/x-ndjson": {"schema": {"type": "string"}},
                                 "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
                                 "text/csv": {"schema": {"type": "string"}},
+                                "application/vnd.apache.arrow.stream": {"schema": {"type": "string", "format": "binary"}},
                             }
                         },
                         "400": error, "401": error, "403": error, "406": error,
@@ -85,7 +86,7 @@ pub fn document(config: &Config) -> Value {
         "info": {
             "title": "sluice",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Named SQL queries streamed as NDJSON, JSON or CSV.",
+            "description": "Named SQL queries streamed as NDJSON, JSON, CSV or an Arrow IPC stream.",
         },
         "paths": paths,
         "components": {

@@ -375,11 +375,7 @@ impl Worker {
                     Some(declared) => declared.to_ascii_lowercase(),
                     None => kind_name(&kind).to_owned(),
                 };
-                Column {
-                    name: name.clone(),
-                    kind,
-                    type_name,
-                }
+                Column::new(name.clone(), kind, type_name)
             })
             .collect();
         let schema = Schema { columns };

@@ -94,10 +94,12 @@
 mod cluster;
 mod mariadb;
 mod process;
+mod python;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder};
 pub use mariadb::{mariadb_server_url, MariaDbServer, TestMariaDb};
+pub use python::{python_oracle, python_output, run_python, REQUIREMENTS as PYTHON_REQUIREMENTS};
 pub use tls::{CertificateFiles, TestCertificates};
 
 use std::collections::hash_map::RandomState;

@@ -106,9 +106,11 @@ impl Connection {
                 Message::RowDescription(body) => {
                     let mut fields = body.fields();
                     while let Some(field) = fields.next().map_err(Error::io)? {
-                        description
-                            .columns
-                            .push((field.name().to_owned(), field.type_oid()));
+                        description.columns.push((
+                            field.name().to_owned(),
+                            field.type_oid(),
+                            field.type_modifier(),
+                        ));
                     }
                     return Ok(description);
                 }

@@ -1,0 +1,549 @@
+//! Lists and structs, parsed from PostgreSQL's array literals (`{1,NULL,"a b"}`,
+//! `{{1,2},{3,4}}`) and record literals (`(1,"a b",)`) straight into Arrow
+//! offsets, validity bits and the element converters of [`super::convert`].
+//!
+//! The grammar is the server's `array_out`/`record_out`, as in
+//! [`crate::pg_literal`] (which writes JSON from the same text): elements are
+//! quoted when they hold special characters, `\` escapes inside quotes (and
+//! `""` inside record quotes), an unquoted `NULL` is a null array element and an
+//! empty unquoted record field a null field. Unlike the JSON writer, a literal
+//! that does not parse is an error here: a typed column has no place for it.
+//!
+//! An Arrow list type has a fixed depth, but a PostgreSQL array column does
+//! not declare its number of dimensions: [`TopList`] takes it from the first
+//! non-empty array of the column (one dimension if the first record batch has
+//! none) and refuses later arrays of another depth. Arrays inside composites
+//! are one-dimensional.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, ListArray, StructArray};
+use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{Field, Fields};
+
+use super::convert::{Metadata, TextConverter};
+use super::text::{Reason, Shown};
+
+/// Reads the elements of one array or record literal.
+struct Lexer<'a> {
+    text: &'a [u8],
+    position: usize,
+    /// A quoted element, its escapes undone.
+    scratch: Vec<u8>,
+}
+
+impl<'a> Lexer<'a> {
+    fn new(text: &'a [u8]) -> Lexer<'a> {
+        Lexer {
+            text,
+            position: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn malformed(&self, what: &str) -> Reason {
+        format!("{} is not a valid {what} literal", Shown(self.text))
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.position).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let matched = self.peek() == Some(byte);
+        self.position += usize::from(matched);
+        matched
+    }
+
+    fn at_end(&self) -> bool {
+        self.position == self.text.len()
+    }
+
+    /// Skips explicit bounds (`[0:1]={…}`), which lists do not keep, as
+    /// PostgreSQL's own JSON functions do not.
+    fn skip_bounds(&mut self) {
+        if self.peek() == Some(b'[') {
+            if let Some(equals) = memchr::memchr(b'=', self.text) {
+                self.position = equals + 1;
+            }
+        }
+    }
+
+    /// The next element up to `,` or `closer`: `None` for NULL (an unquoted
+    /// `NULL` in arrays, an empty field in records).
+    fn element(&mut self, closer: u8, record: bool) -> Result<Option<&[u8]>, Reason> {
+        let what = if record { "record" } else { "array" };
+        if self.peek() == Some(b'"') {
+            self.quoted(record).ok_or_else(|| self.malformed(what))?;
+            return Ok(Some(&self.scratch));
+        }
+        let start = self.position;
+        while let Some(byte) = self.peek() {
+            if byte == b',' || byte == closer {
+                break;
+            }
+            self.position += 1;
+        }
+        let token = &self.text[start..self.position];
+        match (record, token) {
+            (true, b"") => Ok(None),
+            (false, b"") => Err(self.malformed(what)),
+            (false, token) if token.eq_ignore_ascii_case(b"NULL") => Ok(None),
+            (_, token) => Ok(Some(token)),
+        }
+    }
+
+    /// A double-quoted element into `scratch`.
+    fn quoted(&mut self, record: bool) -> Option<()> {
+        self.position += 1;
+        self.scratch.clear();
+        loop {
+            let byte = self.peek()?;
+            self.position += 1;
+            match byte {
+                b'\\' => {
+                    self.scratch.push(self.peek()?);
+                    self.position += 1;
+                }
+                b'"' if record && self.peek() == Some(b'"') => {
+                    self.scratch.push(b'"');
+                    self.position += 1;
+                }
+                b'"' => return Some(()),
+                other => self.scratch.push(other),
+            }
+        }
+    }
+}
+
+/// One dimension of a list: offsets into the next dimension (or the
+/// elements) and which entries are NULL (only the outermost can be).
+struct Level {
+    offsets: Vec<i32>,
+    nulls: NullBufferBuilder,
+}
+
+impl Level {
+    fn new() -> Level {
+        Level {
+            offsets: vec![0],
+            nulls: NullBufferBuilder::new(0),
+        }
+    }
+
+    fn push(&mut self, children: usize, valid: bool) -> Result<(), Reason> {
+        let last = *self.offsets.last().expect("offsets start with 0");
+        let children = i32::try_from(children).map_err(|_| "too many array elements".to_owned())?;
+        let next = last.checked_add(children).ok_or_else(|| {
+            "more array elements in one record batch than Arrow's 32-bit offsets count".to_owned()
+        })?;
+        self.offsets.push(next);
+        self.nulls.append(valid);
+        Ok(())
+    }
+}
+
+/// Arrays of a fixed number of dimensions: nested lists of the element type.
+pub(crate) struct List {
+    levels: Vec<Level>,
+    element: Box<dyn TextConverter>,
+}
+
+impl List {
+    /// Lists `dimensions` deep (at least one) of `element` values.
+    pub(crate) fn new(dimensions: usize, element: Box<dyn TextConverter>) -> List {
+        List {
+            levels: (0..dimensions.max(1)).map(|_| Level::new()).collect(),
+            element,
+        }
+    }
+
+    /// Parses `{…}` at the lexer for dimension `depth`, returning nothing but
+    /// the elements appended below.
+    fn parse_level(&mut self, lexer: &mut Lexer<'_>, depth: usize) -> Result<(), Reason> {
+        if !lexer.eat(b'{') {
+            return Err(self.depth_error(lexer, "fewer"));
+        }
+        let mut children = 0;
+        if !lexer.eat(b'}') {
+            loop {
+                if depth + 1 < self.levels.len() {
+                    self.parse_level(lexer, depth + 1)?;
+                } else if lexer.peek() == Some(b'{') {
+                    return Err(self.depth_error(lexer, "more"));
+                } else {
+                    let element = lexer.element(b'}', false)?;
+                    self.element.append(element)?;
+                }
+                children += 1;
+                if lexer.eat(b'}') {
+                    break;
+                }
+                if !lexer.eat(b',') {
+                    return Err(lexer.malformed("array"));
+                }
+            }
+        }
+        self.levels[depth].push(children, true)
+    }
+
+    fn depth_error(&self, lexer: &Lexer<'_>, which: &str) -> Reason {
+        format!(
+            "{} has {which} dimensions than the column's arrays ({}): an Arrow column has one list depth",
+            Shown(lexer.text),
+            self.levels.len()
+        )
+    }
+}
+
+impl TextConverter for List {
+    fn append(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
+        let Some(text) = value else {
+            return self.levels[0].push(0, false);
+        };
+        let mut lexer = Lexer::new(text);
+        lexer.skip_bounds();
+        self.parse_level(&mut lexer, 0)?;
+        match lexer.at_end() {
+            true => Ok(()),
+            false => Err(lexer.malformed("array")),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        let mut values = self.element.finish();
+        let mut metadata = self.element.metadata();
+        for level in self.levels.iter_mut().rev() {
+            let item = Field::new("item", values.data_type().clone(), true).with_metadata(metadata);
+            metadata = Metadata::new();
+            let offsets = std::mem::replace(&mut level.offsets, vec![0]);
+            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+            values = Arc::new(ListArray::new(
+                Arc::new(item),
+                offsets,
+                values,
+                level.nulls.finish(),
+            ));
+        }
+        values
+    }
+}
+
+/// A top-level array column, whose depth is learned from its first
+/// non-empty array (see the module docs).
+pub(crate) struct TopList {
+    element: Option<Box<dyn TextConverter>>,
+    list: Option<List>,
+    /// Values before the depth was known: NULL (`true`) or `{}` (`false`).
+    waiting: Vec<bool>,
+}
+
+impl TopList {
+    pub(crate) fn new(element: Box<dyn TextConverter>) -> TopList {
+        TopList {
+            element: Some(element),
+            list: None,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Fixes the depth and replays the values that waited for it.
+    fn start(&mut self, dimensions: usize) -> Result<&mut List, Reason> {
+        let element = self.element.take().expect("started once");
+        let list = self.list.insert(List::new(dimensions, element));
+        for null in self.waiting.drain(..) {
+            list.append(if null { None } else { Some(b"{}") })?;
+        }
+        Ok(list)
+    }
+}
+
+/// How many `{` open an array literal (after explicit bounds); 0 for `{}`.
+fn dimensions(text: &[u8]) -> usize {
+    let mut lexer = Lexer::new(text);
+    lexer.skip_bounds();
+    let rest = &text[lexer.position..];
+    let opening = rest.iter().take_while(|&&byte| byte == b'{').count();
+    match rest {
+        b"{}" => 0,
+        _ => opening,
+    }
+}
+
+impl TextConverter for TopList {
+    fn append(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
+        if let Some(list) = &mut self.list {
+            return list.append(value);
+        }
+        match value.map(|text| (text, dimensions(text))) {
+            None => self.waiting.push(true),
+            Some((_, 0)) => self.waiting.push(false),
+            Some((text, depth)) => self.start(depth)?.append(Some(text))?,
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        if self.list.is_none() {
+            // No array with elements yet: one dimension, for good. Replaying
+            // NULLs and `{}` cannot fail.
+            let _ = self.start(1);
+        }
+        self.list.as_mut().expect("started above").finish()
+    }
+}
+
+/// Composite values: one child converter per field.
+pub(crate) struct Struct {
+    names: Vec<String>,
+    children: Vec<Box<dyn TextConverter>>,
+    nulls: NullBufferBuilder,
+}
+
+impl Struct {
+    /// A struct of the named fields, at least one.
+    pub(crate) fn new(names: Vec<String>, children: Vec<Box<dyn TextConverter>>) -> Struct {
+        Struct {
+            names,
+            children,
+            nulls: NullBufferBuilder::new(0),
+        }
+    }
+
+    fn parse(&mut self, text: &[u8]) -> Result<(), Reason> {
+        let mut lexer = Lexer::new(text);
+        if !lexer.eat(b'(') {
+            return Err(lexer.malformed("record"));
+        }
+        for (index, child) in self.children.iter_mut().enumerate() {
+            if index > 0 && !lexer.eat(b',') {
+                return Err(lexer.malformed("record"));
+            }
+            let field = lexer.element(b')', true)?;
+            child
+                .append(field)
+                .map_err(|reason| format!("field {}: {reason}", self.names[index]))?;
+        }
+        match lexer.eat(b')') && lexer.at_end() {
+            true => Ok(()),
+            false => Err(lexer.malformed("record")),
+        }
+    }
+}
+
+impl TextConverter for Struct {
+    fn append(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
+        match value {
+            Some(text) => self.parse(text)?,
+            None => {
+                // A null struct still takes a slot in every child.
+                for child in &mut self.children {
+                    child.append(None)?;
+                }
+            }
+        }
+        self.nulls.append(value.is_some());
+        Ok(())
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        let arrays: Vec<ArrayRef> = self
+            .children
+            .iter_mut()
+            .map(|child| child.finish())
+            .collect();
+        let fields: Fields = self
+            .names
+            .iter()
+            .zip(&arrays)
+            .zip(&self.children)
+            .map(|((name, array), child)| {
+                Field::new(name, array.data_type().clone(), true).with_metadata(child.metadata())
+            })
+            .collect();
+        Arc::new(StructArray::new(fields, arrays, self.nulls.finish()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::columnar::convert::{Primitive, Utf8};
+    use crate::columnar::text;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::Array;
+    use arrow_schema::DataType;
+
+    fn integers() -> Box<dyn TextConverter> {
+        Box::new(Primitive::<Int64Type, _>::new(
+            DataType::Int64,
+            text::parse_i64,
+        ))
+    }
+
+    fn texts() -> Box<dyn TextConverter> {
+        Box::new(Utf8::new(Metadata::new()))
+    }
+
+    /// Each list of a one-dimensional list array, as optional strings.
+    fn text_lists(array: &ArrayRef) -> Vec<Option<Vec<Option<String>>>> {
+        let lists = array.as_list::<i32>();
+        (0..lists.len())
+            .map(|index| {
+                lists.is_valid(index).then(|| {
+                    let values = lists.value(index);
+                    let strings = values.as_string::<i32>();
+                    strings
+                        .iter()
+                        .map(|value| value.map(str::to_owned))
+                        .collect()
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn arrays_keep_nulls_quotes_and_escapes() {
+        let mut list = TopList::new(texts());
+        for value in [
+            Some(&br#"{"a b","c\"d","NULL",NULL,"","e\\",plain}"#[..]),
+            None,
+            Some(b"{}"),
+            Some(b"[0:1]={x,y}"),
+        ] {
+            list.append(value).unwrap();
+        }
+        let array = list.finish();
+        let some = |items: &[Option<&str>]| {
+            Some(items.iter().map(|item| item.map(str::to_owned)).collect())
+        };
+        assert_eq!(
+            text_lists(&array),
+            vec![
+                some(&[
+                    Some("a b"),
+                    Some("c\"d"),
+                    Some("NULL"),
+                    None,
+                    Some(""),
+                    Some("e\\"),
+                    Some("plain")
+                ]),
+                None,
+                some(&[]),
+                some(&[Some("x"), Some("y")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_first_array_with_elements_sets_the_depth() {
+        let mut list = TopList::new(integers());
+        list.append(None).unwrap();
+        list.append(Some(b"{}")).unwrap();
+        list.append(Some(b"{{1,2},{NULL,4}}")).unwrap();
+        let error = list.append(Some(b"{1,2}")).unwrap_err();
+        assert!(error.contains("fewer dimensions"), "{error}");
+        let error = list.append(Some(b"{{{1}}}")).unwrap_err();
+        assert!(error.contains("more dimensions"), "{error}");
+        let array = list.finish();
+        let outer = array.as_list::<i32>();
+        assert_eq!(outer.len(), 3);
+        assert!(outer.is_null(0));
+        assert_eq!(outer.value(1).len(), 0);
+        let rows = outer.value(2);
+        let inner = rows.as_list::<i32>();
+        assert_eq!(inner.len(), 2);
+        let second = inner.value(1);
+        let numbers = second.as_primitive::<Int64Type>();
+        assert!(numbers.is_null(0));
+        assert_eq!(numbers.value(1), 4);
+        // The depth stays for the next record batch.
+        list.append(Some(b"{{5}}")).unwrap();
+        assert_eq!(list.finish().len(), 1);
+    }
+
+    #[test]
+    fn a_column_of_nulls_and_empty_arrays_is_one_dimensional() {
+        let mut list = TopList::new(integers());
+        list.append(None).unwrap();
+        list.append(Some(b"{}")).unwrap();
+        let array = list.finish();
+        assert_eq!(array.len(), 2);
+        assert!(
+            matches!(array.data_type(), DataType::List(item) if item.data_type() == &DataType::Int64)
+        );
+        assert!(list.append(Some(b"{{1}}")).is_err());
+    }
+
+    #[test]
+    fn malformed_arrays_are_errors() {
+        for bad in [
+            &b"{1,2"[..],
+            b"1,2}",
+            b"{1,,2}",
+            b"{1,2}x",
+            b"{\"unterminated}",
+            b"{1}{2}",
+            b"",
+            b"{1,2\\}",
+        ] {
+            let mut list = List::new(1, integers());
+            assert!(list.append(Some(bad)).is_err(), "{}", Shown(bad));
+        }
+        let mut list = List::new(1, integers());
+        assert!(list.append(Some(b"{1,x}")).unwrap_err().contains("integer"));
+    }
+
+    #[test]
+    fn records_become_structs_with_null_fields_and_doubled_quotes() {
+        let mut record = Struct::new(
+            vec!["id".into(), "label".into(), "tags".into(), "gone".into()],
+            vec![
+                integers(),
+                texts(),
+                Box::new(List::new(1, texts())),
+                texts(),
+            ],
+        );
+        record
+            .append(Some(br#"(1,"say ""hi"", \\ ok","{a,""b c""}",)"#))
+            .unwrap();
+        record.append(None).unwrap();
+        let array = record.finish();
+        let structs = array.as_struct();
+        assert!(structs.is_null(1));
+        assert_eq!(structs.column(0).as_primitive::<Int64Type>().value(0), 1);
+        assert_eq!(
+            structs.column(1).as_string::<i32>().value(0),
+            r#"say "hi", \ ok"#
+        );
+        assert_eq!(
+            text_lists(structs.column(2))[0],
+            Some(vec![Some("a".to_owned()), Some("b c".to_owned())])
+        );
+        assert!(structs.column(3).is_null(0));
+        for bad in [
+            &b"(1,a)x"[..],
+            b"(1,a,b)",
+            b"1,a,b,c",
+            b"(1,a,{},d,e)",
+            b"(x,a,{},)",
+        ] {
+            assert!(record.append(Some(bad)).is_err(), "{}", Shown(bad));
+        }
+    }
+
+    proptest::proptest! {
+        /// Malformed literals are errors, never panics (after an error the
+        /// encoder stops: the builders are not used again).
+        #[test]
+        fn no_literal_panics_a_converter(text in "[{}(),\"\\\\a1 NUL=\\[\\]:]{0,24}") {
+            let mut list = TopList::new(integers());
+            let _ = list.append(Some(text.as_bytes()));
+            let mut record = Struct::new(vec!["a".into(), "b".into()], vec![texts(), Box::new(List::new(1, texts()))]);
+            let _ = record.append(Some(text.as_bytes()));
+        }
+    }
+}

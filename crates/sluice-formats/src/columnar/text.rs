@@ -1,0 +1,846 @@
+//! Parsers from the canonical text forms of [`sluice_core::value`] to the
+//! numbers Arrow stores: integers, floats, scaled decimals, days, microseconds,
+//! intervals, UUID bytes.
+//!
+//! Each parser takes bytes (no UTF-8 check first: every accepted form is ASCII)
+//! and returns the number, or why the text is not one, in words the encoder puts
+//! after the cell's row and column. None of them panics on any input: the
+//! unit tests feed malformed text to each.
+
+use std::fmt;
+
+/// Why a value does not convert, for the encoder to tie to its cell.
+pub(crate) type Reason = String;
+
+/// Days from 1970-01-01 that stand for `infinity` / `-infinity` dates: the ends
+/// of Arrow's `Date32` range, which no real date reaches (PostgreSQL's last date
+/// is 5874897-12-31, 2,145,042,905 days).
+pub(crate) const DATE_INFINITY: i32 = i32::MAX;
+/// See [`DATE_INFINITY`].
+pub(crate) const DATE_MINUS_INFINITY: i32 = i32::MIN;
+/// Microseconds from 1970 that stand for `infinity` / `-infinity` timestamps:
+/// the ends of `i64`, which real timestamps are refused from reaching.
+pub(crate) const TIMESTAMP_INFINITY: i64 = i64::MAX;
+/// See [`TIMESTAMP_INFINITY`].
+pub(crate) const TIMESTAMP_MINUS_INFINITY: i64 = i64::MIN;
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+
+/// Shows a value in a message: as text when it is UTF-8, cut after 60 bytes.
+pub(crate) struct Shown<'a>(pub &'a [u8]);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cut = &self.0[..self.0.len().min(60)];
+        let text = String::from_utf8_lossy(cut);
+        let more = if cut.len() < self.0.len() { "…" } else { "" };
+        write!(f, "{text:?}{more}")
+    }
+}
+
+fn not_a(what: &str, text: &[u8]) -> Reason {
+    format!("{} is not {what}", Shown(text))
+}
+
+/// A whole number that fits `i64`.
+pub(crate) fn parse_i64(text: &[u8]) -> Result<i64, Reason> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, text),
+    };
+    let magnitude = parse_u64_digits(digits).ok_or_else(|| not_a("an integer", text))?;
+    if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    }
+    .ok_or_else(|| format!("{} does not fit a 64-bit integer", Shown(text)))
+}
+
+/// A whole number that fits `u64`.
+pub(crate) fn parse_u64(text: &[u8]) -> Result<u64, Reason> {
+    let digits = text.strip_prefix(b"+").unwrap_or(text);
+    parse_u64_digits(digits).ok_or_else(|| {
+        if digits.iter().all(u8::is_ascii_digit) && !digits.is_empty() {
+            format!("{} does not fit an unsigned 64-bit integer", Shown(text))
+        } else {
+            not_a("an unsigned integer", text)
+        }
+    })
+}
+
+fn parse_u64_digits(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |value, &byte| {
+        let digit = byte.checked_sub(b'0').filter(|digit| *digit < 10)?;
+        value.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+/// A whole number that fits `T` (`i16`, `i32`).
+pub(crate) fn parse_narrow<T: TryFrom<i64>>(text: &[u8], bits: u32) -> Result<T, Reason> {
+    let wide = parse_i64(text)?;
+    T::try_from(wide).map_err(|_| format!("{} does not fit a {bits}-bit integer", Shown(text)))
+}
+
+/// `t`/`f` (and the spellings SQLite's booleans arrive in).
+pub(crate) fn parse_bool(text: &[u8]) -> Result<bool, Reason> {
+    match text {
+        b"t" | b"true" | b"1" | b"T" | b"TRUE" => Ok(true),
+        b"f" | b"false" | b"0" | b"F" | b"FALSE" => Ok(false),
+        _ => Err(not_a("a boolean", text)),
+    }
+}
+
+/// A double: decimal text, `NaN`, `Infinity`, `-Infinity`.
+pub(crate) fn parse_f64(text: &[u8]) -> Result<f64, Reason> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|text| text.parse::<f64>().ok())
+        .ok_or_else(|| not_a("a number", text))
+}
+
+/// A single-precision float, refused when the text has more precision than
+/// `f32` holds (a double stored in a column whose type name says `float`):
+/// converting it would round silently.
+pub(crate) fn parse_f32(text: &[u8]) -> Result<f32, Reason> {
+    let wide = parse_f64(text)?;
+    let narrow = wide as f32;
+    if !narrow.is_finite() || wide.is_nan() {
+        return match wide.is_finite() {
+            true => Err(format!("{} does not fit a 32-bit float", Shown(text))),
+            false => Ok(narrow),
+        };
+    }
+    // The f32's shortest text, read back as a double, is the double written
+    // only if the value had no more digits than an f32 keeps.
+    let mut buffer = ryu::Buffer::new();
+    let shortest: f64 = buffer.format_finite(narrow).parse().unwrap_or(f64::NAN);
+    if shortest == wide {
+        Ok(narrow)
+    } else {
+        Err(format!(
+            "{} has more digits than a 32-bit float keeps",
+            Shown(text)
+        ))
+    }
+}
+
+/// The integers a decimal's digits accumulate in: `i128` for Decimal128,
+/// `i256` for Decimal256.
+pub(crate) trait Mantissa: Copy {
+    const ZERO: Self;
+    /// `self * 10 + digit`, `None` on overflow.
+    fn push_digit(self, digit: u8) -> Option<Self>;
+    fn negate(self) -> Self;
+}
+
+impl Mantissa for i128 {
+    const ZERO: i128 = 0;
+
+    fn push_digit(self, digit: u8) -> Option<i128> {
+        self.checked_mul(10)?.checked_add(i128::from(digit))
+    }
+
+    fn negate(self) -> i128 {
+        -self
+    }
+}
+
+impl Mantissa for arrow_buffer::i256 {
+    const ZERO: arrow_buffer::i256 = arrow_buffer::i256::ZERO;
+
+    fn push_digit(self, digit: u8) -> Option<arrow_buffer::i256> {
+        self.checked_mul(arrow_buffer::i256::from_i128(10))?
+            .checked_add(arrow_buffer::i256::from_i128(i128::from(digit)))
+    }
+
+    fn negate(self) -> arrow_buffer::i256 {
+        self.wrapping_neg()
+    }
+}
+
+/// An exact decimal (`-12.340`, `1e5`) as the integer `value × 10^scale`,
+/// refused when that needs rounding or more than `precision` digits. `NaN` and
+/// the infinities have no such integer.
+pub(crate) fn parse_decimal<M: Mantissa>(
+    text: &[u8],
+    precision: u8,
+    scale: i8,
+) -> Result<M, Reason> {
+    let number = DecimalText::split(text).ok_or_else(|| match text {
+        b"NaN" | b"Infinity" | b"-Infinity" => {
+            format!("{} has no place in a Decimal column", Shown(text))
+        }
+        _ => not_a("a decimal number", text),
+    })?;
+    let digits = number.digits();
+    // value × 10^scale = digits × 10^shift.
+    let shift = number.point + i64::from(scale) - digits.len() as i64;
+    let (kept, dropped) = if shift >= 0 {
+        (&digits[..], &[][..])
+    } else {
+        let keep = (digits.len() as i64 + shift).max(0) as usize;
+        (&digits[..keep], &digits[keep..])
+    };
+    if dropped.iter().any(|&digit| digit != 0) {
+        return Err(format!(
+            "{} has more than {scale} digits after the point and would need rounding",
+            Shown(text)
+        ));
+    }
+    let significant = kept.iter().skip_while(|&&digit| digit == 0).count() as i64;
+    if significant + shift.max(0) > i64::from(precision) {
+        return Err(format!(
+            "{} needs more than {precision} digits at scale {scale}",
+            Shown(text)
+        ));
+    }
+    let zeros = std::iter::repeat_n(0u8, shift.max(0) as usize);
+    let mut value = M::ZERO;
+    for digit in kept.iter().copied().chain(zeros) {
+        value = value
+            .push_digit(digit)
+            .ok_or_else(|| format!("{} does not fit", Shown(text)))?;
+    }
+    Ok(if number.negative {
+        value.negate()
+    } else {
+        value
+    })
+}
+
+/// A decimal's parts: sign, digits around the point, and the point's position
+/// counted in digits from the left (the exponent applied).
+struct DecimalText<'a> {
+    negative: bool,
+    integer: &'a [u8],
+    fraction: &'a [u8],
+    point: i64,
+}
+
+impl<'a> DecimalText<'a> {
+    fn split(text: &'a [u8]) -> Option<DecimalText<'a>> {
+        let (negative, rest) = match text.split_first()? {
+            (b'-', rest) => (true, rest),
+            (b'+', rest) => (false, rest),
+            _ => (false, text),
+        };
+        let (mantissa, exponent) = match rest.iter().position(|&b| b == b'e' || b == b'E') {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        };
+        let (integer, fraction) = match mantissa.iter().position(|&b| b == b'.') {
+            Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
+            None => (mantissa, &[][..]),
+        };
+        let all_digits = |part: &[u8]| part.iter().all(u8::is_ascii_digit);
+        if integer.len() + fraction.len() == 0 || !all_digits(integer) || !all_digits(fraction) {
+            return None;
+        }
+        let exponent = match exponent {
+            Some(exponent) => std::str::from_utf8(exponent).ok()?.parse::<i32>().ok()?,
+            None => 0,
+        };
+        Some(DecimalText {
+            negative,
+            integer,
+            fraction,
+            point: integer.len() as i64 + i64::from(exponent),
+        })
+    }
+
+    /// Every digit as a number 0–9, integer part first.
+    fn digits(&self) -> Vec<u8> {
+        self.integer
+            .iter()
+            .chain(self.fraction)
+            .map(|digit| digit - b'0')
+            .collect()
+    }
+}
+
+/// Reads an unsigned decimal number of at least one digit from the front.
+fn take_number(text: &mut &[u8]) -> Option<i64> {
+    let length = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    if length == 0 || length > 18 {
+        return None;
+    }
+    let (digits, rest) = text.split_at(length);
+    *text = rest;
+    parse_u64_digits(digits).and_then(|value| i64::try_from(value).ok())
+}
+
+fn take_byte(text: &mut &[u8], byte: u8) -> Option<()> {
+    let (&first, rest) = text.split_first()?;
+    (first == byte).then(|| *text = rest)
+}
+
+/// Days from 1970-01-01 of a proleptic Gregorian date, `year` astronomical
+/// (1 BC is 0), or `None` when the month or day does not exist.
+fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
+    let leap = year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0);
+    let length = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if !(1..=length).contains(&day) {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil.
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    Some(era * 146_097 + day_of_era - 719_468)
+}
+
+/// `YYYY-MM-DD` (four or more year digits) at the front, as days from 1970
+/// given the era; consumes what it reads.
+fn take_date(text: &mut &[u8], before_christ: bool) -> Option<i64> {
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits < 4 {
+        return None;
+    }
+    let year = take_number(text)?;
+    take_byte(text, b'-')?;
+    let month = take_two_digits(text)?;
+    take_byte(text, b'-')?;
+    let day = take_two_digits(text)?;
+    if before_christ && year == 0 {
+        return None;
+    }
+    let year = if before_christ { 1 - year } else { year };
+    days_from_civil(year, month, day)
+}
+
+fn take_two_digits(text: &mut &[u8]) -> Option<i64> {
+    match text {
+        [high @ b'0'..=b'9', low @ b'0'..=b'9', rest @ ..] => {
+            let value = i64::from(high - b'0') * 10 + i64::from(low - b'0');
+            *text = rest;
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
+/// Splits a trailing ` BC` off.
+fn era(text: &[u8]) -> (&[u8], bool) {
+    match text.strip_suffix(b" BC") {
+        Some(rest) => (rest, true),
+        None => (text, false),
+    }
+}
+
+/// A date as days from 1970-01-01; `infinity` and `-infinity` are
+/// [`DATE_INFINITY`] and [`DATE_MINUS_INFINITY`].
+pub(crate) fn parse_date(text: &[u8]) -> Result<i32, Reason> {
+    match text {
+        b"infinity" => return Ok(DATE_INFINITY),
+        b"-infinity" => return Ok(DATE_MINUS_INFINITY),
+        _ => {}
+    }
+    let (mut rest, before_christ) = era(text);
+    let days = take_date(&mut rest, before_christ)
+        .filter(|_| rest.is_empty())
+        .ok_or_else(|| not_a("a date", text))?;
+    i32::try_from(days)
+        .ok()
+        .filter(|days| *days != DATE_INFINITY && *days != DATE_MINUS_INFINITY)
+        .ok_or_else(|| format!("{} is outside Arrow's date range", Shown(text)))
+}
+
+/// `HH:MM:SS[.ffffff]` at the front as microseconds; hours (two digits or
+/// more) may pass 24 (an interval's clock) when `max_hours` allows.
+fn take_clock(text: &mut &[u8], max_hours: i64) -> Option<i64> {
+    if text.iter().take_while(|b| b.is_ascii_digit()).count() < 2 {
+        return None;
+    }
+    let hours = take_number(text).filter(|hours| *hours <= max_hours)?;
+    take_byte(text, b':')?;
+    let minutes = take_two_digits(text).filter(|minutes| *minutes < 60)?;
+    take_byte(text, b':')?;
+    let seconds = take_two_digits(text).filter(|seconds| *seconds < 60)?;
+    let mut micros = 0;
+    if take_byte(text, b'.').is_some() {
+        let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 || digits > 6 {
+            return None;
+        }
+        let fraction = take_number(text)?;
+        micros = fraction * 10i64.pow(6 - digits as u32);
+    }
+    let whole = (hours.checked_mul(60)? + minutes) * 60 + seconds;
+    whole.checked_mul(MICROS_PER_SECOND)?.checked_add(micros)
+}
+
+/// A time of day as microseconds since midnight (`24:00:00` is a full day, as
+/// PostgreSQL allows).
+pub(crate) fn parse_time(text: &[u8]) -> Result<i64, Reason> {
+    let mut rest = text;
+    take_clock(&mut rest, 24)
+        .filter(|micros| rest.is_empty() && *micros <= MICROS_PER_DAY)
+        .ok_or_else(|| not_a("a time of day", text))
+}
+
+/// `±HH[:MM[:SS]]` at the front, as seconds east of UTC.
+fn take_offset(text: &mut &[u8]) -> Option<i64> {
+    let sign = match text.first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    *text = &text[1..];
+    let hours = take_two_digits(text)?;
+    let mut seconds = hours * 3600;
+    if take_byte(text, b':').is_some() {
+        seconds += take_two_digits(text)? * 60;
+        if take_byte(text, b':').is_some() {
+            seconds += take_two_digits(text)?;
+        }
+    }
+    Some(sign * seconds)
+}
+
+/// A timestamp as microseconds since 1970-01-01 00:00 UTC: its zone offset
+/// (required when `zoned`, refused otherwise) is subtracted. `infinity` and
+/// `-infinity` are [`TIMESTAMP_INFINITY`] and [`TIMESTAMP_MINUS_INFINITY`];
+/// a real timestamp that would land on either is refused.
+pub(crate) fn parse_timestamp(text: &[u8], zoned: bool) -> Result<i64, Reason> {
+    match text {
+        b"infinity" => return Ok(TIMESTAMP_INFINITY),
+        b"-infinity" => return Ok(TIMESTAMP_MINUS_INFINITY),
+        _ => {}
+    }
+    let micros = timestamp_micros(text, zoned).ok_or_else(|| not_a("a timestamp", text))?;
+    micros
+        .filter(|micros| *micros != TIMESTAMP_INFINITY && *micros != TIMESTAMP_MINUS_INFINITY)
+        .ok_or_else(|| format!("{} is outside Arrow's microsecond range", Shown(text)))
+}
+
+/// `None`: not a timestamp; `Some(None)`: one out of range.
+fn timestamp_micros(text: &[u8], zoned: bool) -> Option<Option<i64>> {
+    let (mut rest, before_christ) = era(text);
+    let days = take_date(&mut rest, before_christ)?;
+    take_byte(&mut rest, b' ')?;
+    let clock = take_clock(&mut rest, 23)?;
+    let offset = match zoned {
+        true => take_offset(&mut rest)?,
+        false => 0,
+    };
+    if !rest.is_empty() {
+        return None;
+    }
+    Some(
+        days.checked_mul(MICROS_PER_DAY)
+            .and_then(|micros| micros.checked_add(clock))
+            .and_then(|micros| micros.checked_sub(offset * MICROS_PER_SECOND)),
+    )
+}
+
+/// An interval in Arrow's month-day-nanosecond parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Interval {
+    pub months: i32,
+    pub days: i32,
+    pub nanoseconds: i64,
+}
+
+/// An interval in PostgreSQL's default `postgres` style (`1 year 2 mons -3 days
+/// +04:05:06.789`; MariaDB's `TIME` is the bare `-838:59:59` clock) or ISO 8601
+/// with designators (`P1Y2M-3DT4H5M6.789S`).
+pub(crate) fn parse_interval(text: &[u8]) -> Result<Interval, Reason> {
+    let parsed = match text.first() {
+        Some(b'P') => iso_interval(&text[1..]),
+        _ => postgres_interval(text),
+    };
+    parsed.ok_or_else(|| {
+        format!(
+            "{} is not an interval (or does not fit 32-bit months and days and 64-bit nanoseconds)",
+            Shown(text)
+        )
+    })
+}
+
+/// Adds `micros` of clock time to `interval`'s nanoseconds.
+fn add_micros(interval: &mut Interval, micros: i64) -> Option<()> {
+    interval.nanoseconds = interval
+        .nanoseconds
+        .checked_add(micros.checked_mul(1000)?)?;
+    Some(())
+}
+
+fn postgres_interval(text: &[u8]) -> Option<Interval> {
+    let mut interval = Interval::default();
+    let text = std::str::from_utf8(text).ok()?;
+    let mut words = text.split(' ');
+    while let Some(word) = words.next() {
+        if word.contains(':') {
+            let (negative, clock) = match word.as_bytes().first()? {
+                b'-' => (true, &word.as_bytes()[1..]),
+                b'+' => (false, &word.as_bytes()[1..]),
+                _ => (false, word.as_bytes()),
+            };
+            let mut rest = clock;
+            let micros = take_clock(&mut rest, i64::MAX).filter(|_| rest.is_empty())?;
+            add_micros(&mut interval, if negative { -micros } else { micros })?;
+            continue;
+        }
+        let amount: i32 = word.parse().ok()?;
+        let (field, factor) = match words.next()? {
+            "year" | "years" => (&mut interval.months, 12),
+            "mon" | "mons" => (&mut interval.months, 1),
+            "day" | "days" => (&mut interval.days, 1),
+            _ => return None,
+        };
+        *field = field.checked_add(amount.checked_mul(factor)?)?;
+    }
+    Some(interval)
+}
+
+/// The part of an ISO 8601 duration after `P`: signed numbers each followed by
+/// a designator; only seconds may have a fraction.
+fn iso_interval(mut text: &[u8]) -> Option<Interval> {
+    let mut interval = Interval::default();
+    let mut in_time = false;
+    let mut any = false;
+    while !text.is_empty() {
+        if take_byte(&mut text, b'T').is_some() {
+            in_time = true;
+            continue;
+        }
+        let negative = take_byte(&mut text, b'-').is_some();
+        let whole = take_number(&mut text)?;
+        let whole = if negative { -whole } else { whole };
+        let fraction = match take_byte(&mut text, b'.') {
+            Some(()) => Some(take_fraction_micros(&mut text)?),
+            None => None,
+        };
+        let (&designator, rest) = text.split_first()?;
+        text = rest;
+        any = true;
+        match (in_time, designator, fraction) {
+            (false, b'Y', None) => add_months(&mut interval, whole.checked_mul(12)?)?,
+            (false, b'M', None) => add_months(&mut interval, whole)?,
+            (false, b'W', None) => add_days(&mut interval, whole.checked_mul(7)?)?,
+            (false, b'D', None) => add_days(&mut interval, whole)?,
+            (true, b'H', None) => {
+                add_micros(&mut interval, whole.checked_mul(3600 * MICROS_PER_SECOND)?)?
+            }
+            (true, b'M', None) => {
+                add_micros(&mut interval, whole.checked_mul(60 * MICROS_PER_SECOND)?)?
+            }
+            (true, b'S', fraction) => {
+                let fraction = fraction.unwrap_or(0);
+                let micros = whole.checked_mul(MICROS_PER_SECOND)?;
+                let micros = if negative {
+                    micros - fraction
+                } else {
+                    micros + fraction
+                };
+                add_micros(&mut interval, micros)?
+            }
+            _ => return None,
+        }
+    }
+    any.then_some(interval)
+}
+
+/// Up to six fraction digits at the front, as microseconds.
+fn take_fraction_micros(text: &mut &[u8]) -> Option<i64> {
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 6 {
+        return None;
+    }
+    Some(take_number(text)? * 10i64.pow(6 - digits as u32))
+}
+
+fn add_months(interval: &mut Interval, months: i64) -> Option<()> {
+    interval.months = interval.months.checked_add(i32::try_from(months).ok()?)?;
+    Some(())
+}
+
+fn add_days(interval: &mut Interval, days: i64) -> Option<()> {
+    interval.days = interval.days.checked_add(i32::try_from(days).ok()?)?;
+    Some(())
+}
+
+/// A UUID's 16 bytes from its 32 hex digits (hyphens anywhere are skipped).
+pub(crate) fn parse_uuid(text: &[u8]) -> Result<[u8; 16], Reason> {
+    let mut bytes = [0u8; 16];
+    let mut nibbles = text.iter().filter(|&&b| b != b'-').map(|&b| hex_nibble(b));
+    for byte in bytes.iter_mut() {
+        let high = nibbles.next().flatten();
+        let low = nibbles.next().flatten();
+        match (high, low) {
+            (Some(high), Some(low)) => *byte = (high << 4) | low,
+            _ => return Err(not_a("a UUID", text)),
+        }
+    }
+    match nibbles.next() {
+        None => Ok(bytes),
+        Some(_) => Err(not_a("a UUID", text)),
+    }
+}
+
+fn hex_nibble(byte: u8) -> Option<u8> {
+    match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        b'A'..=b'F' => Some(byte - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// PostgreSQL's hex `bytea` text (`\x0a0b…`), as binary values appear inside
+/// array and record literals.
+pub(crate) fn parse_hex_bytea(text: &[u8]) -> Result<Vec<u8>, Reason> {
+    text.strip_prefix(b"\\x")
+        .and_then(crate::pg_input::decode_hex)
+        .ok_or_else(|| not_a("hex bytea text (\\x…)", text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_buffer::i256;
+
+    #[test]
+    fn integers_check_their_width() {
+        assert_eq!(parse_i64(b"-9223372036854775808"), Ok(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775807"), Ok(i64::MAX));
+        assert!(parse_i64(b"9223372036854775808").is_err());
+        assert_eq!(parse_u64(b"18446744073709551615"), Ok(u64::MAX));
+        assert!(parse_u64(b"18446744073709551616")
+            .unwrap_err()
+            .contains("does not fit"));
+        assert_eq!(parse_narrow::<i16>(b"-32768", 16), Ok(i16::MIN));
+        assert!(parse_narrow::<i16>(b"32768", 16).is_err());
+        for bad in [&b""[..], b"-", b"1.0", b" 1", b"1e3", b"\xff"] {
+            assert!(parse_i64(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn floats_keep_specials_and_f32_refuses_extra_digits() {
+        assert!(parse_f64(b"NaN").unwrap().is_nan());
+        assert_eq!(parse_f64(b"-Infinity"), Ok(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"1e+100"), Ok(1e100));
+        assert_eq!(parse_f32(b"0.1"), Ok(0.1f32));
+        assert_eq!(parse_f32(b"1.1754944e-38"), Ok(1.1754944e-38f32));
+        assert_eq!(parse_f32(b"Infinity"), Ok(f32::INFINITY));
+        assert!(parse_f32(b"0.30000000000000004").is_err());
+        assert!(parse_f32(b"1e300").is_err());
+        assert!(parse_f64(b"one").is_err());
+    }
+
+    #[test]
+    fn decimals_scale_exactly_or_refuse() {
+        assert_eq!(parse_decimal::<i128>(b"-12.34", 10, 2), Ok(-1234));
+        assert_eq!(parse_decimal::<i128>(b"12.3", 10, 2), Ok(1230));
+        assert_eq!(parse_decimal::<i128>(b"12.300", 10, 2), Ok(1230));
+        assert_eq!(parse_decimal::<i128>(b"1e3", 10, 2), Ok(100_000));
+        assert_eq!(parse_decimal::<i128>(b"0.00", 3, 2), Ok(0));
+        assert_eq!(parse_decimal::<i128>(b"12300", 5, -2), Ok(123));
+        assert_eq!(parse_decimal::<i128>(b".5", 2, 1), Ok(5));
+        assert!(parse_decimal::<i128>(b"12.345", 10, 2)
+            .unwrap_err()
+            .contains("rounding"));
+        assert!(parse_decimal::<i128>(b"123456789.1", 10, 2)
+            .unwrap_err()
+            .contains("digits"));
+        assert!(parse_decimal::<i128>(b"1e1000000000", 38, 0).is_err());
+        assert!(parse_decimal::<i128>(b"NaN", 10, 2)
+            .unwrap_err()
+            .contains("no place"));
+        for bad in [&b""[..], b"-", b".", b"1.2.3", b"1e", b"e5", b"1,5", b"--1"] {
+            assert!(parse_decimal::<i128>(bad, 38, 2).is_err(), "{bad:?}");
+        }
+        let max = "9".repeat(38);
+        assert_eq!(
+            parse_decimal::<i128>(max.as_bytes(), 38, 0),
+            Ok(10i128.pow(38) - 1)
+        );
+        let wide = format!("-{}.5", "9".repeat(70));
+        let parsed = parse_decimal::<i256>(wide.as_bytes(), 76, 1).unwrap();
+        assert_eq!(parsed.to_string(), format!("-{}5", "9".repeat(70)));
+    }
+
+    #[test]
+    fn dates_count_days_across_eras_and_infinities() {
+        assert_eq!(parse_date(b"1970-01-01"), Ok(0));
+        assert_eq!(parse_date(b"2000-03-01"), Ok(11_017));
+        assert_eq!(parse_date(b"1969-12-31"), Ok(-1));
+        // 1 BC is year 0, a leap year; 4713 BC is PostgreSQL's first.
+        assert_eq!(parse_date(b"0001-01-01 BC"), Ok(-719_528));
+        assert_eq!(parse_date(b"0001-02-29 BC"), Ok(-719_469));
+        assert_eq!(parse_date(b"4713-01-01 BC"), Ok(-2_440_550));
+        assert_eq!(parse_date(b"5874897-12-31"), Ok(2_145_042_905));
+        assert_eq!(parse_date(b"infinity"), Ok(DATE_INFINITY));
+        assert_eq!(parse_date(b"-infinity"), Ok(DATE_MINUS_INFINITY));
+        for bad in [
+            &b"2023-02-29"[..],
+            b"2024-13-01",
+            b"2024-1-01",
+            b"24-01-01",
+            b"0000-01-01 BC",
+            b"2024-01-01 AD",
+            b"2024-01-01x",
+            b"",
+            b" BC",
+        ] {
+            assert!(parse_date(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn times_and_timestamps_are_microseconds() {
+        assert_eq!(parse_time(b"00:00:00"), Ok(0));
+        assert_eq!(parse_time(b"13:14:15.5"), Ok(47_655_500_000));
+        assert_eq!(parse_time(b"24:00:00"), Ok(MICROS_PER_DAY));
+        for bad in [
+            &b"24:00:01"[..],
+            b"12:60:00",
+            b"1:00:00",
+            b"12:00:00.1234567",
+            b"12:00",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse_timestamp(b"1970-01-01 00:00:01.000001", false),
+            Ok(1_000_001)
+        );
+        // The offset is subtracted: 02:00 at +02 is midnight UTC.
+        assert_eq!(parse_timestamp(b"1970-01-01 02:00:00+02", true), Ok(0));
+        assert_eq!(
+            parse_timestamp(b"1970-01-01 00:00:00-00:30", true),
+            Ok(1_800_000_000)
+        );
+        assert_eq!(
+            parse_timestamp(b"1970-01-01 00:00:00+00:00:30", true),
+            Ok(-30_000_000)
+        );
+        assert_eq!(
+            parse_timestamp(b"0044-03-15 12:00:00+00 BC", true),
+            Ok((parse_date(b"0044-03-15 BC").unwrap() as i64) * MICROS_PER_DAY + 43_200_000_000)
+        );
+        assert_eq!(parse_timestamp(b"infinity", true), Ok(TIMESTAMP_INFINITY));
+        assert_eq!(
+            parse_timestamp(b"-infinity", false),
+            Ok(TIMESTAMP_MINUS_INFINITY)
+        );
+        // Past Arrow's microseconds from 1970 (PostgreSQL goes to 294276 AD).
+        assert!(parse_timestamp(b"294276-12-31 23:59:59+00", true)
+            .unwrap_err()
+            .contains("range"));
+        for bad in [
+            &b"2024-01-01"[..],
+            b"2024-01-01 10:00:00",
+            b"2024-01-01 10:00:00+2",
+            b"2024-01-01T10:00:00+02",
+            b"2024-01-01 24:00:00+00",
+        ] {
+            assert!(parse_timestamp(bad, true).is_err(), "{bad:?}");
+        }
+        assert!(parse_timestamp(b"2024-01-01 10:00:00+02", false).is_err());
+    }
+
+    #[test]
+    fn intervals_in_postgres_and_iso_styles() {
+        let interval = |months, days, nanoseconds| Interval {
+            months,
+            days,
+            nanoseconds,
+        };
+        let cases: [(&[u8], Interval); 8] = [
+            (
+                b"1 year 2 mons 3 days 04:05:06.789",
+                interval(14, 3, 14_706_789_000_000),
+            ),
+            (
+                b"-1 years -2 mons +3 days -04:05:06",
+                interval(-14, 3, -14_706_000_000_000),
+            ),
+            (b"00:00:00", interval(0, 0, 0)),
+            (b"-838:59:59.000001", interval(0, 0, -3_020_399_000_001_000)),
+            (b"1 day", interval(0, 1, 0)),
+            (b"P1Y2M3DT4H5M6.789S", interval(14, 3, 14_706_789_000_000)),
+            (
+                b"P-1Y-2M3DT-4H-5M-6.5S",
+                interval(-14, 3, -14_706_500_000_000),
+            ),
+            (b"PT0S", interval(0, 0, 0)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_interval(text), Ok(expected), "{}", Shown(text));
+        }
+        for bad in [
+            &b""[..],
+            b"P",
+            b"1 fortnight",
+            b"1",
+            b"P1.5Y",
+            b"PT1X",
+            b"@ 1 day",
+            b"1-2",
+            b"2147483648 days",
+            b"178956971 years",
+            // More clock time than 64-bit nanoseconds hold.
+            b"2562048:00:00",
+        ] {
+            assert!(parse_interval(bad).is_err(), "{}", Shown(bad));
+        }
+    }
+
+    #[test]
+    fn uuids_and_hex() {
+        let bytes = parse_uuid(b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").unwrap();
+        assert_eq!(bytes[0], 0xa0);
+        assert_eq!(bytes[15], 0x11);
+        assert_eq!(parse_uuid(b"A0EEBC999C0B4EF8BB6D6BB9BD380A11"), Ok(bytes));
+        for bad in [
+            &b""[..],
+            b"a0eebc99",
+            b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1g",
+            b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1100",
+        ] {
+            assert!(parse_uuid(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_hex_bytea(b"\\x00ff"), Ok(vec![0, 255]));
+        assert!(parse_hex_bytea(b"00ff").is_err());
+        assert!(parse_hex_bytea(b"\\x0").is_err());
+        assert_eq!(parse_bool(b"t"), Ok(true));
+        assert!(parse_bool(b"yes").is_err());
+    }
+
+    proptest::proptest! {
+        /// Text built from the characters these forms use never panics a parser.
+        #[test]
+        fn no_text_panics_a_parser(text in "[-+0-9:. PTYMWDHSBCinfty{}eE\\\\x]{0,32}") {
+            let text = text.as_bytes();
+            let _ = parse_i64(text);
+            let _ = parse_u64(text);
+            let _ = parse_f32(text);
+            let _ = parse_decimal::<i128>(text, 38, 4);
+            let _ = parse_decimal::<i256>(text, 76, -3);
+            let _ = parse_date(text);
+            let _ = parse_time(text);
+            let _ = parse_timestamp(text, true);
+            let _ = parse_timestamp(text, false);
+            let _ = parse_interval(text);
+            let _ = parse_uuid(text);
+            let _ = parse_hex_bytea(text);
+        }
+    }
+}
