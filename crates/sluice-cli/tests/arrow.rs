@@ -483,3 +483,22 @@ fn sluice_serve_streams_arrow_that_pyarrow_reads_and_aborts_on_a_late_error() {
         "received {received} bytes, failed: {failed}"
     );
 }
+
+/// PostgreSQL's timestamps reach 294276 AD, Arrow's microseconds from 1970
+/// about 294247 AD: a later one (arriving in binary) is an error naming its
+/// row and column, never a wrapped value, and the output is not left behind.
+#[test]
+fn a_timestamp_past_arrows_range_is_an_error_naming_row_and_column() {
+    let db = TestDb::new();
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("t.parquet");
+    let query = "select n, case when n = 3 then timestamp '294270-01-01 00:00:00' \
+                 else timestamp '2024-01-01' end as late from generate_series(1, 4) as n";
+    let output = export(db.url(), query, "parquet", &path, &[]);
+    // Exit 5: the data did not convert.
+    let stderr = assert_exit(&output, 5);
+    assert!(stderr.contains("row 3"), "{stderr}");
+    assert!(stderr.contains("late"), "{stderr}");
+    assert!(stderr.contains("294,247 AD"), "{stderr}");
+    assert!(!path.exists(), "no partial Parquet file");
+}

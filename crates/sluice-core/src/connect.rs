@@ -205,6 +205,11 @@ pub struct ExportOptions {
     pub fetch_size: Option<u32>,
     /// Read large-object references as their contents. Default: false.
     pub inline_large_objects: bool,
+    /// Hand over the columns the database can send in a binary form of their
+    /// kind ([`crate::value`]'s "Binary values") that way, marked
+    /// [`crate::Encoding::Binary`]: for formats that store numbers as numbers.
+    /// Default: false, every value in canonical text.
+    pub binary_values: bool,
 }
 
 /// A connection to one database, for one command's work.

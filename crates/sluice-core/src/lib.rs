@@ -49,4 +49,4 @@ pub use pump::{pump, Progress, PumpSummary};
 pub use socket::Socket;
 pub use source::{BatchSource, Chunk, DynSource, Encoder};
 pub use transfer::{Limits, Transfer, TransferError};
-pub use value::{Column, DecimalShape, Field, Kind, Schema};
+pub use value::{Column, DecimalShape, Encoding, Field, Kind, Schema};

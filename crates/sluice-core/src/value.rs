@@ -21,6 +21,30 @@
 //! | `Interval` | the database's interval text (ISO-8601 `P…` when the source was asked for it) |
 //! | `Array` | a PostgreSQL array literal such as `{1,NULL,"a b"}`, elements in their own canonical text forms |
 //! | `Composite` | a PostgreSQL record literal such as `(1,"a b",)` |
+//!
+//! # Binary values
+//!
+//! A format that stores numbers as numbers (Arrow, Parquet) would only parse
+//! the text again, so a source may hand it some columns in a fixed binary form
+//! instead, marked [`Encoding::Binary`] on the column. A source does so only
+//! when its caller asks (`ExportOptions::binary_values`), and only for the
+//! kinds below; every other column stays text. Numbers are big-endian (the
+//! network's order, so PostgreSQL's binary result values arrive untouched; a
+//! database with other forms converts):
+//!
+//! | kind | binary bytes |
+//! |---|---|
+//! | `Bool` | one byte, 0 or 1 |
+//! | `Integer` | two's complement in 2, 4 or 8 bytes (the value's length says which) |
+//! | `Float` | IEEE 754 binary32 or binary64 (4 or 8 bytes) |
+//! | `Date` | `i32` days since 2000-01-01; `i32::MAX` / `i32::MIN` are `infinity` / `-infinity` |
+//! | `Time` | `i64` microseconds since midnight |
+//! | `Timestamp` / `TimestampTz` | `i64` microseconds since 2000-01-01 00:00 (UTC for `TimestampTz`); `i64::MAX` / `i64::MIN` are `infinity` / `-infinity` |
+//! | `Other` or `Text` whose type is a UUID | its 16 bytes |
+//!
+//! The epoch is 2000-01-01 (PostgreSQL's) rather than 1970 so that the common
+//! source needs no arithmetic per value; a format converts once, where it also
+//! checks the range of its own type.
 
 /// How a column's values are spelled and how formats should render them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +92,16 @@ pub struct Field {
     pub kind: Kind,
 }
 
+/// How a column's values are spelled in a [`crate::Batch`]: see the module docs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Encoding {
+    /// The canonical text of the column's kind, which every format reads.
+    #[default]
+    Text,
+    /// The kind's binary form, sent only to a caller that asked for it.
+    Binary,
+}
+
 /// The declared precision and scale of an exact decimal column (`numeric(p,s)`,
 /// `DECIMAL(p,s)`), for formats that store decimals as scaled integers (Arrow,
 /// Parquet). Values still arrive as their exact text; the shape only says how
@@ -97,6 +131,9 @@ pub struct Column {
     /// the precision and scale; `None` for an unconstrained `numeric` and every
     /// other kind.
     pub decimal: Option<DecimalShape>,
+    /// How the values are spelled: text, unless the caller asked for binary
+    /// values and the source sends this column so.
+    pub encoding: Encoding,
 }
 
 impl Column {
@@ -107,7 +144,14 @@ impl Column {
             kind,
             type_name: type_name.into(),
             decimal: None,
+            encoding: Encoding::Text,
         }
+    }
+
+    /// The same column with its values spelled as `encoding` says.
+    pub fn with_encoding(mut self, encoding: Encoding) -> Column {
+        self.encoding = encoding;
+        self
     }
 
     /// The same column with a declared decimal shape (`None`: unconstrained).

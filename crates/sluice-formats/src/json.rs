@@ -111,6 +111,7 @@ fn piecewise(render: &Render) -> Piecewise {
 
 impl Encoder for JsonEncoder {
     fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
+        crate::require_text(schema)?;
         self.plan = schema
             .unique_names()
             .iter()

@@ -49,7 +49,7 @@ pub use crate::json_value::{BytesEncoding, JsonOptions};
 pub use crate::ndjson_decode::{NdjsonDecoder, NdjsonOptions};
 pub use crate::param_sets::{untyped_param, Declared, ParamFault, ParamLines, Signature};
 pub use crate::param_type::ParamType;
-use sluice_core::Encoder;
+use sluice_core::{Encoder, Encoding, Error, ErrorKind, Schema};
 
 /// An output format sluice can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,10 +120,37 @@ impl Format {
         matches!(self, Format::Arrow | Format::ArrowFile | Format::Parquet)
     }
 
+    /// True when the format's encoder reads columns in their binary form
+    /// ([`sluice_core::Encoding::Binary`]) as well as in text, so a source may
+    /// be asked for binary values; the text formats read text only.
+    pub fn reads_binary_values(self) -> bool {
+        matches!(self, Format::Arrow | Format::ArrowFile | Format::Parquet)
+    }
+
     /// True when a reader can use the output as it arrives; false for formats
     /// read from their footer, written last (Arrow's file format, Parquet).
     pub fn is_streamable(self) -> bool {
         !matches!(self, Format::ArrowFile | Format::Parquet)
+    }
+}
+
+/// Refuses a schema with binary columns for an encoder that reads text only:
+/// a caller asked its source for binary values without the format reading them
+/// ([`Format::reads_binary_values`]), which would otherwise write bytes as text.
+pub(crate) fn require_text(schema: &Schema) -> Result<(), Error> {
+    match schema
+        .columns
+        .iter()
+        .find(|column| column.encoding == Encoding::Binary)
+    {
+        None => Ok(()),
+        Some(column) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "column {:?} arrived in binary form, which this format does not read",
+                column.name
+            ),
+        )),
     }
 }
 

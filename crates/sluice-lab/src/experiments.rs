@@ -487,6 +487,7 @@ impl Lab<'_> {
                         params: Vec::new(),
                         fetch_size,
                         lob_inline: false,
+                        ..QueryOptions::default()
                     },
                 )
                 .await?;

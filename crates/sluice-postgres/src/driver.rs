@@ -169,6 +169,7 @@ impl Session for PostgresSession {
                 params: options.params,
                 fetch_size: options.fetch_size,
                 lob_inline: options.inline_large_objects,
+                binary_values: options.binary_values,
             };
             let stream = QueryStream::start(self.connection, &sql, options).await?;
             let slot = self.slot;

@@ -189,6 +189,7 @@ impl PostgresDatabase {
             params: request.params.iter().map(param_text).collect(),
             fetch_size: None,
             lob_inline: false,
+            binary_values: false,
         };
         let stream = QueryStream::start(connection, request.sql, options)
             .await

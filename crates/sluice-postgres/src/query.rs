@@ -17,7 +17,7 @@
 //! [`Batch`]; memory is one read buffer plus one batch, whatever the row count.
 
 use postgres_protocol::message::backend::Message;
-use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
+use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, Schema};
 
 use crate::connection::{text_values, Connection, Received};
 use crate::error::db_error;
@@ -65,6 +65,11 @@ pub struct QueryOptions {
     /// Read every `oid` column as a large object and hand over its bytes in place
     /// of the OID, in the same query (see [`crate::lob`]). Default: false.
     pub lob_inline: bool,
+    /// Ask for the binary result format where it is the binary form of
+    /// [`sluice_core::value`] ([`types::sends_binary`]) and mark those columns
+    /// [`Encoding::Binary`]; not with `lob_inline`, whose rewritten rows are
+    /// text. Default: false.
+    pub binary_values: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +131,8 @@ impl QueryStream {
         if lob_inline {
             crate::lob::prepare(&mut connection, sql, &oids).await?;
             schema = crate::lob::rewritten_schema(schema);
+        } else if options.binary_values {
+            schema = binary_where_possible(schema, &oids);
         }
         let rows = RowStream::bind(connection, schema, &options).await?;
         let inner = match lob_inline {
@@ -185,6 +192,22 @@ impl BatchSource for QueryStream {
     }
 }
 
+/// `schema` with the columns whose type's binary result format is the binary
+/// form of [`sluice_core::value`] marked [`Encoding::Binary`]: PostgreSQL sends
+/// those values exactly in that form, so rows are still copied verbatim.
+fn binary_where_possible(schema: Schema, oids: &[Oid]) -> Schema {
+    let columns = schema
+        .columns
+        .into_iter()
+        .zip(oids)
+        .map(|(column, oid)| match types::sends_binary(*oid) {
+            true => column.with_encoding(Encoding::Binary),
+            false => column,
+        })
+        .collect();
+    Schema { columns }
+}
+
 /// Prepares `sql` as the unnamed statement, checks the parameter count and
 /// looks up the result columns' types; after an error the exchange is ended.
 async fn describe(
@@ -228,12 +251,14 @@ impl RowStream {
         schema: Schema,
         options: &QueryOptions,
     ) -> Result<RowStream, Error> {
-        // Binary only where the raw bytes are the canonical form: no hex on the
-        // server, half the bytes on the wire.
-        let result_formats = schema
-            .columns
-            .iter()
-            .map(|column| i16::from(column.kind == sluice_core::Kind::Bytes));
+        // Binary where the raw bytes are the canonical form (no hex on the
+        // server, half the bytes on the wire) and where the caller asked for
+        // binary values.
+        let result_formats = schema.columns.iter().map(|column| {
+            i16::from(
+                column.kind == sluice_core::Kind::Bytes || column.encoding == Encoding::Binary,
+            )
+        });
         let bound = connection.encode_bind("", [0], text_values(&options.params), result_formats);
         if let Err(error) = bound {
             return Err(connection.abort_exchange(error).await);

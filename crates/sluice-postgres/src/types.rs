@@ -239,6 +239,18 @@ pub(crate) fn numeric_shape(modifier: i32) -> Option<DecimalShape> {
         .then_some(DecimalShape { precision, scale })
 }
 
+/// Whether values of the built-in type `oid` in PostgreSQL's binary result
+/// format are the binary form of [`sluice_core::value`]: big-endian integers
+/// and floats, one-byte booleans, dates and timestamps from 2000-01-01, times in
+/// microseconds, UUIDs' 16 bytes. Only these exact OIDs: a domain over one of
+/// them, or `oid` (unsigned), stays text.
+pub(crate) fn sends_binary(oid: Oid) -> bool {
+    matches!(
+        oid,
+        16 | 20 | 21 | 23 | 700 | 701 | 1082 | 1083 | 1114 | 1184 | 2950
+    )
+}
+
 /// The schema of result columns given by name, type OID and modifier, once the
 /// catalog entries they need have been looked up with [`resolve`]. Decimal
 /// columns (and arrays of decimals, whose modifier is the element's) get the

@@ -1,7 +1,7 @@
 //! Streaming export against a real PostgreSQL: every type compared with the server's
 //! own `row_to_json` and `COPY … CSV`, round trips counted, errors reported.
 
-use sluice_core::{pump, BatchSource, ErrorKind, Meter, MeterSnapshot, Progress};
+use sluice_core::{pump, BatchSource, Encoding, ErrorKind, Meter, MeterSnapshot, Progress};
 use sluice_formats::{BytesEncoding, Format, JsonOptions};
 use sluice_postgres::{Config, Connection, QueryOptions, QueryStream};
 use sluice_testkit::TestDb;
@@ -228,6 +228,7 @@ async fn fetch_size_costs_one_round_trip_per_batch() {
                 params: Vec::new(),
                 fetch_size: Some(fetch_size),
                 lob_inline: false,
+                ..QueryOptions::default()
             },
             JsonOptions::default(),
         )
@@ -276,6 +277,7 @@ async fn parameters_are_bound_as_text_and_converted_by_the_server() {
             params: vec![Some("happy".into()), Some("0".into()), None],
             fetch_size: None,
             lob_inline: false,
+            ..QueryOptions::default()
         },
         JsonOptions::default(),
     )
@@ -313,6 +315,7 @@ async fn errors_carry_sqlstate_and_position() {
             params: vec![Some("1".into())],
             fetch_size: None,
             lob_inline: false,
+            ..QueryOptions::default()
         },
         JsonOptions::default(),
     )
@@ -330,6 +333,7 @@ async fn errors_carry_sqlstate_and_position() {
             params: vec![Some("not a number".into())],
             fetch_size: None,
             lob_inline: false,
+            ..QueryOptions::default()
         },
         JsonOptions::default(),
     )
@@ -352,6 +356,7 @@ async fn an_error_after_rows_have_flowed_is_never_a_clean_end() {
                 params: Vec::new(),
                 fetch_size,
                 lob_inline: false,
+                ..QueryOptions::default()
             },
         )
         .await
@@ -411,4 +416,53 @@ async fn statements_without_rows_and_empty_queries_export_nothing() {
     assert_eq!(db.query_text("select count(*) from t"), "2");
     let empty = export(&db, "", Format::Ndjson).await;
     assert!(empty.bytes.is_empty());
+}
+
+/// Asked for binary values, the stream marks exactly the types whose binary
+/// result format is core's binary form and hands their bytes over as the
+/// server sends them; everything else stays canonical text.
+#[tokio::test]
+async fn binary_values_come_big_endian_from_2000_and_only_for_their_types() {
+    let db = TestDb::new();
+    let config: Config = db.url().parse().unwrap();
+    let connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    let sql = "select 7::int2, -7::int4, 7::int8, 1.5::float4, true, date '2000-01-02', \
+               timestamptz '2000-01-01 00:00:01+00', time '00:00:00.000002', \
+               'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid, 12.5::numeric, 'text', \
+               date 'infinity', null::int8";
+    let options = QueryOptions {
+        binary_values: true,
+        ..QueryOptions::default()
+    };
+    let mut stream = QueryStream::start(connection, sql, options).await.unwrap();
+    let encodings: Vec<Encoding> = stream
+        .schema()
+        .columns
+        .iter()
+        .map(|column| column.encoding)
+        .collect();
+    let binary = Encoding::Binary;
+    let text = Encoding::Text;
+    assert_eq!(
+        encodings,
+        [
+            binary, binary, binary, binary, binary, binary, binary, binary, binary, text, text,
+            binary, binary
+        ]
+    );
+    let batch = stream.next_batch().await.unwrap().unwrap();
+    let row = batch.row(0);
+    assert_eq!(row.get(0), Some(&7i16.to_be_bytes()[..]));
+    assert_eq!(row.get(1), Some(&(-7i32).to_be_bytes()[..]));
+    assert_eq!(row.get(2), Some(&7i64.to_be_bytes()[..]));
+    assert_eq!(row.get(3), Some(&1.5f32.to_be_bytes()[..]));
+    assert_eq!(row.get(4), Some(&[1u8][..]));
+    assert_eq!(row.get(5), Some(&1i32.to_be_bytes()[..]));
+    assert_eq!(row.get(6), Some(&1_000_000i64.to_be_bytes()[..]));
+    assert_eq!(row.get(7), Some(&2i64.to_be_bytes()[..]));
+    assert_eq!(row.get(8).map(<[u8]>::len), Some(16));
+    assert_eq!(row.get(9), Some(&b"12.5"[..]));
+    assert_eq!(row.get(10), Some(&b"text"[..]));
+    assert_eq!(row.get(11), Some(&i32::MAX.to_be_bytes()[..]));
+    assert_eq!(row.get(12), None);
 }

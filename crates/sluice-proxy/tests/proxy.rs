@@ -48,6 +48,7 @@ async fn export(config: &Config, sql: &str, fetch_size: Option<u32>) -> u64 {
             params: Vec::new(),
             fetch_size,
             lob_inline: false,
+            ..QueryOptions::default()
         },
     )
     .await

@@ -137,11 +137,27 @@ where
 #[derive(Default)]
 pub(crate) struct Bool {
     builder: BooleanBuilder,
+    /// Values are one byte, 0 or 1 ([`sluice_core::Encoding::Binary`]).
+    binary: bool,
+}
+
+impl Bool {
+    /// Booleans in their binary form.
+    pub(crate) fn binary() -> Bool {
+        Bool {
+            binary: true,
+            ..Bool::default()
+        }
+    }
 }
 
 impl TextConverter for Bool {
     fn append(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
         match value {
+            Some([byte]) if self.binary => self.builder.append_value(*byte != 0),
+            Some(value) if self.binary => {
+                return Err(format!("{} bytes are not a binary boolean", value.len()))
+            }
             Some(text) => self.builder.append_value(text::parse_bool(text)?),
             None => self.builder.append_null(),
         }
@@ -275,12 +291,23 @@ impl TextConverter for Binary {
 /// UUIDs as 16 bytes, with the `arrow.uuid` extension name.
 pub(crate) struct Uuid {
     builder: FixedSizeBinaryBuilder,
+    /// Values are the 16 bytes themselves ([`sluice_core::Encoding::Binary`]).
+    binary: bool,
 }
 
 impl Uuid {
     pub(crate) fn new() -> Uuid {
         Uuid {
             builder: FixedSizeBinaryBuilder::new(16),
+            binary: false,
+        }
+    }
+
+    /// UUIDs in their binary form.
+    pub(crate) fn binary() -> Uuid {
+        Uuid {
+            binary: true,
+            ..Uuid::new()
         }
     }
 }
@@ -288,6 +315,10 @@ impl Uuid {
 impl TextConverter for Uuid {
     fn append(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
         match value {
+            Some(bytes) if self.binary => self
+                .builder
+                .append_value(bytes)
+                .map_err(|_| format!("{} bytes are not a binary UUID", bytes.len()))?,
             Some(text) => {
                 let bytes = text::parse_uuid(text)?;
                 self.builder

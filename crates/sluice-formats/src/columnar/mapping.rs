@@ -11,7 +11,7 @@ use arrow_array::types::{
 };
 use arrow_buffer::i256;
 use arrow_schema::{DataType, TimeUnit};
-use sluice_core::{Column, DecimalShape, Kind};
+use sluice_core::{Column, DecimalShape, Encoding, Kind};
 
 use super::convert::{extension, Binary, Bool, Interval, Metadata, Primitive, TextConverter, Utf8};
 use super::nested::{List, Struct, TopList};
@@ -44,6 +44,11 @@ const NO_HINTS: Hints<'static> = Hints {
 
 /// The converter for a result column.
 pub(crate) fn column_converter(column: &Column, mapping: Mapping) -> Box<dyn TextConverter> {
+    if column.encoding == Encoding::Binary {
+        if let Some(converter) = super::binary::binary_converter(column) {
+            return converter;
+        }
+    }
     let hints = Hints {
         type_name: &column.type_name,
         decimal: column.decimal,
@@ -132,7 +137,7 @@ fn is_uuid(type_name: &str) -> bool {
 /// … `INT` and their unsigned forms), `UInt64` for MariaDB's `BIGINT
 /// UNSIGNED`, `Int64` otherwise. SQLite's `INTEGER` is 64-bit, so it is not
 /// narrowed (and neither is PostgreSQL's, whose name is `int4`).
-fn integer_type(type_name: &str) -> DataType {
+pub(crate) fn integer_type(type_name: &str) -> DataType {
     match type_name.to_ascii_lowercase().as_str() {
         "int2" | "smallint" | "tinyint" | "tinyint unsigned" | "year" => DataType::Int16,
         "int4" | "int" | "mediumint" | "smallint unsigned" | "mediumint unsigned" => {

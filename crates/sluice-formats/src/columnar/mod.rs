@@ -1,9 +1,10 @@
 //! [`ColumnarEncoder`]: rows as Arrow record batches, written as an Arrow IPC
 //! stream, an Arrow IPC file or Parquet.
 //!
-//! Values arrive in the canonical text of [`sluice_core::value`]; a converter
-//! chosen once per column ([`mapping`]) parses them into an Arrow builder
-//! ([`convert`], [`nested`], with the parsers in [`text`]). Rows accumulate in
+//! Values arrive in the canonical text of [`sluice_core::value`], or for the
+//! columns a source sent so, in its binary forms; a converter chosen once per
+//! column ([`mapping`]) parses them into an Arrow builder ([`convert`],
+//! [`nested`], with the parsers in [`text`]; [`binary`] for binary columns). Rows accumulate in
 //! the builders until a record batch is due, which goes to the container's
 //! writer ([`sink`]); its bytes are handed to the caller.
 //!
@@ -60,6 +61,7 @@
 //! [`ColumnarOptions::row_group_bytes`]: peak memory is about one row group
 //! plus one record batch.
 
+mod binary;
 mod convert;
 mod mapping;
 mod nested;
