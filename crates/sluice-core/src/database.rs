@@ -109,6 +109,9 @@ pub struct QueryRequest<'a> {
     pub statement_timeout: Option<Duration>,
     /// How it runs.
     pub access: Access<'a>,
+    /// Send columns in their binary form where the database can (see
+    /// [`crate::connect::ExportOptions::binary_values`]): for formats that read it.
+    pub binary_values: bool,
 }
 
 /// Why a query did not start.

@@ -189,7 +189,7 @@ impl PostgresDatabase {
             params: request.params.iter().map(param_text).collect(),
             fetch_size: None,
             lob_inline: false,
-            binary_values: false,
+            binary_values: request.binary_values,
         };
         let stream = QueryStream::start(connection, request.sql, options)
             .await

@@ -160,6 +160,7 @@ async fn run_query(
                 params,
                 config.limits.statement_timeout,
                 Access::Named { read_only },
+                format,
             )
             .await
             .map_err(|error| AppError::from_start(error, false))?;
@@ -248,6 +249,7 @@ async fn run_sql(
                 Access::AdHoc {
                     role: sql.role.as_deref(),
                 },
+                format,
             )
             .await
             .map_err(|error| AppError::from_start(error, true))?;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use sluice_core::connect::{PoolOptions, Session};
 use sluice_core::database::{self, Access, QueryRequest, RunningQuery, Usage};
 use sluice_core::BatchSource;
+use sluice_formats::Format;
 
 use crate::config::DatabaseConfig;
 
@@ -63,6 +64,7 @@ impl Database {
                 Vec::new(),
                 Some(Duration::from_secs(2)),
                 Access::Named { read_only: true },
+                Format::Ndjson,
             )
             .await?;
         while source
@@ -76,19 +78,21 @@ impl Database {
     }
 
     /// Starts `sql` with `params` bound, waiting for a session up to the pool's
-    /// wait.
+    /// wait, its values spelled for `format`.
     pub async fn start(
         &self,
         sql: &str,
         params: Vec<Param>,
         statement_timeout: Option<Duration>,
         access: Access<'_>,
+        format: Format,
     ) -> Result<Box<dyn RunningQuery>, StartError> {
         let request = QueryRequest {
             sql,
             params,
             statement_timeout,
             access,
+            binary_values: format.reads_binary_values(),
         };
         self.database.start(request).await
     }
