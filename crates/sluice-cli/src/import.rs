@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use sluice_core::connect::{ImportRequest, Session};
 use sluice_core::load::{
-    ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+    ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
 use sluice_core::{Decoder, Error, ErrorKind, Meter, Progress, Rejected};
 use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
@@ -149,13 +149,12 @@ async fn load<D: Decoder + 'static>(
         progress,
     } = load;
     let mut decoder = make()?;
+    let mut input = ImportInput::new(&mut decoder, reader, progress);
     let request = ImportRequest {
         table,
-        decoder: &mut decoder,
-        reader,
+        rows: &mut input,
         options,
         rejects,
-        progress,
     };
     let error = match session.import(request).await {
         Ok(summary) => return Ok(summary),
@@ -173,13 +172,14 @@ async fn load<D: Decoder + 'static>(
     };
     let mut decoder = make()?;
     let mut no_rejects = |_: &Rejected| Ok(());
+    // Reading the input again is no progress of the import's.
+    let unseen = Progress::new();
+    let mut input = ImportInput::new(&mut decoder, &mut again, &unseen);
     let request = ImportRequest {
         table,
-        decoder: &mut decoder,
-        reader: &mut again,
+        rows: &mut input,
         options,
         rejects: &mut no_rejects,
-        progress,
     };
     match session.locate_refused_row(request).await {
         Ok(Some(row)) => Err(error.at_row(row)),

@@ -7,6 +7,7 @@
 
 mod call;
 mod console;
+mod copy;
 mod export;
 mod import;
 mod interrupt;
@@ -51,6 +52,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Load NDJSON or CSV into a table through COPY, atomically.
     Import(import::ImportArgs),
+    /// Copy a query's or a table's rows into a table of another database, atomically.
+    Copy(copy::CopyArgs),
     /// Run one statement for many parameter sets, pipelined: many calls, one trip.
     Call(call::CallArgs),
     /// Forward PostgreSQL traffic with added latency, counting round trips per statement.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Export(arguments) => export::run(arguments).await,
             Command::Import(arguments) => import::run(arguments).await,
+            Command::Copy(arguments) => copy::run(arguments).await,
             Command::Call(arguments) => call::run(arguments).await,
             Command::Proxy(arguments) => proxy::run(arguments).await,
             Command::Serve(arguments) => serve::run(arguments).await,

@@ -156,12 +156,6 @@ impl Stats {
     /// Prints the figures to standard error.
     pub fn print(&self) {
         let total = self.connect + self.operation;
-        let seconds = self.elapsed.as_secs_f64();
-        let rate = if seconds > 0.0 {
-            self.rows as f64 / seconds
-        } else {
-            0.0
-        };
         for (key, value) in &self.figures {
             err_line!("{key}: {value}");
         }
@@ -177,11 +171,151 @@ impl Stats {
         for (label, value) in &self.facts {
             err_line!("{label}: {value}");
         }
-        err_line!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
-        match peak_rss_bytes() {
-            Some(bytes) => err_line!("peak memory: {}", mebibytes(bytes)),
-            None => err_line!("peak memory: unknown"),
+        print_time_and_memory(self.elapsed, self.rows);
+    }
+}
+
+/// The side of a copy an error or a figure belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The database the rows are read from (`--from`).
+    Source,
+    /// The database the rows are written to (`--to`).
+    Target,
+}
+
+impl Side {
+    /// The side's name as messages and `--stats` print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Source => "source",
+            Side::Target => "target",
         }
+    }
+
+    /// The flag that names the side's database.
+    fn flag(self) -> &'static str {
+        match self {
+            Side::Source => "--from",
+            Side::Target => "--to",
+        }
+    }
+}
+
+/// A copy's error as one line: prefixed by the side it came from (`source`,
+/// `target`; nothing for the copy's own, such as columns that do not match),
+/// a refused row told as `row N, column c` of the source's result, and a
+/// setting at fault told by its flag.
+pub fn copy_message(side: Option<Side>, error: &Error) -> String {
+    let text = match (ImportFault::of(error), error.as_row_error()) {
+        (Some(fault), _) => import_fault(fault),
+        (None, Some(row)) => copy_row_line(row),
+        (None, None) => error.to_string(),
+    };
+    match side {
+        Some(side) if unreachable(error) => format!(
+            "{} ({}): {text}; nothing was written",
+            side.name(),
+            side.flag()
+        ),
+        Some(side) => format!("{}: {text}", side.name()),
+        None => text,
+    }
+}
+
+/// Whether the error says the database could not be reached or let in.
+fn unreachable(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::Connect | ErrorKind::Authentication)
+}
+
+/// A refused row of a copy: its position in the source's result and its column.
+fn copy_row_line(row: &RowError) -> String {
+    match &row.column {
+        Some(column) => format!("source row {}, column {column}: {}", row.line, row.reason),
+        None => format!("source row {}: {}", row.line, row.reason),
+    }
+}
+
+/// What `--stats` tells of one side of a copy.
+pub struct SideStats {
+    /// Which side.
+    pub side: Side,
+    /// The database's product name.
+    pub product: &'static str,
+    /// Traffic of connecting.
+    pub connect: MeterSnapshot,
+    /// Traffic of the copy itself.
+    pub operation: MeterSnapshot,
+    /// The connection's encryption (`None`: not encrypted).
+    pub encryption: Option<String>,
+    /// What the session says of its server and the paths it took.
+    pub facts: Vec<(&'static str, String)>,
+}
+
+impl SideStats {
+    fn print(&self) {
+        let side = self.side.name();
+        let total = self.connect + self.operation;
+        err_line!("{side}: {}", self.product);
+        err_line!("{side} round trips: {}", total.round_trips);
+        err_line!(
+            "{side} round trips connecting: {}",
+            self.connect.round_trips
+        );
+        err_line!(
+            "{side} round trips for the copy: {}",
+            self.operation.round_trips
+        );
+        err_line!("{side} wire bytes sent: {}", total.bytes_sent);
+        err_line!("{side} wire bytes received: {}", total.bytes_received);
+        err_line!(
+            "{side} encryption: {}",
+            self.encryption.as_deref().unwrap_or("none")
+        );
+        for (label, value) in &self.facts {
+            err_line!("{side} {label}: {value}");
+        }
+    }
+}
+
+/// Everything `sluice copy --stats` prints: the copy's figures, then each
+/// side's round trips and wire bytes, time and peak memory.
+pub struct CopyStats {
+    /// The copy's own figures (rows, bytes, …), in order.
+    pub figures: Vec<(&'static str, u64)>,
+    /// Rows for the rate.
+    pub rows: u64,
+    /// The source's figures, then the target's.
+    pub sides: [SideStats; 2],
+    /// Wall time since the command started.
+    pub elapsed: Duration,
+}
+
+impl CopyStats {
+    /// Prints the figures to standard error.
+    pub fn print(&self) {
+        for (key, value) in &self.figures {
+            err_line!("{key}: {value}");
+        }
+        for side in &self.sides {
+            side.print();
+        }
+        print_time_and_memory(self.elapsed, self.rows);
+    }
+}
+
+/// The `elapsed` and `peak memory` lines every `--stats` ends with.
+fn print_time_and_memory(elapsed: Duration, rows: u64) {
+    let seconds = elapsed.as_secs_f64();
+    let rate = if seconds > 0.0 {
+        rows as f64 / seconds
+    } else {
+        0.0
+    };
+    err_line!("elapsed: {seconds:.3} s ({rate:.0} rows/s)");
+    match peak_rss_bytes() {
+        Some(bytes) => err_line!("peak memory: {}", mebibytes(bytes)),
+        None => err_line!("peak memory: unknown"),
     }
 }
 

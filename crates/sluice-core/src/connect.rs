@@ -16,13 +16,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncRead;
-
 use crate::calls::{CallOutcome, ParamSource, PipelineSummary, Transaction};
 use crate::database::{BoxFuture, Database, Param, Query};
-use crate::load::{ImportOptions, ImportSummary, RejectSink, TableInfo};
+use crate::load::{ImportOptions, ImportSummary, RejectSink, RowFeed, TableInfo, TableSetup};
 use crate::source::DynSource;
-use crate::{BatchSource, Decoder, Error, ErrorKind, Meter, Progress, RowError, Schema};
+use crate::{BatchSource, Error, ErrorKind, Meter, RowError, Schema};
 
 /// One kind of database: recognises its connection strings and parses them.
 pub trait Driver: Send + Sync {
@@ -124,20 +122,18 @@ pub trait Canceller: Send + Sync {
     fn cancel(&self) -> BoxFuture<'_, Result<(), Error>>;
 }
 
-/// Rows, columns and sets of parameters for one [`Session::import`].
+/// The table, rows and settings of one [`Session::import`].
 pub struct ImportRequest<'a> {
-    /// The table, as [`Session::describe_table`] found it.
+    /// The table, as [`Session::describe_table`] (or [`Session::begin_load`]) found it.
     pub table: &'a TableInfo,
-    /// Turns the input's bytes into rows of the table's columns.
-    pub decoder: &'a mut dyn Decoder,
-    /// The input.
-    pub reader: &'a mut (dyn AsyncRead + Unpin + Send),
+    /// The rows of the table's columns: decoded from an input
+    /// ([`crate::load::ImportInput`]) or read from another database
+    /// ([`crate::load::SourceRows`]); it counts the progress too.
+    pub rows: &'a mut dyn RowFeed,
     /// What to do with bad records, conflicts; how rows travel.
     pub options: &'a ImportOptions,
     /// Receives each rejected record when bad records are skipped.
     pub rejects: &'a mut RejectSink<'a>,
-    /// Input bytes and rows as they are read.
-    pub progress: &'a Progress,
 }
 
 /// Receives each call's outcome, in input order, as soon as it is known.
@@ -260,8 +256,32 @@ pub trait Session: Send {
         unsupported(self.product(), "loading tables")
     }
 
-    /// Loads the request's input into its table, as one unit: see
-    /// [`ImportOptions`] for what is committed when records are bad.
+    /// Starts one unit of work on `table` that imports join until
+    /// [`Session::end_load`] ends it, so that setting the table up as `setup`
+    /// says and loading it succeed or fail together (`sluice copy`). Returns the
+    /// table as the catalog then describes it. When it fails, nothing is left
+    /// begun. How each database keeps the unit whole where its DDL cannot be
+    /// rolled back is its own documentation's to say.
+    fn begin_load<'a>(
+        &'a mut self,
+        table: &'a str,
+        setup: &'a TableSetup,
+    ) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        let _ = (table, setup);
+        unsupported(self.product(), "loading tables")
+    }
+
+    /// Ends the unit [`Session::begin_load`] started: commits it, or undoes it
+    /// (`commit` false) as far as the database can, the table it created included.
+    fn end_load(&mut self, commit: bool) -> BoxFuture<'_, Result<(), Error>> {
+        let _ = commit;
+        unsupported(self.product(), "loading tables")
+    }
+
+    /// Loads the request's rows into its table, as one unit: see
+    /// [`ImportOptions`] for what is committed when records are bad. Inside a
+    /// unit begun by [`Session::begin_load`], the import joins it and leaves
+    /// committing to [`Session::end_load`].
     fn import<'a>(
         &'a mut self,
         request: ImportRequest<'a>,

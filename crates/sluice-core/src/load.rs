@@ -1,22 +1,84 @@
 //! The vocabulary of loading rows into a table, shared by every database that
 //! can load and by every front end that asks for a load: the table as the
-//! catalog describes it, the options (each stating its default), what the load
-//! did, and where rejected records go. The loading itself belongs to each
-//! database crate ([`crate::connect::Session::import`]).
+//! catalog describes it (and as a copy creates it), the options (each stating
+//! its default), what the load did, and where rejected records go. The loading
+//! itself belongs to each database crate ([`crate::connect::Session::import`]).
+//!
+//! An import's rows come through a [`RowFeed`]: an [`ImportInput`] decodes them
+//! from bytes (`sluice import`, `POST /tables`), a [`SourceRows`] reads them
+//! from another database's result (`sluice copy`). Either way each row carries
+//! its position (the input line its record starts on, or its 1-based place in
+//! the source result), which the database's errors are tied back to.
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::{Column, Decoded, Decoder, Error, ErrorKind, Progress, Rejected, RowError};
+use crate::database::BoxFuture;
+use crate::source::DynSource;
+use crate::{Batch, Column, Decoded, Decoder, Error, ErrorKind, Progress, Rejected, RowError};
 
 /// A table to import into, as the catalog describes it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TableInfo {
-    /// The table's name as PostgreSQL prints it (schema-qualified and quoted when needed).
+    /// The table's name as the database prints it (schema-qualified and quoted
+    /// when needed), ready to go into its SQL.
     pub name: String,
     /// Its columns in order, without generated columns (which cannot be written).
     pub columns: Vec<Column>,
     /// Names of the columns that have a default or are identity columns.
     pub defaulted: Vec<String>,
+    /// Names of the columns declared `NOT NULL`.
+    pub not_null: Vec<String>,
+    /// The primary key's columns in key order; empty when the table has none.
+    pub primary_key: Vec<String>,
+    /// For each of `columns`, in the same order, its type as the database's
+    /// own DDL spells it (`numeric(12,2)`, `varchar(40)`), for creating a table
+    /// like this one; empty when the database does not say.
+    pub declared_types: Vec<String>,
+}
+
+impl TableInfo {
+    /// The declared type of the column named `name`, when known.
+    pub fn declared_type(&self, name: &str) -> Option<&str> {
+        let index = self.columns.iter().position(|column| column.name == name)?;
+        self.declared_types.get(index).map(String::as_str)
+    }
+}
+
+/// A table for a load to create (`sluice copy --create`), described by the
+/// columns of the result it will hold; each database spells the DDL its own way
+/// ([`crate::connect::Session::begin_load`]).
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    /// The columns in order.
+    pub columns: Vec<ColumnSpec>,
+    /// The primary key's columns in key order; empty for none.
+    pub primary_key: Vec<String>,
+    /// The product whose type names the columns carry (`"PostgreSQL"`, as
+    /// [`crate::connect::Session::product`] says): a database of the same kind
+    /// creates each column with the source's own type, any other maps the kind.
+    pub dialect: &'static str,
+}
+
+/// One column of a [`TableSpec`].
+#[derive(Debug, Clone)]
+pub struct ColumnSpec {
+    /// Name, kind, type name and decimal shape, as the source describes them.
+    pub column: Column,
+    /// The column's full type in the source's own DDL (`numeric(12,2)`), when
+    /// the source is a described table; `None` for a query's column.
+    pub declared_type: Option<String>,
+    /// Whether the column refuses NULL.
+    pub not_null: bool,
+}
+
+/// What a load does to its table before the rows go in, inside the unit of
+/// work [`crate::connect::Session::begin_load`] starts.
+#[derive(Debug, Clone, Default)]
+pub struct TableSetup {
+    /// Create the table as described (it must not exist yet). Default: `None`.
+    pub create: Option<TableSpec>,
+    /// Remove every row the table holds. Default: false.
+    pub empty: bool,
 }
 
 /// What to do with a bad record or a row the database refuses.
@@ -234,23 +296,40 @@ where
     }
 }
 
+/// Where an import's rows come from, one piece at a time: decoded from bytes
+/// ([`ImportInput`]) or read from another database's result ([`SourceRows`]).
+/// Every database's import drives either the same way.
+pub trait RowFeed: Send {
+    /// Appends the next piece of rows to `decoded` (each with its position in
+    /// `decoded.lines`; bad records to `decoded.rejected`); false once the
+    /// input is done.
+    fn next<'a>(&'a mut self, decoded: &'a mut Decoded) -> BoxFuture<'a, Result<bool, Error>>;
+
+    /// The table columns the rows fill, in row order, once known.
+    fn target_columns(&self) -> Option<&[Column]>;
+
+    /// Records seen so far (good and bad), for the summary's accounting.
+    fn records_seen(&self) -> u64;
+
+    /// Input bytes and rows as they are read.
+    fn progress(&self) -> &Progress;
+}
+
 /// Input is read in pieces of this size.
 const READ_BYTES: usize = 256 * 1024;
 
-/// An import's input: bytes read in pieces and decoded into rows, for every
-/// database's import to drive the same way.
+/// An import's input: bytes read in pieces and decoded into rows, each tagged
+/// with the input line its record starts on.
 pub struct ImportInput<'a, D: ?Sized, R: ?Sized> {
-    /// Turns the bytes into rows.
-    pub decoder: &'a mut D,
+    decoder: &'a mut D,
     reader: &'a mut R,
     buffer: Vec<u8>,
     start: usize,
     finished: bool,
-    /// Input bytes and rows as they are read.
-    pub progress: &'a Progress,
+    progress: &'a Progress,
 }
 
-/// Where an import stands once its first rows are decoded.
+/// Where an import stands once its first rows are read.
 pub enum Opening {
     /// The columns the rows fill are known; `more` is false when the whole
     /// input has been read already.
@@ -278,7 +357,7 @@ impl<'a, D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized> ImportInput<
     }
 
     /// Reads and decodes one piece of input into `decoded`; false once the input is done.
-    pub async fn next(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
+    async fn read_piece(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
         if self.finished {
             return Ok(false);
         }
@@ -309,39 +388,186 @@ impl<'a, D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized> ImportInput<
         }
         Ok(!end)
     }
+}
 
-    /// Reads until the target columns are known and a row is decoded (or the
-    /// input ends). With [`OnError::Abort`] the first bad record is the
-    /// import's error; an input without rows reports its bad records to
-    /// `rejects` and ends the import.
-    pub async fn open(
-        &mut self,
-        decoded: &mut Decoded,
-        on_error: OnError,
-        rejects: &mut RejectSink<'_>,
-    ) -> Result<Opening, Error> {
-        let mut more = true;
-        while more && decoded.batch.is_empty() {
-            more = self.next(decoded).await?;
-            if on_error == OnError::Abort {
-                if let Some(first) = decoded.rejected.first() {
-                    return Err(Error::bad_row(first.error.clone()));
-                }
+impl<D, R> RowFeed for ImportInput<'_, D, R>
+where
+    D: Decoder + ?Sized,
+    R: AsyncRead + Unpin + Send + ?Sized,
+{
+    fn next<'a>(&'a mut self, decoded: &'a mut Decoded) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(self.read_piece(decoded))
+    }
+
+    fn target_columns(&self) -> Option<&[Column]> {
+        self.decoder.target_columns()
+    }
+
+    fn records_seen(&self) -> u64 {
+        self.decoder.records_seen()
+    }
+
+    fn progress(&self) -> &Progress {
+        self.progress
+    }
+}
+
+/// Reads until the target columns are known and a row is read (or the input
+/// ends). With [`OnError::Abort`] the first bad record is the import's error;
+/// an input without rows reports its bad records to `rejects` and ends the
+/// import.
+pub async fn open(
+    rows: &mut dyn RowFeed,
+    decoded: &mut Decoded,
+    on_error: OnError,
+    rejects: &mut RejectSink<'_>,
+) -> Result<Opening, Error> {
+    let mut more = true;
+    while more && decoded.batch.is_empty() {
+        more = rows.next(decoded).await?;
+        if on_error == OnError::Abort {
+            if let Some(first) = decoded.rejected.first() {
+                return Err(Error::bad_row(first.error.clone()));
             }
         }
-        match self.decoder.target_columns().map(<[Column]>::to_vec) {
-            Some(columns) => Ok(Opening::Columns { columns, more }),
-            None => {
-                for rejected in &decoded.rejected {
-                    rejects(rejected)?;
+    }
+    match rows.target_columns().map(<[Column]>::to_vec) {
+        Some(columns) => Ok(Opening::Columns { columns, more }),
+        None => {
+            for rejected in &decoded.rejected {
+                rejects(rejected)?;
+            }
+            Ok(Opening::Empty(ImportSummary {
+                records: rows.records_seen(),
+                rejected: decoded.rejected.len() as u64,
+                ..ImportSummary::default()
+            }))
+        }
+    }
+}
+
+/// Rewrites one source value (`&[u8]`, never NULL) into the canonical form of
+/// the target column's kind, appending it to the buffer; an `Err` says why the
+/// value does not fit.
+pub type Convert = Box<dyn Fn(&[u8], &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
+
+/// How one target column is filled from a source row.
+pub struct Fill {
+    /// The source column's index.
+    pub source: usize,
+    /// The value's rewriting, when the source's canonical form is not already
+    /// what the target column takes.
+    pub convert: Option<Convert>,
+}
+
+/// The rows of another database's result as an import's input (`sluice
+/// copy`): each batch the source lends is mapped into the target's columns
+/// (a copy of its values, rewritten where a [`Fill`] says), so memory stays at
+/// a batch on each side. A row's position is its 1-based place in the result.
+pub struct SourceRows<'a> {
+    source: &'a mut dyn DynSource,
+    columns: Vec<Column>,
+    fills: Vec<Fill>,
+    rows_read: u64,
+    finished: bool,
+    progress: &'a Progress,
+}
+
+impl<'a> SourceRows<'a> {
+    /// The rows of `source`, filling `columns` (the target's, in row order)
+    /// as `fills` (one per column) say.
+    pub fn new(
+        source: &'a mut dyn DynSource,
+        columns: Vec<Column>,
+        fills: Vec<Fill>,
+        progress: &'a Progress,
+    ) -> SourceRows<'a> {
+        assert_eq!(columns.len(), fills.len(), "one fill per target column");
+        SourceRows {
+            source,
+            columns,
+            fills,
+            rows_read: 0,
+            finished: false,
+            progress,
+        }
+    }
+
+    async fn read_piece(&mut self, decoded: &mut Decoded) -> Result<bool, Error> {
+        if self.finished {
+            return Ok(false);
+        }
+        if decoded.batch.num_columns() != self.columns.len() {
+            decoded.batch.reset(self.columns.len());
+        }
+        // Whole batches: a row too large for one is read whole (its size is
+        // bounded by what the target can take in one row anyway).
+        let Some(batch) = self.source.next_batch().await? else {
+            self.finished = true;
+            return Ok(false);
+        };
+        self.progress.add_bytes(batch.data_len() as u64);
+        map_rows(batch, &self.fills, &self.columns, self.rows_read, decoded);
+        self.rows_read += batch.num_rows() as u64;
+        Ok(true)
+    }
+}
+
+/// Appends `batch`'s rows to `decoded` as `fills` map them, numbering them
+/// from `before + 1`; a value a conversion refuses rejects its row.
+fn map_rows(batch: &Batch, fills: &[Fill], columns: &[Column], before: u64, decoded: &mut Decoded) {
+    for (index, row) in batch.rows().enumerate() {
+        let position = before + index as u64 + 1;
+        let mark = decoded.batch.mark();
+        let refused = fills.iter().zip(columns).find_map(|(fill, column)| {
+            let outcome = match (row.get(fill.source), &fill.convert) {
+                (None, _) => {
+                    decoded.batch.push_null();
+                    Ok(())
                 }
-                Ok(Opening::Empty(ImportSummary {
-                    records: self.decoder.records_seen(),
-                    rejected: decoded.rejected.len() as u64,
-                    ..ImportSummary::default()
-                }))
+                (Some(value), None) => {
+                    decoded.batch.push_value(value);
+                    Ok(())
+                }
+                (Some(value), Some(convert)) => {
+                    let start = decoded.batch.begin_value();
+                    let converted = convert(value, decoded.batch.value_buffer());
+                    decoded.batch.end_value(start);
+                    converted
+                }
+            };
+            outcome
+                .err()
+                .map(|reason| RowError::new(position, Some(column.name.clone()), reason))
+        });
+        match refused {
+            None => decoded.lines.push(position),
+            Some(error) => {
+                decoded.batch.rollback(mark);
+                decoded.rejected.push(Rejected {
+                    error,
+                    record: Vec::new(),
+                });
             }
         }
+    }
+}
+
+impl RowFeed for SourceRows<'_> {
+    fn next<'a>(&'a mut self, decoded: &'a mut Decoded) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(self.read_piece(decoded))
+    }
+
+    fn target_columns(&self) -> Option<&[Column]> {
+        Some(&self.columns)
+    }
+
+    fn records_seen(&self) -> u64 {
+        self.rows_read
+    }
+
+    fn progress(&self) -> &Progress {
+        self.progress
     }
 }
 

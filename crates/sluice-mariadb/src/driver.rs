@@ -9,12 +9,13 @@ use sluice_core::connect::{
     Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions, Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Query};
-use sluice_core::load::{ImportSummary, TableInfo};
+use sluice_core::load::{ImportSummary, TableInfo, TableSetup};
 use sluice_core::{Error, ErrorKind, Meter, RowError};
 
 use crate::config::Scheme;
+use crate::ddl::{begin_load, end_load, LoadUnit};
 use crate::gateway::{MariaDbDatabase, PooledSlot};
-use crate::import::{describe_table, import, locate_refused_row};
+use crate::import::{describe_table, import_rows, locate_in_rows, Scope};
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
 /// MariaDB's and MySQL's [`Driver`].
@@ -95,6 +96,9 @@ pub(crate) struct MariaDbSession {
     start: u64,
     /// The pool slot the connection returns to, for a gateway's session.
     slot: Option<PooledSlot>,
+    /// The load's unit of work ([`Session::begin_load`]) while one is open:
+    /// imports join its transaction.
+    load: Option<LoadUnit>,
 }
 
 impl MariaDbSession {
@@ -104,6 +108,7 @@ impl MariaDbSession {
             connection,
             config,
             slot: None,
+            load: None,
         }
     }
 
@@ -121,6 +126,16 @@ impl MariaDbSession {
             config,
             start,
             slot: Some(slot),
+            load: None,
+        }
+    }
+
+    /// The transaction an import runs in: the load's, when one is open.
+    fn scope(&self) -> Scope {
+        if self.load.is_some() {
+            Scope::Caller
+        } else {
+            Scope::Own
         }
     }
 }
@@ -208,18 +223,42 @@ impl Session for MariaDbSession {
         Box::pin(describe_table(&mut self.connection, table))
     }
 
+    fn begin_load<'a>(
+        &'a mut self,
+        table: &'a str,
+        setup: &'a TableSetup,
+    ) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        Box::pin(async move {
+            if self.load.is_some() {
+                return Err(Error::config("a load is under way on this session already"));
+            }
+            let (info, unit) = begin_load(&mut self.connection, table, setup).await?;
+            self.load = Some(unit);
+            Ok(info)
+        })
+    }
+
+    fn end_load(&mut self, commit: bool) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            let Some(unit) = self.load.take() else {
+                return Err(Error::config("no load is under way on this session"));
+            };
+            end_load(&mut self.connection, unit, commit).await
+        })
+    }
+
     fn import<'a>(
         &'a mut self,
         request: ImportRequest<'a>,
     ) -> BoxFuture<'a, Result<ImportSummary, Error>> {
-        Box::pin(import(
+        let scope = self.scope();
+        Box::pin(import_rows(
             &mut self.connection,
             request.table,
-            request.decoder,
-            request.reader,
+            request.rows,
             request.options,
             request.rejects,
-            request.progress,
+            scope,
         ))
     }
 
@@ -227,11 +266,10 @@ impl Session for MariaDbSession {
         &'a mut self,
         request: ImportRequest<'a>,
     ) -> BoxFuture<'a, Result<Option<RowError>, Error>> {
-        Box::pin(locate_refused_row(
+        Box::pin(locate_in_rows(
             &mut self.connection,
             request.table,
-            request.decoder,
-            request.reader,
+            request.rows,
             request.options,
         ))
     }
@@ -257,6 +295,14 @@ impl Session for MariaDbSession {
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(finish(self.connection, self.slot))
+        Box::pin(async move {
+            let mut connection = self.connection;
+            if let Some(unit) = self.load {
+                // A load left open is abandoned, not committed (its table dropped
+                // if it made one): a pooled connection goes back without a transaction.
+                let _ = end_load(&mut connection, unit, false).await;
+            }
+            finish(connection, self.slot).await;
+        })
     }
 }

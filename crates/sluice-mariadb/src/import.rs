@@ -28,13 +28,18 @@
 //!   INFILE`): prepared multi-row `INSERT`s; on the fallback path several are
 //!   sent back to back before their answers are read, each sized to stay under
 //!   `max_allowed_packet`.
+//!
+//! Rows come from a [`RowFeed`]: decoded input, or another database's result
+//! (`sluice copy`). Inside a copy's unit of work ([`crate::ddl::begin_load`])
+//! an import joins the transaction already open ([`Scope::Caller`]): it
+//! starts, commits and rolls back nothing itself.
 
 use std::fmt::Write as _;
 
 pub use sluice_core::load::{
     ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
-use sluice_core::load::{ImportInput, LineMap, Opening};
+use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 use sluice_core::{
     Batch, Column, DbError, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError,
 };
@@ -68,7 +73,10 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     };
     let sql = format!(
         "SELECT c.TABLE_SCHEMA, c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.COLUMN_DEFAULT, c.EXTRA, \
-                {json_check} \
+                {json_check}, c.IS_NULLABLE, \
+                (SELECT k.ORDINAL_POSITION FROM information_schema.KEY_COLUMN_USAGE k \
+                 WHERE k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME \
+                   AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY') \
          FROM information_schema.COLUMNS c \
          WHERE c.TABLE_SCHEMA = {schema_sql} AND c.TABLE_NAME = {} \
          ORDER BY c.ORDINAL_POSITION",
@@ -86,9 +94,9 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     };
     let mut info = TableInfo {
         name: format!("{}.{}", identifier(&text(&rows[0], 0)), identifier(&name)),
-        columns: Vec::new(),
-        defaulted: Vec::new(),
+        ..TableInfo::default()
     };
+    let mut key: Vec<(u64, String)> = Vec::new();
     for row in &rows {
         let extra = text(row, 5).to_ascii_lowercase();
         if extra.contains("generated") || extra.contains("virtual") || extra.contains("persistent")
@@ -103,18 +111,27 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
         {
             info.defaulted.push(column.clone());
         }
+        if text(row, 7) == "NO" {
+            info.not_null.push(column.clone());
+        }
+        if let Ok(place) = text(row, 8).parse::<u64>() {
+            key.push((place, column.clone()));
+        }
         let column_type = text(row, 3);
+        info.declared_types.push(column_type.clone());
         info.columns.push(Column::new(
             column,
             kind_of(&text(row, 2), text(row, 6) == "1"),
             column_type,
         ));
     }
+    key.sort_unstable();
+    info.primary_key = key.into_iter().map(|(_, column)| column).collect();
     Ok(info)
 }
 
 /// `db.table`, `` `db`.`table` `` or `table`.
-fn split_table_name(table: &str) -> Result<(Option<String>, String), Error> {
+pub(crate) fn split_table_name(table: &str) -> Result<(Option<String>, String), Error> {
     let unquote = |part: &str| -> String {
         let part = part.trim();
         match part
@@ -181,7 +198,9 @@ enum Convert {
     Verbatim,
     /// `t`/`f` (or `true`/`false`) as `1`/`0`.
     Bool,
-    /// A moment with an offset, as UTC without one (the session's zone).
+    /// A moment with an offset, as UTC without one (the session's zone): for
+    /// `TIMESTAMP` and `DATETIME` columns alike, as MySQL reads an offset in a
+    /// literal (MariaDB refuses one). A moment without an offset goes as it is.
     Utc,
     /// Bytes, as hex for `UNHEX()` (text of the load is UTF-8; bytes are not).
     Hex,
@@ -199,10 +218,11 @@ struct Plan {
     wrappers: Vec<Option<&'static str>>,
     on_conflict: OnConflict,
     dry_run: bool,
+    scope: Scope,
 }
 
 impl Plan {
-    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions) -> Plan {
+    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions, scope: Scope) -> Plan {
         let column_type = |column: &Column| -> String {
             table
                 .columns
@@ -215,7 +235,7 @@ impl Plan {
             .iter()
             .map(|column| match column.kind {
                 Kind::Bool => Convert::Bool,
-                Kind::TimestampTz => Convert::Utc,
+                Kind::TimestampTz | Kind::Timestamp => Convert::Utc,
                 Kind::Bytes => Convert::Hex,
                 Kind::Interval => Convert::Time,
                 _ if column_type(column).starts_with("tinyint(1)") => Convert::Bool,
@@ -234,6 +254,7 @@ impl Plan {
             wrappers,
             on_conflict: options.on_conflict,
             dry_run: options.dry_run,
+            scope,
         }
     }
 
@@ -380,15 +401,84 @@ where
     D: Decoder + ?Sized,
     R: AsyncRead + Unpin + Send + ?Sized,
 {
-    options.check_for(table)?;
     let mut input = ImportInput::new(decoder, reader, progress);
+    import_rows(connection, table, &mut input, options, rejects, Scope::Own).await
+}
+
+/// Whose transaction an import runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Its own: started, committed and rolled back by the import.
+    Own,
+    /// The caller's, started already (a copy's unit of work), which the
+    /// caller commits or rolls back.
+    Caller,
+}
+
+/// Imports the rows of `rows` into `table`, in `scope`'s transaction.
+pub(crate) async fn import_rows(
+    connection: &mut Connection,
+    table: &TableInfo,
+    rows: &mut dyn RowFeed,
+    options: &ImportOptions,
+    rejects: &mut RejectSink<'_>,
+    scope: Scope,
+) -> Result<ImportSummary, Error> {
+    options.check_for(table)?;
     let mut decoded = Decoded::default();
-    let (columns, more) = match input.open(&mut decoded, options.on_error, rejects).await? {
-        Opening::Columns { columns, more } => (columns, more),
-        Opening::Empty(summary) => return Ok(summary),
-    };
-    let plan = Plan::new(table, &columns, options);
+    let (columns, more) =
+        match sluice_core::load::open(rows, &mut decoded, options.on_error, rejects).await? {
+            Opening::Columns { columns, more } => (columns, more),
+            Opening::Empty(summary) => return Ok(summary),
+        };
+    let plan = Plan::new(table, &columns, options, scope);
     begin(connection, &plan);
+    let outcome = async {
+        let summary = send_rows(
+            connection,
+            &plan,
+            rows,
+            &mut decoded,
+            more,
+            options,
+            rejects,
+        );
+        let summary = summary.await?;
+        upsert(connection, &plan, summary).await
+    }
+    .await;
+    let mut summary = match outcome {
+        Ok(summary) => summary,
+        Err(error) if scope == Scope::Own => {
+            let _ = connection.simple_query("ROLLBACK").await;
+            return Err(error);
+        }
+        Err(error) => return Err(error),
+    };
+    if scope == Scope::Own {
+        connection.simple_query(plan.end()).await?;
+    }
+    if plan.on_conflict == OnConflict::Update {
+        // A temporary table's DROP commits nothing, inside a caller's transaction too.
+        connection
+            .simple_query(&format!("DROP TEMPORARY TABLE IF EXISTS {STAGE}"))
+            .await?;
+    }
+    summary.records = rows.records_seen();
+    summary.rejected = summary.records - summary.accepted;
+    Ok(summary)
+}
+
+/// Sends every row the way the options and the server allow.
+async fn send_rows(
+    connection: &mut Connection,
+    plan: &Plan,
+    rows: &mut dyn RowFeed,
+    decoded: &mut Decoded,
+    more: bool,
+    options: &ImportOptions,
+    rejects: &mut RejectSink<'_>,
+) -> Result<ImportSummary, Error> {
     let load = connection.server().local_infile;
     if options.method == Method::Copy && !load {
         connection.notices.push(
@@ -397,63 +487,35 @@ where
                 .to_owned(),
         );
     }
-    let outcome = match (options.method, options.on_error) {
+    match (options.method, options.on_error) {
         (Method::Copy, OnError::Abort) if load => {
-            load_all(connection, &plan, &mut input, &mut decoded, more).await
+            load_all(connection, plan, rows, decoded, more).await
         }
         (Method::Copy, OnError::Skip) => {
             let path = if load { Path::Load } else { Path::Insert };
-            load_skipping(
-                connection,
-                &plan,
-                &mut input,
-                &mut decoded,
-                more,
-                options,
-                rejects,
-                path,
-            )
-            .await
+            let input = (rows, decoded, more);
+            load_skipping(connection, plan, input, options, rejects, path).await
         }
         (Method::Copy, OnError::Abort) => {
-            insert_all(connection, &plan, &mut input, &mut decoded, more, None).await
+            insert_all(connection, plan, rows, decoded, more, None).await
         }
         (Method::Insert { batch_size }, _) => {
-            insert_all(
-                connection,
-                &plan,
-                &mut input,
-                &mut decoded,
-                more,
-                Some(batch_size.max(1)),
-            )
-            .await
-        }
-    };
-    let mut summary = match outcome {
-        Ok(summary) => summary,
-        Err(error) => {
-            let _ = connection.simple_query("ROLLBACK").await;
-            return Err(error);
-        }
-    };
-    if plan.on_conflict == OnConflict::Update {
-        match connection.simple_query(&plan.upsert_statement()).await {
-            Ok(result) => summary.written = upserted(result.affected_rows, &result.info),
-            Err(error) => {
-                let _ = connection.simple_query("ROLLBACK").await;
-                return Err(error);
-            }
+            let batch_size = Some(batch_size.max(1));
+            insert_all(connection, plan, rows, decoded, more, batch_size).await
         }
     }
-    connection.simple_query(plan.end()).await?;
+}
+
+/// For updates on conflict: moves the staged rows into the table.
+async fn upsert(
+    connection: &mut Connection,
+    plan: &Plan,
+    mut summary: ImportSummary,
+) -> Result<ImportSummary, Error> {
     if plan.on_conflict == OnConflict::Update {
-        connection
-            .simple_query(&format!("DROP TEMPORARY TABLE IF EXISTS {STAGE}"))
-            .await?;
+        let result = connection.simple_query(&plan.upsert_statement()).await?;
+        summary.written = upserted(result.affected_rows, &result.info);
     }
-    summary.records = input.decoder.records_seen();
-    summary.rejected = summary.records - summary.accepted;
     Ok(summary)
 }
 
@@ -490,17 +552,26 @@ where
     R: AsyncRead + Unpin + Send + ?Sized,
 {
     let progress = Progress::new();
+    let mut input = ImportInput::new(decoder, reader, &progress);
+    locate_in_rows(connection, table, &mut input, options).await
+}
+
+/// [`locate_refused_row`] over any rows.
+pub(crate) async fn locate_in_rows(
+    connection: &mut Connection,
+    table: &TableInfo,
+    rows: &mut dyn RowFeed,
+    options: &ImportOptions,
+) -> Result<Option<RowError>, Error> {
     sluice_core::load::locate_refused_row(options, async |options, rejects| {
-        import(
-            connection, table, decoder, reader, options, rejects, &progress,
-        )
-        .await
+        import_rows(connection, table, rows, options, rejects, Scope::Own).await
     })
     .await
 }
 
-/// Strict mode for the INSERT path, one transaction, and the staging table
-/// for updates, queued to travel with the first statement that sends rows.
+/// Strict mode for the INSERT path, one transaction (unless the caller's is
+/// open), and the staging table for updates, queued to travel with the first
+/// statement that sends rows.
 fn begin(connection: &mut Connection, plan: &Plan) {
     connection.queue_setting(
         "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'STRICT_ALL_TABLES')",
@@ -512,8 +583,10 @@ fn begin(connection: &mut Connection, plan: &Plan) {
             plan.table
         ));
     }
-    // Travels with the first load or INSERT.
-    connection.queue_setting("START TRANSACTION");
+    if plan.scope == Scope::Own {
+        // Travels with the first load or INSERT.
+        connection.queue_setting("START TRANSACTION");
+    }
 }
 
 /// How a chunk of rows travels.
@@ -524,10 +597,10 @@ enum Path {
 }
 
 /// The whole input in one `LOAD DATA`.
-async fn load_all<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
+async fn load_all(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut ImportInput<'_, D, R>,
+    input: &mut dyn RowFeed,
     decoded: &mut Decoded,
     mut more: bool,
 ) -> Result<ImportSummary, Error> {
@@ -542,7 +615,7 @@ async fn load_all<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
             lines.extend(&decoded.lines);
             let rows = decoded.batch.num_rows();
             load.write_rows(&decoded.batch, 0..rows).await?;
-            input.progress.add_rows(rows as u64);
+            input.progress().add_rows(rows as u64);
             summary.accepted += rows as u64;
             decoded.clear();
             if !more {
@@ -563,13 +636,11 @@ async fn load_all<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
 }
 
 /// Chunks under savepoints; refused rows rejected, the rest sent again.
-#[allow(clippy::too_many_arguments)]
-async fn load_skipping<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
+/// `input` is the feed, the rows read from it already, and whether it has more.
+async fn load_skipping(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut ImportInput<'_, D, R>,
-    decoded: &mut Decoded,
-    mut more: bool,
+    (input, decoded, mut more): (&mut dyn RowFeed, &mut Decoded, bool),
     options: &ImportOptions,
     rejects: &mut RejectSink<'_>,
     path: Path,
@@ -581,7 +652,7 @@ async fn load_skipping<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized
         }
         if decoded.batch.num_rows() >= options.chunk_rows.max(1) || !more {
             let (accepted, written) = send_chunk(connection, plan, decoded, rejects, path).await?;
-            input.progress.add_rows(accepted);
+            input.progress().add_rows(accepted);
             summary.accepted += accepted;
             summary.written += written;
             decoded.clear();
@@ -967,10 +1038,10 @@ fn sqlstate_of(code: u32) -> &'static str {
 /// round trip each: the seeds' experiment); without it, statements are sized
 /// to `max_allowed_packet` and sent back to back, [`PIPELINE_DEPTH`] answers
 /// outstanding.
-async fn insert_all<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
+async fn insert_all(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut ImportInput<'_, D, R>,
+    input: &mut dyn RowFeed,
     decoded: &mut Decoded,
     mut more: bool,
     batch_size: Option<usize>,
@@ -998,7 +1069,7 @@ async fn insert_all<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
                     inserts.send(connection, plan).await?;
                 }
             }
-            input.progress.add_rows(rows as u64);
+            input.progress().add_rows(rows as u64);
             summary.accepted += rows as u64;
             decoded.clear();
             if !more {

@@ -24,6 +24,7 @@ pub mod calls;
 pub mod cancel;
 pub mod config;
 pub mod connection;
+mod ddl;
 pub mod driver;
 mod error;
 pub mod gateway;

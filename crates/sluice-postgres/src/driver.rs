@@ -12,16 +12,15 @@ use sluice_core::connect::{
     Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Param, Query};
-use sluice_core::load::{ImportSummary, TableInfo};
+use sluice_core::load::{ImportSummary, TableInfo, TableSetup};
 use sluice_core::{Error, Meter, RowError, Schema};
 
+use crate::ddl::{begin_load, end_load};
 use crate::gateway::{param_text, PooledSlot, PostgresDatabase};
-use crate::{
-    describe_table, import, locate_refused_row, CancelToken, Config, Connection, Pipeline,
-    QueryOptions, QueryStream,
-};
+use crate::import::{import_rows, locate_in_rows, Scope};
+use crate::{describe_table, CancelToken, Config, Connection, Pipeline, QueryOptions, QueryStream};
 
-const PRODUCT: &str = "PostgreSQL";
+pub(crate) const PRODUCT: &str = "PostgreSQL";
 
 /// PostgreSQL's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -101,6 +100,9 @@ pub(crate) struct PostgresSession {
     start: u64,
     /// The pool slot the connection returns to, for a pooled session.
     slot: Option<PooledSlot>,
+    /// Whether a load's unit of work ([`Session::begin_load`]) is open: its
+    /// transaction, which imports join.
+    in_load: bool,
 }
 
 impl PostgresSession {
@@ -111,6 +113,7 @@ impl PostgresSession {
             connection,
             config,
             slot: None,
+            in_load: false,
         }
     }
 
@@ -127,6 +130,16 @@ impl PostgresSession {
             config,
             start,
             slot: Some(slot),
+            in_load: false,
+        }
+    }
+
+    /// The transaction an import runs in: the load's, when one is open.
+    fn scope(&self) -> Scope {
+        if self.in_load {
+            Scope::Caller
+        } else {
+            Scope::Own
         }
     }
 }
@@ -190,18 +203,42 @@ impl Session for PostgresSession {
         Box::pin(describe_table(&mut self.connection, table))
     }
 
+    fn begin_load<'a>(
+        &'a mut self,
+        table: &'a str,
+        setup: &'a TableSetup,
+    ) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        Box::pin(async move {
+            if self.in_load {
+                return Err(Error::config("a load is under way on this session already"));
+            }
+            let info = begin_load(&mut self.connection, table, setup).await?;
+            self.in_load = true;
+            Ok(info)
+        })
+    }
+
+    fn end_load(&mut self, commit: bool) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            if !std::mem::take(&mut self.in_load) {
+                return Err(Error::config("no load is under way on this session"));
+            }
+            end_load(&mut self.connection, commit).await
+        })
+    }
+
     fn import<'a>(
         &'a mut self,
         request: ImportRequest<'a>,
     ) -> BoxFuture<'a, Result<ImportSummary, Error>> {
-        Box::pin(import(
+        let scope = self.scope();
+        Box::pin(import_rows(
             &mut self.connection,
             request.table,
-            request.decoder,
-            request.reader,
+            request.rows,
             request.options,
             request.rejects,
-            request.progress,
+            scope,
         ))
     }
 
@@ -209,11 +246,10 @@ impl Session for PostgresSession {
         &'a mut self,
         request: ImportRequest<'a>,
     ) -> BoxFuture<'a, Result<Option<RowError>, Error>> {
-        Box::pin(locate_refused_row(
+        Box::pin(locate_in_rows(
             &mut self.connection,
             request.table,
-            request.decoder,
-            request.reader,
+            request.rows,
             request.options,
         ))
     }
@@ -234,7 +270,15 @@ impl Session for PostgresSession {
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(finish(self.connection, self.slot))
+        Box::pin(async move {
+            let mut connection = self.connection;
+            if self.in_load {
+                // A load left open is abandoned, not committed: a pooled
+                // connection goes back without a transaction.
+                let _ = end_load(&mut connection, false).await;
+            }
+            finish(connection, self.slot).await;
+        })
     }
 }
 

@@ -16,6 +16,11 @@
 //! - **INSERT batches** (`Method::Insert`): multi-row `INSERT` statements of N rows,
 //!   one round trip each, inside one transaction: the seed's experiment, kept to
 //!   measure what COPY saves.
+//!
+//! Rows come from a [`RowFeed`]: decoded input, or another database's result
+//! (`sluice copy`). Inside a copy's unit of work ([`crate::ddl::begin_load`])
+//! an import joins the transaction already open ([`Scope::Caller`]): it begins,
+//! commits and rolls back nothing itself.
 
 use std::fmt::Write as _;
 
@@ -26,54 +31,63 @@ use tokio::io::AsyncRead;
 pub use sluice_core::load::{
     ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
-use sluice_core::load::{ImportInput, LineMap, Opening};
+use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 
-use crate::copy_in::error_position;
+use crate::copy_in::{error_position, CopyIn};
 use crate::types;
 use crate::Connection;
+
+/// The catalog query of [`describe_table`]: per writable column, its name,
+/// type, whether it has a default, whether it is `NOT NULL`, its type as DDL
+/// spells it, and its place in the primary key (0: not in it).
+const DESCRIBE_QUERY: &str = "select c.oid::regclass::text, a.attname::text, a.atttypid::int8, \
+        (a.atthasdef or a.attidentity <> '')::text, a.attnotnull::text, \
+        format_type(a.atttypid, a.atttypmod), \
+        coalesce((select k.ord from pg_catalog.pg_index i, \
+                  unnest(i.indkey) with ordinality k(attnum, ord) \
+                  where i.indrelid = c.oid and i.indisprimary and k.attnum = a.attnum), 0)::text \
+ from pg_catalog.pg_class c join pg_catalog.pg_attribute a on a.attrelid = c.oid \
+ where c.oid = to_regclass($1) and a.attnum > 0 and not a.attisdropped \
+   and a.attgenerated = '' order by a.attnum";
 
 /// Reads the table's columns and their kinds from the catalog.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
     let rows = connection
-        .query_rows(
-            "select c.oid::regclass::text, a.attname::text, a.atttypid::int8, \
-                    (a.atthasdef or a.attidentity <> '')::text \
-             from pg_catalog.pg_class c join pg_catalog.pg_attribute a on a.attrelid = c.oid \
-             where c.oid = to_regclass($1) and a.attnum > 0 and not a.attisdropped \
-               and a.attgenerated = '' order by a.attnum",
-            &[Some(table)],
-        )
+        .query_rows(DESCRIBE_QUERY, &[Some(table)])
         .await?;
     if rows.is_empty() {
         return Err(Error::config(format!("table {table:?} does not exist")));
     }
     let bad = || Error::protocol("unexpected row from the table catalog query");
-    let mut name = String::new();
+    let mut info = TableInfo::default();
     let mut raw = Vec::new();
-    let mut defaulted = Vec::new();
+    let mut key: Vec<(u32, String)> = Vec::new();
     for row in rows {
-        name = row.first().cloned().flatten().ok_or_else(bad)?;
-        let column = row.get(1).cloned().flatten().ok_or_else(bad)?;
-        let oid: u32 = row
-            .get(2)
-            .cloned()
-            .flatten()
-            .and_then(|oid| oid.parse::<i64>().ok())
-            .ok_or_else(bad)? as u32;
-        if row.get(3).cloned().flatten().as_deref() == Some("true") {
-            defaulted.push(column.clone());
+        let text = |index: usize| row.get(index).cloned().flatten().ok_or_else(bad);
+        info.name = text(0)?;
+        let column = text(1)?;
+        let oid = text(2)?.parse::<i64>().map_err(|_| bad())? as u32;
+        if text(3)? == "true" {
+            info.defaulted.push(column.clone());
+        }
+        if text(4)? == "true" {
+            info.not_null.push(column.clone());
+        }
+        info.declared_types.push(text(5)?);
+        match text(6)?.parse::<u32>().map_err(|_| bad())? {
+            0 => {}
+            place => key.push((place, column.clone())),
         }
         raw.push((column, oid));
     }
+    key.sort_unstable();
+    info.primary_key = key.into_iter().map(|(_, column)| column).collect();
     let oids: Vec<u32> = raw.iter().map(|(_, oid)| *oid).collect();
     let catalog = types::resolve(connection, &oids).await;
     // resolve() runs inside an exchange; end it whatever happened.
     let catalog = connection.end_exchange(catalog).await?;
-    Ok(TableInfo {
-        name,
-        defaulted,
-        columns: types::schema_of(&raw, &catalog).columns,
-    })
+    info.columns = types::schema_of(&raw, &catalog).columns;
+    Ok(info)
 }
 
 /// Ties a database error to the input line of the row it names.
@@ -125,45 +139,74 @@ where
     D: Decoder + ?Sized,
     R: AsyncRead + Unpin + Send + ?Sized,
 {
-    options.check_for(table)?;
     let mut input = ImportInput::new(decoder, reader, progress);
+    import_rows(connection, table, &mut input, options, rejects, Scope::Own).await
+}
+
+/// Whose transaction an import runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Its own: begun and ended by the import wherever its strategy needs one.
+    Own,
+    /// The caller's, open already (a copy's unit of work), which the caller
+    /// commits or rolls back.
+    Caller,
+}
+
+/// Imports the rows of `rows` into `table`, in `scope`'s transaction.
+pub(crate) async fn import_rows(
+    connection: &mut Connection,
+    table: &TableInfo,
+    rows: &mut dyn RowFeed,
+    options: &ImportOptions,
+    rejects: &mut RejectSink<'_>,
+    scope: Scope,
+) -> Result<ImportSummary, Error> {
+    options.check_for(table)?;
     let mut decoded = Decoded::default();
-    let (columns, more) = match input.open(&mut decoded, options.on_error, rejects).await? {
-        Opening::Columns { columns, more } => (columns, more),
-        Opening::Empty(summary) => return Ok(summary),
+    let (columns, more) =
+        match sluice_core::load::open(rows, &mut decoded, options.on_error, rejects).await? {
+            Opening::Columns { columns, more } => (columns, more),
+            Opening::Empty(summary) => return Ok(summary),
+        };
+    let plan = Plan::new(table, &columns, options, scope);
+    let input = Input {
+        rows,
+        decoded: &mut decoded,
+        more,
     };
-    let plan = Plan::new(table, &columns, options);
     let mut summary = match options.method {
         Method::Insert { batch_size } => {
-            insert_batches(
-                connection,
-                &plan,
-                &mut input,
-                &mut decoded,
-                more,
-                batch_size.max(1),
-            )
-            .await?
+            insert_batches(connection, &plan, input, batch_size.max(1)).await?
         }
         Method::Copy => match options.on_error {
-            OnError::Abort => copy_abort(connection, &plan, &mut input, &mut decoded, more).await?,
-            OnError::Skip => {
-                copy_skip(
-                    connection,
-                    &plan,
-                    &mut input,
-                    &mut decoded,
-                    more,
-                    options,
-                    rejects,
-                )
-                .await?
-            }
+            OnError::Abort => copy_abort(connection, &plan, input).await?,
+            OnError::Skip => copy_skip(connection, &plan, input, options, rejects).await?,
         },
     };
-    summary.records = input.decoder.records_seen();
+    summary.records = rows.records_seen();
     summary.rejected = summary.records - summary.accepted;
     Ok(summary)
+}
+
+/// An import's rows as a strategy reads them: the feed, the rows read from it
+/// already, and whether it has more.
+struct Input<'a, 'f> {
+    rows: &'a mut (dyn RowFeed + 'f),
+    decoded: &'a mut Decoded,
+    more: bool,
+}
+
+impl Input<'_, '_> {
+    /// Clears the rows handled and reads the next piece; false when there was none.
+    async fn advance(&mut self) -> Result<bool, Error> {
+        self.decoded.clear();
+        if !self.more {
+            return Ok(false);
+        }
+        self.more = self.rows.next(self.decoded).await?;
+        Ok(true)
+    }
 }
 
 /// Finds the first input row the table refuses, for errors the server reports
@@ -182,11 +225,19 @@ where
     R: AsyncRead + Unpin + Send + ?Sized,
 {
     let progress = Progress::new();
+    let mut input = ImportInput::new(decoder, reader, &progress);
+    locate_in_rows(connection, table, &mut input, options).await
+}
+
+/// [`locate_refused_row`] over any rows.
+pub(crate) async fn locate_in_rows(
+    connection: &mut Connection,
+    table: &TableInfo,
+    rows: &mut dyn RowFeed,
+    options: &ImportOptions,
+) -> Result<Option<RowError>, Error> {
     sluice_core::load::locate_refused_row(options, async |options, rejects| {
-        import(
-            connection, table, decoder, reader, options, rejects, &progress,
-        )
-        .await
+        import_rows(connection, table, rows, options, rejects, Scope::Own).await
     })
     .await
 }
@@ -200,12 +251,13 @@ struct Plan {
     upsert: Option<String>,
     /// Roll back instead of committing.
     dry_run: bool,
+    scope: Scope,
 }
 
 const STAGE: &str = "sluice_import_stage";
 
 impl Plan {
-    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions) -> Plan {
+    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions, scope: Scope) -> Plan {
         let list = column_list(columns);
         let conflict = |select: &str| -> String {
             let keys = options
@@ -265,12 +317,16 @@ impl Plan {
             columns: columns.to_vec(),
             upsert,
             dry_run: options.dry_run,
+            scope,
         }
     }
 
-    /// Whether the import runs in an explicit transaction (rather than being one COPY).
-    fn in_transaction(&self) -> bool {
-        self.upsert.is_some() || self.dry_run
+    /// Whether the import begins and ends a transaction of its own: never in
+    /// the caller's; otherwise when its strategy runs several statements
+    /// (`several`), or for an upsert's staging table or a dry run's rollback
+    /// (one COPY alone is atomic).
+    fn owns_transaction(&self, several: bool) -> bool {
+        self.scope == Scope::Own && (several || self.upsert.is_some() || self.dry_run)
     }
 
     /// How the transaction ends when all went well.
@@ -310,132 +366,142 @@ async fn rollback(connection: &mut Connection, error: Error) -> Error {
     error
 }
 
-async fn copy_abort<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
+/// Runs `work` in the transaction the plan calls for (`several`: see
+/// [`Plan::owns_transaction`]), after `setup` (a staging table): begun,
+/// committed (or rolled back for a dry run) and rolled back on failure when
+/// the import owns it; left to the caller otherwise.
+async fn in_transaction<T>(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut ImportInput<'_, D, R>,
-    decoded: &mut Decoded,
-    mut more: bool,
-) -> Result<ImportSummary, Error> {
-    let mut summary = ImportSummary::default();
-    match plan.upsert {
-        Some(_) => execute(connection, &format!("begin; {}", plan.stage_statement())).await?,
-        None if plan.dry_run => execute(connection, "begin").await?,
-        None => 0,
-    };
-    let mut lines = LineMap::default();
-    let mut copy = match connection
-        .copy_in(&plan.copy_statement(), &plan.kinds)
-        .await
-    {
-        Ok(copy) => copy,
-        Err(error) => {
-            if plan.in_transaction() {
-                return Err(rollback(connection, error).await);
-            }
-            return Err(error);
+    several: bool,
+    setup: Option<String>,
+    work: impl AsyncFnOnce(&mut Connection) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let owns = plan.owns_transaction(several);
+    let opening: Vec<String> = owns
+        .then(|| "begin".to_owned())
+        .into_iter()
+        .chain(setup)
+        .collect();
+    let outcome = async {
+        if !opening.is_empty() {
+            execute(connection, &opening.join("; ")).await?;
         }
-    };
-    let outcome: Result<(), Error> = async {
-        loop {
-            if let Some(first) = decoded.rejected.first() {
-                return Err(Error::bad_row(first.error.clone()));
-            }
-            lines.extend(&decoded.lines);
-            let rows = decoded.batch.num_rows();
-            copy.write_rows(&decoded.batch, 0..rows)
-                .await
-                .map_err(|error| at_line(error, |row| lines.line(row)))?;
-            input.progress.add_rows(rows as u64);
-            summary.accepted += rows as u64;
-            decoded.clear();
-            if !more {
-                return Ok(());
-            }
-            more = input.next(decoded).await?;
-        }
+        work(connection).await
     }
     .await;
     match outcome {
-        Ok(()) => {}
-        Err(error) => {
-            // A database error has already ended the COPY; anything else has not.
-            if error.kind() != ErrorKind::Database {
-                copy.fail(&error.to_string()).await.ok();
-            }
-            if plan.in_transaction() {
-                return Err(rollback(connection, error).await);
-            }
-            return Err(error);
+        Ok(value) if owns => {
+            execute(connection, plan.end()).await?;
+            Ok(value)
         }
+        Ok(value) => Ok(value),
+        Err(error) if owns => Err(rollback(connection, error).await),
+        Err(error) => Err(error),
     }
-    let copied = copy
+}
+
+/// One COPY of every row (into the staging table for an upsert, which then
+/// moves them); the first bad record or refused row fails it all.
+async fn copy_abort(
+    connection: &mut Connection,
+    plan: &Plan,
+    mut input: Input<'_, '_>,
+) -> Result<ImportSummary, Error> {
+    let stage = plan.upsert.as_ref().map(|_| plan.stage_statement());
+    in_transaction(connection, plan, false, stage, async |connection| {
+        let mut summary = copy_everything(connection, plan, &mut input).await?;
+        if let Some(upsert) = &plan.upsert {
+            summary.written = execute(connection, upsert).await?;
+        }
+        Ok(summary)
+    })
+    .await
+}
+
+/// The COPY of [`copy_abort`]: rows accepted, and written by the COPY.
+async fn copy_everything(
+    connection: &mut Connection,
+    plan: &Plan,
+    input: &mut Input<'_, '_>,
+) -> Result<ImportSummary, Error> {
+    let mut summary = ImportSummary::default();
+    let mut lines = LineMap::default();
+    let mut copy = connection
+        .copy_in(&plan.copy_statement(), &plan.kinds)
+        .await?;
+    if let Err(error) = send_all(&mut copy, input, &mut lines, &mut summary).await {
+        // A database error has already ended the COPY; anything else has not.
+        if error.kind() != ErrorKind::Database {
+            copy.fail(&error.to_string()).await.ok();
+        }
+        return Err(error);
+    }
+    summary.written = copy
         .finish()
         .await
-        .map_err(|error| at_line(error, |row| lines.line(row)));
-    let copied = match copied {
-        Ok(copied) => copied,
-        Err(error) if plan.in_transaction() => return Err(rollback(connection, error).await),
-        Err(error) => return Err(error),
-    };
-    summary.written = copied;
-    if let Some(upsert) = &plan.upsert {
-        match execute(connection, upsert).await {
-            Ok(written) => summary.written = written,
-            Err(error) => return Err(rollback(connection, error).await),
-        }
-    }
-    if plan.in_transaction() {
-        execute(connection, plan.end()).await?;
-    }
+        .map_err(|error| at_line(error, |row| lines.line(row)))?;
     Ok(summary)
 }
 
-async fn copy_skip<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
+/// Sends every row of `input` into `copy`, noting each row's line.
+async fn send_all(
+    copy: &mut CopyIn<'_>,
+    input: &mut Input<'_, '_>,
+    lines: &mut LineMap,
+    summary: &mut ImportSummary,
+) -> Result<(), Error> {
+    loop {
+        if let Some(first) = input.decoded.rejected.first() {
+            return Err(Error::bad_row(first.error.clone()));
+        }
+        lines.extend(&input.decoded.lines);
+        let rows = input.decoded.batch.num_rows();
+        copy.write_rows(&input.decoded.batch, 0..rows)
+            .await
+            .map_err(|error| at_line(error, |row| lines.line(row)))?;
+        input.rows.progress().add_rows(rows as u64);
+        summary.accepted += rows as u64;
+        if !input.advance().await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Rows in chunks under savepoints, each refused row rejected and the rest
+/// sent again; the good rows commit together.
+async fn copy_skip(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut ImportInput<'_, D, R>,
-    decoded: &mut Decoded,
-    mut more: bool,
+    mut input: Input<'_, '_>,
     options: &ImportOptions,
     rejects: &mut RejectSink<'_>,
 ) -> Result<ImportSummary, Error> {
-    let mut summary = ImportSummary::default();
-    let begin = match plan.upsert {
-        Some(_) => format!("begin; {}", plan.stage_statement()),
-        None => "begin".to_owned(),
-    };
-    execute(connection, &begin).await?;
-    let result: Result<(), Error> = async {
+    let stage = plan.upsert.as_ref().map(|_| plan.stage_statement());
+    in_transaction(connection, plan, true, stage, async |connection| {
+        let mut summary = ImportSummary::default();
         loop {
-            for rejected in decoded.rejected.drain(..) {
+            for rejected in input.decoded.rejected.drain(..) {
                 rejects(&rejected)?;
             }
-            if decoded.batch.num_rows() >= options.chunk_rows.max(1) || !more {
-                let accepted = copy_chunk(connection, plan, decoded, rejects).await?;
-                input.progress.add_rows(accepted);
+            if input.decoded.batch.num_rows() >= options.chunk_rows.max(1) || !input.more {
+                let accepted = copy_chunk(connection, plan, input.decoded, rejects).await?;
+                input.rows.progress().add_rows(accepted);
                 summary.accepted += accepted;
-                decoded.clear();
+                input.decoded.clear();
             }
-            if !more {
-                return Ok(());
+            if !input.more {
+                break;
             }
-            more = input.next(decoded).await?;
+            input.more = input.rows.next(input.decoded).await?;
         }
-    }
-    .await;
-    if let Err(error) = result {
-        return Err(rollback(connection, error).await);
-    }
-    summary.written = summary.accepted;
-    if let Some(upsert) = &plan.upsert {
-        match execute(connection, upsert).await {
-            Ok(written) => summary.written = written,
-            Err(error) => return Err(rollback(connection, error).await),
+        summary.written = summary.accepted;
+        if let Some(upsert) = &plan.upsert {
+            summary.written = execute(connection, upsert).await?;
         }
-    }
-    execute(connection, plan.end()).await?;
-    Ok(summary)
+        Ok(summary)
+    })
+    .await
 }
 
 /// Copies the rows of `decoded` under savepoints, rejecting each row the server
@@ -504,22 +570,20 @@ async fn copy_chunk(
     Ok(accepted)
 }
 
-async fn insert_batches<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized>(
+/// Multi-row INSERTs of `batch_size` rows, one round trip each, in one transaction.
+async fn insert_batches(
     connection: &mut Connection,
     plan: &Plan,
-    input: &mut ImportInput<'_, D, R>,
-    decoded: &mut Decoded,
-    mut more: bool,
+    mut input: Input<'_, '_>,
     batch_size: usize,
 ) -> Result<ImportSummary, Error> {
-    const STATEMENT: &str = "sluice_insert";
-    let mut summary = ImportSummary::default();
-    execute(connection, "begin").await?;
-    let mut prepared = false;
-    let mut pending = Decoded::default();
-    pending.batch.reset(plan.columns.len());
-    let result: Result<(), Error> = async {
+    in_transaction(connection, plan, true, None, async |connection| {
+        let mut summary = ImportSummary::default();
+        let mut pending = Decoded::default();
+        pending.batch.reset(plan.columns.len());
+        let mut prepared = false;
         loop {
+            let decoded = &mut *input.decoded;
             if let Some(first) = decoded.rejected.first() {
                 return Err(Error::bad_row(first.error.clone()));
             }
@@ -527,53 +591,67 @@ async fn insert_batches<D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Size
                 pending.batch.push_row(&decoded.batch.row(index));
                 pending.lines.push(decoded.lines[index]);
             }
-            decoded.clear();
+            let more = input.more;
             while pending.batch.num_rows() >= batch_size || (!more && !pending.batch.is_empty()) {
                 let rows = pending.batch.num_rows().min(batch_size);
-                let name = if rows == batch_size { STATEMENT } else { "" };
-                if name.is_empty() || !prepared {
-                    let sql = insert_statement(plan, rows);
-                    connection.encode_parse(name, &sql)?;
-                    prepared |= !name.is_empty();
-                }
-                let written = insert_rows(connection, plan, name, &pending.batch, 0..rows)
-                    .await
-                    .map_err(|error| {
-                        let first = pending.lines[0];
-                        let last = pending.lines[rows - 1];
-                        let mut row_error = reason_of(&error, first, None);
-                        if last != first {
-                            row_error.reason = format!(
-                                "in the INSERT of lines {first}–{last}: {}",
-                                row_error.reason
-                            );
-                        }
-                        error.at_row(row_error)
-                    })?;
+                let written =
+                    insert_pending(connection, plan, &pending, rows, batch_size, &mut prepared)
+                        .await?;
                 summary.accepted += rows as u64;
                 summary.written += written;
-                input.progress.add_rows(rows as u64);
-                // Keep the rows after this statement's.
-                let mut rest = Decoded::default();
-                rest.batch.reset(plan.columns.len());
-                for index in rows..pending.batch.num_rows() {
-                    rest.batch.push_row(&pending.batch.row(index));
-                    rest.lines.push(pending.lines[index]);
-                }
-                pending = rest;
+                input.rows.progress().add_rows(rows as u64);
+                pending = rest_of(&pending, rows, plan.columns.len());
             }
-            if !more {
-                return Ok(());
+            if !input.advance().await? {
+                return Ok(summary);
             }
-            more = input.next(decoded).await?;
         }
+    })
+    .await
+}
+
+/// One INSERT of the first `rows` pending rows (through the prepared
+/// statement when it holds `batch_size` rows); its error names their lines.
+async fn insert_pending(
+    connection: &mut Connection,
+    plan: &Plan,
+    pending: &Decoded,
+    rows: usize,
+    batch_size: usize,
+    prepared: &mut bool,
+) -> Result<u64, Error> {
+    const STATEMENT: &str = "sluice_insert";
+    let name = if rows == batch_size { STATEMENT } else { "" };
+    if name.is_empty() || !*prepared {
+        let sql = insert_statement(plan, rows);
+        connection.encode_parse(name, &sql)?;
+        *prepared |= !name.is_empty();
     }
-    .await;
-    if let Err(error) = result {
-        return Err(rollback(connection, error).await);
+    insert_rows(connection, plan, name, &pending.batch, 0..rows)
+        .await
+        .map_err(|error| {
+            let first = pending.lines[0];
+            let last = pending.lines[rows - 1];
+            let mut row_error = reason_of(&error, first, None);
+            if last != first {
+                row_error.reason = format!(
+                    "in the INSERT of lines {first}–{last}: {}",
+                    row_error.reason
+                );
+            }
+            error.at_row(row_error)
+        })
+}
+
+/// The pending rows after the first `sent`.
+fn rest_of(pending: &Decoded, sent: usize, columns: usize) -> Decoded {
+    let mut rest = Decoded::default();
+    rest.batch.reset(columns);
+    for index in sent..pending.batch.num_rows() {
+        rest.batch.push_row(&pending.batch.row(index));
+        rest.lines.push(pending.lines[index]);
     }
-    execute(connection, plan.end()).await?;
-    Ok(summary)
+    rest
 }
 
 fn insert_statement(plan: &Plan, rows: usize) -> String {

@@ -25,6 +25,7 @@ pub mod config;
 pub mod connection;
 mod conninfo;
 pub mod copy_in;
+mod ddl;
 pub mod driver;
 pub mod error;
 pub mod gateway;

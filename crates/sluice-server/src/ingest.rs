@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use sluice_core::connect::{ImportRequest, Session};
 use sluice_core::load::{
-    ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+    ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
 use sluice_core::{Decoder, Error, ErrorKind, Progress, Rejected};
 use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
@@ -475,13 +475,12 @@ async fn run_import(
     rejects: &mut RejectSink<'_>,
     progress: &Progress,
 ) -> Result<ImportSummary, Error> {
+    let mut input = ImportInput::new(decoder, reader, progress);
     let request = ImportRequest {
         table,
-        decoder,
-        reader,
+        rows: &mut input,
         options,
         rejects,
-        progress,
     };
     session.import(request).await
 }

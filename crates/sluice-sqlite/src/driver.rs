@@ -1,8 +1,9 @@
 //! [`SqliteDriver`]: SQLite files for front ends that open databases by URL
 //! ([`sluice_core::connect`]). `sqlite:///absolute/path.db`, `sqlite://relative.db`
 //! and `sqlite:path.db` name a file, opened read-only: a session exports query
-//! results ([`SqliteStream`]) and serves the gateway ([`SqliteDatabase`]);
-//! loading tables and calls are not offered (the trait's defaults say so).
+//! results ([`SqliteStream`]), describes tables (for copies out of SQLite that
+//! create their target) and serves the gateway ([`SqliteDatabase`]); loading
+//! tables and calls are not offered (the trait's defaults say so).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use sluice_core::connect::{
     Canceller, Driver, Export, ExportOptions, PoolOptions, Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Query};
+use sluice_core::load::TableInfo;
 use sluice_core::{Error, ErrorKind, Meter};
 
 use crate::gateway::SqliteDatabase;
@@ -139,6 +141,15 @@ impl Session for SqliteSession {
                 let ended: BoxFuture<'static, ()> = Box::pin(async {});
                 ended
             }))
+        })
+    }
+
+    fn describe_table<'a>(&'a mut self, table: &'a str) -> BoxFuture<'a, Result<TableInfo, Error>> {
+        let (path, table) = (self.path.clone(), table.to_owned());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || crate::describe::describe_table(&path, &table))
+                .await
+                .map_err(|error| Error::new(ErrorKind::Io, format!("describing failed: {error}")))?
         })
     }
 

@@ -11,6 +11,7 @@
 //! statement is interrupted.
 //!
 //! - [`kind`]: declared column types to [`sluice_core::Kind`]s;
+//! - [`describe`]: a table's columns, keys and nullability;
 //! - [`convert`]: SQLite values to canonical bytes;
 //! - [`stream`]: the thread, the channel and cancellation;
 //! - [`gateway`]: a file behind the gateway's database trait, served read-only;
@@ -18,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod convert;
+pub mod describe;
 pub mod driver;
 pub mod gateway;
 pub mod kind;

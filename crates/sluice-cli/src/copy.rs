@@ -1,0 +1,379 @@
+//! `sluice copy`: the rows of a query or a table of one database into a
+//! table of another (or of the same kind), streamed. The source's batches
+//! become the target import's rows ([`SourceRows`]) with no file between them
+//! and nothing held but a batch on each side; the target side is one unit of
+//! work ([`Session::begin_load`]): created, emptied and filled together, so a
+//! copy that fails leaves the target as it was.
+
+mod columns;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use sluice_core::connect::{Export, ExportOptions, ImportRequest, Session, Target};
+use sluice_core::database::BoxFuture;
+use sluice_core::load::{
+    ColumnSpec, ImportOptions, ImportSummary, OnConflict, SourceRows, TableInfo, TableSetup,
+    TableSpec,
+};
+use sluice_core::{Batch, Chunk, DynSource, Error, Meter, Progress, Rejected, Schema};
+
+use crate::console::err_line;
+use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ConflictMode {
+    Error,
+    Ignore,
+    Update,
+}
+
+/// Arguments of `sluice copy`.
+#[derive(Args)]
+pub struct CopyArgs {
+    /// The source database's URL (postgres://, mariadb://, mysql://, sqlite:///path).
+    #[arg(long, value_name = "URL")]
+    from: String,
+
+    /// The SQL whose rows are copied; `$1`, `$2`, … (`?` for MariaDB and
+    /// SQLite) are bound from --param values in order.
+    #[arg(long, value_name = "SQL")]
+    query: Option<String>,
+
+    /// A value for the next query parameter, as text. Repeat for each.
+    #[arg(long = "param", value_name = "VALUE", requires = "query")]
+    params: Vec<String>,
+
+    /// The target database's URL (postgres://, mariadb://, mysql://).
+    #[arg(long, value_name = "URL")]
+    to: String,
+
+    /// The source table, then the target table (optionally qualified). With
+    /// --query, the one --table names the target; without, one --table names
+    /// a table of that name on both sides.
+    #[arg(long = "table", value_name = "TABLE", required = true)]
+    tables: Vec<String>,
+
+    /// Create the target table from the source's columns (names, types by
+    /// README's mapping table; NOT NULL and primary key from a source --table).
+    #[arg(long)]
+    create: bool,
+
+    /// Empty the target table first, inside the copy's transaction.
+    #[arg(long)]
+    truncate: bool,
+
+    /// error: a duplicate key fails the copy (default). ignore: keep existing
+    /// rows. update: overwrite them (needs --key).
+    #[arg(long, value_enum, default_value = "error")]
+    on_conflict: ConflictMode,
+
+    /// Key columns for --on-conflict, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    key: Vec<String>,
+
+    /// Print rows, bytes, round trips of each side, time and peak memory to
+    /// standard error.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// What the flags ask for, checked.
+struct Plan {
+    /// The source's table, when the source is one (not a query).
+    source_table: Option<String>,
+    target_table: String,
+    options: ImportOptions,
+    setup: TableSetup,
+}
+
+impl CopyArgs {
+    fn plan(&self) -> Result<Plan, Error> {
+        let (source_table, target_table) = match (&self.query, self.tables.as_slice()) {
+            (Some(_), [target]) => (None, target.clone()),
+            (Some(_), _) => {
+                return Err(Error::config(
+                    "with --query, give one --table: the target table",
+                ))
+            }
+            (None, [both]) => (Some(both.clone()), both.clone()),
+            (None, [source, target]) => (Some(source.clone()), target.clone()),
+            (None, _) => {
+                return Err(Error::config(
+                    "give --query or a source --table, then the target --table",
+                ))
+            }
+        };
+        let options = ImportOptions {
+            on_conflict: match self.on_conflict {
+                ConflictMode::Error => OnConflict::Error,
+                ConflictMode::Ignore => OnConflict::Ignore,
+                ConflictMode::Update => OnConflict::Update,
+            },
+            key: self.key.clone(),
+            ..ImportOptions::default()
+        };
+        options.check()?;
+        Ok(Plan {
+            source_table,
+            target_table,
+            options,
+            setup: TableSetup {
+                create: None,
+                empty: self.truncate,
+            },
+        })
+    }
+}
+
+/// An error and the side it came from (`None`: the copy's own, such as
+/// columns that do not match), for the message.
+pub struct Failure {
+    /// Where.
+    pub side: Option<Side>,
+    /// What.
+    pub error: Error,
+}
+
+fn on(side: Side) -> impl Fn(Error) -> Failure {
+    move |error| Failure {
+        side: Some(side),
+        error,
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Failure {
+        Failure { side: None, error }
+    }
+}
+
+/// Runs the copy and returns the process exit code.
+pub async fn run(arguments: CopyArgs) -> u8 {
+    match copy(&arguments).await {
+        Ok(()) => 0,
+        Err(failure) => {
+            err_line!("sluice: {}", copy_message(failure.side, &failure.error));
+            exit_code(&failure.error)
+        }
+    }
+}
+
+/// A side's meter and what `--stats` tells of it.
+struct Metered {
+    meter: Meter,
+    stats: SideStats,
+}
+
+impl Metered {
+    /// The figures, with the traffic since connecting.
+    fn finish(self) -> SideStats {
+        SideStats {
+            operation: self.meter.snapshot() - self.stats.connect,
+            ..self.stats
+        }
+    }
+}
+
+async fn connect(target: &dyn Target, side: Side) -> Result<(Box<dyn Session>, Metered), Failure> {
+    let meter = Meter::new();
+    let session = target.connect(&meter).await.map_err(on(side))?;
+    let stats = SideStats {
+        side,
+        product: session.product(),
+        connect: meter.snapshot(),
+        operation: Default::default(),
+        encryption: session.encryption(),
+        facts: session.facts(),
+    };
+    Ok((session, Metered { meter, stats }))
+}
+
+async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let mut plan = arguments.plan()?;
+    let drivers = sluice_drivers::all();
+    let source = drivers.open(&arguments.from).map_err(on(Side::Source))?;
+    let target = drivers.open(&arguments.to).map_err(on(Side::Target))?;
+    if target.read_only() {
+        return Err(on(Side::Target)(Error::config(format!(
+            "{} databases are read-only through sluice: the target must take writes",
+            target.product()
+        ))));
+    }
+    let (mut target, target_meter) = connect(&*target, Side::Target).await?;
+    let (source, source_meter) = connect(&*source, Side::Source).await?;
+    let (mut export, spec) = open_source(source, arguments, &plan).await?;
+    if arguments.create {
+        plan.setup.create = Some(spec);
+    }
+    let progress = Arc::new(Progress::new());
+    let progress_line = ProgressLine::start(progress.clone(), None);
+    let result = transfer(&mut *target, &mut export, &plan, &progress).await;
+    progress_line.finish();
+    let summary = result?;
+    export.close().await;
+    target.close().await;
+    if arguments.stats {
+        CopyStats {
+            figures: vec![
+                ("rows", summary.records),
+                ("rows written", summary.written),
+                ("source bytes", progress.bytes()),
+            ],
+            rows: summary.records,
+            sides: [source_meter.finish(), target_meter.finish()],
+            elapsed: started.elapsed(),
+        }
+        .print();
+    }
+    Ok(())
+}
+
+/// Starts the source's rows: the query, or every column of the table (which
+/// is described first, for what `--create` makes of it). Returns them with the
+/// table `--create` would make.
+async fn open_source(
+    mut session: Box<dyn Session>,
+    arguments: &CopyArgs,
+    plan: &Plan,
+) -> Result<(Box<dyn Export>, TableSpec), Failure> {
+    let described = match &plan.source_table {
+        Some(table) => Some(
+            session
+                .describe_table(table)
+                .await
+                .map_err(on(Side::Source))?,
+        ),
+        None => None,
+    };
+    let sql = match (&described, &arguments.query) {
+        (Some(table), _) => format!("select * from {}", table.name),
+        (None, query) => query.clone().unwrap_or_default(),
+    };
+    let options = ExportOptions {
+        params: arguments.params.iter().cloned().map(Some).collect(),
+        ..ExportOptions::default()
+    };
+    let dialect = session.product();
+    let export = session
+        .export(sql, options)
+        .await
+        .map_err(on(Side::Source))?;
+    let spec = spec_of(export.schema(), described.as_ref(), dialect);
+    Ok((export, spec))
+}
+
+/// The table `--create` makes: the result's columns, with NOT NULL, declared
+/// types and the primary key of the source table when there is one.
+fn spec_of(schema: &Schema, described: Option<&TableInfo>, dialect: &'static str) -> TableSpec {
+    let columns = schema
+        .columns
+        .iter()
+        .map(|column| ColumnSpec {
+            column: column.clone(),
+            declared_type: described
+                .and_then(|table| table.declared_type(&column.name))
+                .map(str::to_owned),
+            not_null: described.is_some_and(|table| table.not_null.contains(&column.name)),
+        })
+        .collect();
+    let primary_key = described
+        .map(|table| table.primary_key.clone())
+        .filter(|key| {
+            key.iter()
+                .all(|name| schema.columns.iter().any(|column| &column.name == name))
+        })
+        .unwrap_or_default();
+    TableSpec {
+        columns,
+        primary_key,
+        dialect,
+    }
+}
+
+/// The target's unit of work around the rows: begun (table created,
+/// emptied), filled, then committed, or undone whatever failed.
+async fn transfer(
+    target: &mut dyn Session,
+    export: &mut Box<dyn Export>,
+    plan: &Plan,
+    progress: &Progress,
+) -> Result<ImportSummary, Failure> {
+    let table = target
+        .begin_load(&plan.target_table, &plan.setup)
+        .await
+        .map_err(on(Side::Target))?;
+    match fill(target, &table, export, plan, progress).await {
+        Ok(summary) => {
+            target.end_load(true).await.map_err(on(Side::Target))?;
+            Ok(summary)
+        }
+        Err(failure) => {
+            let _ = target.end_load(false).await;
+            Err(failure)
+        }
+    }
+}
+
+/// Matches the columns and imports the source's rows into the table.
+async fn fill(
+    target: &mut dyn Session,
+    table: &TableInfo,
+    export: &mut Box<dyn Export>,
+    plan: &Plan,
+    progress: &Progress,
+) -> Result<ImportSummary, Failure> {
+    let mapping = columns::map(export.schema(), table)?;
+    plan.options.check_for(table).map_err(on(Side::Target))?;
+    let mut source = Watched {
+        inner: &mut **export,
+        failed: false,
+    };
+    let mut rows = SourceRows::new(&mut source, mapping.columns, mapping.fills, progress);
+    // Every bad row aborts the copy: none is skipped.
+    let mut rejects = |_: &Rejected| Ok(());
+    let request = ImportRequest {
+        table,
+        rows: &mut rows,
+        options: &plan.options,
+        rejects: &mut rejects,
+    };
+    let result = target.import(request).await;
+    let side = if source.failed {
+        Side::Source
+    } else {
+        Side::Target
+    };
+    result.map_err(on(side))
+}
+
+/// A source that remembers whether it failed, so that an import's error can
+/// be told apart from the source's (both come out of the import).
+struct Watched<'a> {
+    inner: &'a mut dyn DynSource,
+    failed: bool,
+}
+
+impl DynSource for Watched<'_> {
+    fn schema(&self) -> &Schema {
+        self.inner.schema()
+    }
+
+    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
+        Box::pin(async move {
+            let batch = self.inner.next_batch().await;
+            self.failed |= batch.is_err();
+            batch
+        })
+    }
+
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
+        Box::pin(async move {
+            let chunk = self.inner.next_chunk().await;
+            self.failed |= chunk.is_err();
+            chunk
+        })
+    }
+}

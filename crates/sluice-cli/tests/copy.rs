@@ -1,0 +1,634 @@
+//! `sluice copy` through the binary, against real servers: every path between
+//! PostgreSQL, MariaDB and SQLite files; `--create` for every mapped type (the
+//! values compared through text with the source), NOT NULL and the primary key
+//! carried over; columns matched by name; a failure half-way leaving the
+//! target as it was (with `--truncate` and `--create` too) and naming the
+//! source row and column; bad input told clearly with nothing written;
+//! `--on-conflict`; and the round trips of each side.
+
+mod support;
+
+use std::path::PathBuf;
+
+use sluice_testkit::{TestDb, TestMariaDb};
+use support::{assert_exit, run, sluice};
+
+/// Runs `sluice copy` with `arguments`.
+fn copy(arguments: &[&str]) -> std::process::Output {
+    let mut command = sluice();
+    command.arg("copy").args(arguments).env_remove("MYSQL_PWD");
+    run(&mut command, b"")
+}
+
+/// Runs `sluice copy` and returns its standard error, panicking unless it exits 0.
+fn copy_ok(arguments: &[&str]) -> String {
+    assert_exit(&copy(arguments), 0)
+}
+
+/// A SQLite file made by `sql`, with its `sqlite://` URL (the directory goes with it).
+fn sqlite_file(sql: &str) -> (tempfile::TempDir, String) {
+    let directory = tempfile::tempdir().unwrap();
+    let path: PathBuf = directory.path().join("source.db");
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    connection.execute_batch(sql).unwrap();
+    drop(connection);
+    let url = format!("sqlite://{}", path.display());
+    (directory, url)
+}
+
+/// A PostgreSQL table's columns as `name type nullability`, in order.
+fn pg_columns(db: &TestDb, table: &str) -> String {
+    db.query_text(&format!(
+        "select string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) \
+                || case when a.attnotnull then ' not null' else '' end, ', ' order by a.attnum) \
+         from pg_attribute a where a.attrelid = '{table}'::regclass and a.attnum > 0 \
+           and not a.attisdropped"
+    ))
+}
+
+/// A PostgreSQL table's primary key columns, in key order.
+fn pg_primary_key(db: &TestDb, table: &str) -> String {
+    db.query_text(&format!(
+        "select string_agg(a.attname, ',' order by k.ord) from pg_index i, \
+                unnest(i.indkey) with ordinality k(attnum, ord), pg_attribute a \
+         where i.indrelid = '{table}'::regclass and i.indisprimary \
+           and a.attrelid = i.indrelid and a.attnum = k.attnum"
+    ))
+}
+
+/// Whether the PostgreSQL table exists in the test's schema.
+fn pg_exists(db: &TestDb, table: &str) -> bool {
+    db.query_text(&format!("select to_regclass('{table}') is not null")) == "t"
+}
+
+/// A MariaDB table's columns as `name type nullability key`, in order.
+fn mariadb_columns(db: &TestMariaDb, table: &str) -> String {
+    db.query_text(&format!(
+        "select group_concat(concat_ws(' ', column_name, column_type, \
+                if(is_nullable = 'NO', 'not null', null), nullif(column_key, '')) \
+                order by ordinal_position separator ', ') \
+         from information_schema.columns \
+         where table_schema = database() and table_name = '{table}'"
+    ))
+}
+
+fn mariadb_exists(db: &TestMariaDb, table: &str) -> bool {
+    db.query_text(&format!(
+        "select count(*) from information_schema.tables \
+         where table_schema = database() and table_name = '{table}'"
+    )) == "1"
+}
+
+/// The figure `key: N` of a `--stats` report.
+fn figure(stats: &str, key: &str) -> u64 {
+    let prefix = format!("{key}: ");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {key:?} in:\n{stats}"))
+        .parse()
+        .unwrap()
+}
+
+/// PostgreSQL's types, one column each, with NULLs in a second row.
+const PG_TYPES: &str = "create type mood as enum ('sad', 'happy');
+    create table t (
+        id int8 not null, small int2, whole int4 not null, amount numeric(12,2), free numeric,
+        ratio float8, single float4, flag bool, name text, label varchar(20), code char(3),
+        raw bytea, day date, clock time, clock_tz timetz, at timestamp(3), at_tz timestamptz,
+        span interval, id2 uuid, doc json, docb jsonb, numbers int4[], words text[],
+        feeling mood, address inet,
+        primary key (id, whole));
+    insert into t values
+        (1, -2, 3, 1234567890.12, 1e-20, 1.5e300, 0.25, true, 'tab\there, \"quoted\"', 'café',
+         'ab', '\\x00ff10', '2024-02-29', '23:59:59.999999', '10:00:00+02', '2024-06-01 10:00:00.5',
+         '2024-06-01 10:00:00+02', '1 year 2 days 03:04:05', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+         '{\"b\": [1, 2], \"a\": null}', '{\"b\": [1, 2], \"a\": null}', '{1,NULL,3}', '{x,\"y z\"}',
+         'happy', '192.168.0.1/24'),
+        (2, null, 4, null, null, null, null, null, null, null, null, null, null, null, null, null,
+         null, null, null, null, null, null, null, null, null);";
+
+#[test]
+fn postgresql_to_postgresql_creates_every_type_with_its_keys_and_values() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(PG_TYPES);
+    // The enum's type must exist on the target for its name to be kept.
+    target.execute("create type mood as enum ('sad', 'happy');");
+    copy_ok(&[
+        "--from",
+        source.url(),
+        "--table",
+        "t",
+        "--to",
+        target.url(),
+        "--table",
+        "t",
+        "--create",
+    ]);
+    assert_eq!(pg_columns(&target, "t"), pg_columns(&source, "t"));
+    assert_eq!(pg_primary_key(&target, "t"), "id,whole");
+    let all = "select * from t order by id";
+    assert_eq!(target.query_text(all), source.query_text(all));
+}
+
+#[test]
+fn postgresql_to_postgresql_from_a_query_with_parameters() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(
+        "create table s (id int primary key, name text);
+         insert into s select g, 'n' || g from generate_series(1, 10) g;",
+    );
+    copy_ok(&[
+        "--from",
+        source.url(),
+        "--query",
+        "select id, upper(name) as name, id * 2 as twice from s where id > $1",
+        "--param",
+        "7",
+        "--to",
+        target.url(),
+        "--table",
+        "picked",
+        "--create",
+    ]);
+    assert_eq!(
+        pg_columns(&target, "picked"),
+        "id integer, name text, twice integer"
+    );
+    assert_eq!(
+        target.query_text("select * from picked order by id"),
+        "8|N8|16\n9|N9|18\n10|N10|20"
+    );
+}
+
+/// SQLite's declared types, one column each.
+const SQLITE_TYPES: &str = "create table t (
+        id integer not null primary key, n int, r real, d decimal(10,2), s text not null,
+        b blob, flag boolean, day date, at datetime, at_tz timestamptz, doc json, v varchar(10),
+        anything);
+    insert into t values
+        (1, 42, 1.5, 12.34, 'héllo', x'00ff', 1, '2024-06-01', '2024-06-01 10:00:00',
+         '2024-06-01 10:00:00+02:00', '{\"a\": [1, 2]}', 'short', 'free'),
+        (2, null, null, null, '', null, 0, null, null, null, null, null, null);";
+
+#[test]
+fn sqlite_to_postgresql_creates_mapped_types() {
+    let (_directory, source) = sqlite_file(SQLITE_TYPES);
+    let target = TestDb::new();
+    copy_ok(&[
+        "--from",
+        &source,
+        "--table",
+        "t",
+        "--to",
+        target.url(),
+        "--table",
+        "t",
+        "--create",
+    ]);
+    assert_eq!(
+        pg_columns(&target, "t"),
+        "id bigint not null, n bigint, r double precision, d numeric, s text not null, \
+         b bytea, flag boolean, day date, at timestamp without time zone, \
+         at_tz timestamp with time zone, doc jsonb, v text, anything text"
+    );
+    assert_eq!(pg_primary_key(&target, "t"), "id");
+    assert_eq!(
+        target.query_text("set timezone = 'UTC'; select * from t order by id"),
+        "1|42|1.5|12.34|héllo|\\x00ff|t|2024-06-01|2024-06-01 10:00:00|2024-06-01 08:00:00+00|\
+         {\"a\": [1, 2]}|short|free\n\
+         2||||||f||||||"
+    );
+}
+
+/// MariaDB's types, one column each.
+const MARIADB_TYPES: &str = "create table t (
+        id int not null, small smallint, big bigint unsigned not null, amount decimal(10,2),
+        ratio double, single float, flag tinyint(1), name varchar(20), body text, raw blob,
+        day date, clock time(6), at datetime(6), stamp timestamp(3) null, doc json,
+        state enum('a','b'), yr year, primary key (id));
+    insert into t values
+        (1, -2, 18446744073709551615, 12345678.90, 1.5e300, 0.25, 1, 'tab\\there', 'ünï',
+         x'00ff10', '2024-02-29', '-838:59:59', '2024-06-01 10:00:00.5', '2024-06-01 10:00:00.25',
+         '{\"a\": [1, 2]}', 'b', 2024),
+        (2, null, 0, null, null, null, null, null, null, null, null, null, null, null, null,
+         null, null);";
+
+#[test]
+fn mariadb_to_postgresql_creates_mapped_types() {
+    let source = TestMariaDb::new();
+    source.execute(&format!("set time_zone = '+00:00'; {MARIADB_TYPES}"));
+    let target = TestDb::new();
+    copy_ok(&[
+        "--from",
+        source.url(),
+        "--table",
+        "t",
+        "--to",
+        target.url(),
+        "--table",
+        "t",
+        "--create",
+    ]);
+    assert_eq!(
+        pg_columns(&target, "t"),
+        "id bigint not null, small bigint, big numeric(20,0) not null, amount numeric(10,2), \
+         ratio double precision, single double precision, flag bigint, name text, body text, \
+         raw bytea, day date, clock interval, at timestamp without time zone, \
+         stamp timestamp with time zone, doc jsonb, state text, yr bigint"
+    );
+    assert_eq!(pg_primary_key(&target, "t"), "id");
+    assert_eq!(
+        target.query_text("set timezone = 'UTC'; select * from t order by id"),
+        "1|-2|18446744073709551615|12345678.90|1.5e+300|0.25|1|tab\there|ünï|\\x00ff10|\
+         2024-02-29|-838:59:59|2024-06-01 10:00:00.5|2024-06-01 10:00:00.25+00|\
+         {\"a\": [1, 2]}|b|2024\n\
+         2||0||||||||||||||"
+    );
+}
+
+#[test]
+fn postgresql_to_mariadb_creates_mapped_types() {
+    let source = TestDb::new();
+    source.execute(
+        "create table t (
+            id int8 not null primary key, whole int4, amount numeric(12,2), free numeric,
+            ratio float8, flag bool, name text not null, label varchar(20), raw bytea, day date,
+            clock time, clock_tz timetz, at timestamp(3), at_tz timestamptz, span interval,
+            doc jsonb, numbers int4[], id2 uuid);
+         insert into t values
+            (1, 3, 1234567890.12, 2.5, 1.5e300, true, 'tab\there', 'café', '\\x00ff10',
+             '2024-02-29', '23:59:59.5', '10:00:00+02', '2024-06-01 10:00:00.5',
+             '2024-06-01 10:00:00+02', '03:04:05', '{\"b\": [1, 2]}', '{1,NULL,3}',
+             'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'),
+            (2, null, null, null, null, false, '', null, null, null, null, null, null, null,
+             null, null, null, null);",
+    );
+    let target = TestMariaDb::new();
+    copy_ok(&[
+        "--from",
+        source.url(),
+        "--table",
+        "t",
+        "--to",
+        target.url(),
+        "--table",
+        "t",
+        "--create",
+    ]);
+    assert_eq!(
+        mariadb_columns(&target, "t"),
+        "id bigint(20) not null PRI, whole bigint(20), amount decimal(12,2), \
+         free decimal(65,30), ratio double, flag tinyint(1), name longtext not null, \
+         label longtext, raw longblob, day date, clock time(6), clock_tz longtext, \
+         at datetime(6), at_tz datetime(6), span time(6), doc longtext, numbers longtext, \
+         id2 longtext"
+    );
+    assert_eq!(
+        target.query_text(
+            "select id, whole, amount, free, ratio, flag, name, label, hex(raw), day, clock, \
+             clock_tz, at, at_tz, span, doc, numbers, id2 from t order by id"
+        ),
+        "1\t3\t1234567890.12\t2.500000000000000000000000000000\t1.5e300\t1\ttab\there\tcafé\t\
+         00FF10\t2024-02-29\t23:59:59.500000\t10:00:00+02\t2024-06-01 10:00:00.500000\t\
+         2024-06-01 08:00:00.000000\t03:04:05.000000\t{\"b\": [1, 2]}\t[1,null,3]\t\
+         a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\n\
+         2\tNULL\tNULL\tNULL\tNULL\t0\t\tNULL\tNULL\tNULL\tNULL\tNULL\tNULL\tNULL\tNULL\tNULL\t\
+         NULL\tNULL"
+    );
+}
+
+#[test]
+fn sqlite_to_mariadb_creates_mapped_types() {
+    let (_directory, source) = sqlite_file(SQLITE_TYPES);
+    let target = TestMariaDb::new();
+    copy_ok(&[
+        "--from",
+        &source,
+        "--table",
+        "t",
+        "--to",
+        target.url(),
+        "--table",
+        "t",
+        "--create",
+    ]);
+    assert_eq!(
+        mariadb_columns(&target, "t"),
+        "id bigint(20) not null PRI, n bigint(20), r double, d decimal(65,30), \
+         s longtext not null, b longblob, flag tinyint(1), day date, at datetime(6), \
+         at_tz datetime(6), doc longtext, v longtext, anything longtext"
+    );
+    assert_eq!(
+        target.query_text("select id, n, r, d, s, hex(b), flag, day, at, at_tz, doc, v from t order by id"),
+        "1\t42\t1.5\t12.340000000000000000000000000000\théllo\t00FF\t1\t2024-06-01\t2024-06-01 10:00:00.000000\t\
+         2024-06-01 08:00:00.000000\t{\"a\": [1, 2]}\tshort\n\
+         2\tNULL\tNULL\tNULL\t\tNULL\t0\tNULL\tNULL\tNULL\tNULL\tNULL"
+    );
+}
+
+#[test]
+fn an_existing_target_is_filled_by_column_name_and_a_misfit_is_named_before_any_row() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(
+        "create table s (id int, name text, paid bool);
+         insert into s values (1, 'a', true), (2, 'b', null);",
+    );
+    target.execute(
+        "create table t (note text default 'none', paid int, \"NAME\" text, id int8 not null);
+         insert into t (id) values (100);",
+    );
+    let arguments = |query: &'static str| {
+        vec![
+            "--from".to_owned(),
+            source.url().to_owned(),
+            "--query".to_owned(),
+            query.to_owned(),
+            "--to".to_owned(),
+            target.url().to_owned(),
+            "--table".to_owned(),
+            "t".to_owned(),
+        ]
+    };
+    let run_with = |query: &'static str| {
+        let owned = arguments(query);
+        let borrowed: Vec<&str> = owned.iter().map(String::as_str).collect();
+        copy(&borrowed)
+    };
+    assert_exit(&run_with("select * from s order by id"), 0);
+    assert_eq!(
+        target.query_text("select * from t order by id"),
+        "none|1|a|1\nnone||b|2\nnone|||100"
+    );
+
+    let message = assert_exit(&run_with("select id, name, 'x' as colour from s"), 2);
+    assert!(
+        message.contains("the target table t has no column \"colour\""),
+        "{message}"
+    );
+    let message = assert_exit(&run_with("select name from s"), 2);
+    assert!(message.contains("column \"id\" is NOT NULL"), "{message}");
+    let message = assert_exit(&run_with("select id, '{}'::jsonb as paid from s"), 2);
+    assert!(
+        message.contains("column \"paid\": the source's jsonb values cannot go into"),
+        "{message}"
+    );
+    assert_eq!(target.query_text("select count(*) from t"), "3");
+}
+
+/// 10,000 source rows of which row 5,000 breaks the target: a duplicate key or
+/// a value the target's column cannot read.
+fn ten_thousand_rows_breaking_at_5000(source: &TestDb) {
+    source.execute(
+        "create table s (id int8 not null primary key, n text not null);
+         insert into s select g, g::text from generate_series(1, 10000) g;
+         update s set n = 'not a number' where id = 5000;",
+    );
+}
+
+/// The arguments of a `--create` copy into `fresh` whose source fails at row
+/// 5,000 of 10,000 (a division by zero), after the first rows went in.
+fn created_then_source_fails<'a>(source: &'a TestDb, target: &'a str) -> Vec<&'a str> {
+    vec![
+        "--from",
+        source.url(),
+        "--query",
+        "select id, 100 / (5000 - id) as n from s order by id",
+        "--to",
+        target,
+        "--table",
+        "fresh",
+        "--create",
+    ]
+}
+
+#[test]
+fn a_failure_half_way_leaves_a_postgresql_target_as_it_was() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    ten_thousand_rows_breaking_at_5000(&source);
+    target.execute(
+        "create table t (id int8 primary key, n int8);
+         insert into t values (1, 1), (2, 2), (3, 3);",
+    );
+    let before = target.query_text("select * from t order by id");
+    let mut base = vec!["--from", source.url()];
+    base.extend([
+        "--query",
+        "select * from s order by id",
+        "--to",
+        target.url(),
+    ]);
+    base.extend(["--table", "t"]);
+
+    // A value the target's column cannot read, with --truncate.
+    let with_truncate = [base.as_slice(), &["--truncate"]].concat();
+    let message = assert_exit(&copy(&with_truncate), 1);
+    assert!(
+        message.contains("source row 5000, column n: invalid input syntax for type bigint"),
+        "{message}"
+    );
+    assert!(message.starts_with("sluice: target: "), "{message}");
+    assert_eq!(target.query_text("select * from t order by id"), before);
+
+    // A duplicate key: the target's row 3 meets the source's.
+    let duplicate = "select id, id as n from s order by id";
+    let mut keyed = base.clone();
+    keyed[3] = duplicate;
+    let message = assert_exit(&copy(&keyed), 1);
+    assert!(message.contains("source row 1"), "{message}");
+    assert!(message.contains("duplicate key"), "{message}");
+    assert_eq!(target.query_text("select * from t order by id"), before);
+
+    // With --create, the table made for the copy is not left behind when the
+    // source fails half-way, after rows went in.
+    let created = created_then_source_fails(&source, target.url());
+    let message = assert_exit(&copy(&created), 1);
+    assert!(
+        message.starts_with("sluice: source: ERROR 22012: division by zero"),
+        "{message}"
+    );
+    assert!(!pg_exists(&target, "fresh"));
+}
+
+#[test]
+fn a_failure_half_way_leaves_a_mariadb_target_as_it_was() {
+    let source = TestDb::new();
+    let target = TestMariaDb::new();
+    ten_thousand_rows_breaking_at_5000(&source);
+    target.execute(
+        "create table t (id bigint primary key, n bigint);
+         insert into t values (1, 1), (2, 2), (3, 3);",
+    );
+    let before = target.query_text("select * from t order by id");
+    let mut base = vec!["--from", source.url()];
+    base.extend([
+        "--query",
+        "select * from s order by id",
+        "--to",
+        target.url(),
+    ]);
+    base.extend(["--table", "t"]);
+
+    let with_truncate = [base.as_slice(), &["--truncate"]].concat();
+    let message = assert_exit(&copy(&with_truncate), 1);
+    assert!(message.contains("source row 5000"), "{message}");
+    assert!(message.contains("column n"), "{message}");
+    assert_eq!(target.query_text("select * from t order by id"), before);
+
+    let created = created_then_source_fails(&source, target.url());
+    let message = assert_exit(&copy(&created), 1);
+    assert!(message.contains("division by zero"), "{message}");
+    assert!(!mariadb_exists(&target, "fresh"));
+}
+
+#[test]
+fn an_unknown_source_table_or_an_unreachable_target_writes_nothing() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute("create table s (id int); insert into s values (1);");
+    let message = assert_exit(
+        &copy(&[
+            "--from",
+            source.url(),
+            "--table",
+            "missing",
+            "--to",
+            target.url(),
+            "--table",
+            "t",
+            "--create",
+        ]),
+        2,
+    );
+    assert!(
+        message.contains("source: table \"missing\" does not exist"),
+        "{message}"
+    );
+    assert!(!pg_exists(&target, "t"));
+
+    let message = assert_exit(
+        &copy(&[
+            "--from",
+            source.url(),
+            "--table",
+            "s",
+            "--to",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--table",
+            "t",
+            "--create",
+        ]),
+        3,
+    );
+    assert!(message.starts_with("sluice: target (--to): "), "{message}");
+    assert!(message.contains("nothing was written"), "{message}");
+
+    let message = assert_exit(
+        &copy(&[
+            "--from",
+            source.url(),
+            "--table",
+            "s",
+            "--to",
+            "sqlite:///tmp/whatever.db",
+            "--table",
+            "t",
+        ]),
+        2,
+    );
+    assert!(message.contains("target"), "{message}");
+}
+
+#[test]
+fn conflicts_are_ignored_or_update_on_both_targets() {
+    let source = TestDb::new();
+    source.execute(
+        "create table s (id int primary key, name text);
+         insert into s values (1, 'new one'), (2, 'new two'), (4, 'new four');",
+    );
+    let pg = TestDb::new();
+    let mariadb = TestMariaDb::new();
+    let existing = "create table t (id int primary key, name text);
+         insert into t values (1, 'old one'), (3, 'old three');";
+    pg.execute(existing);
+    mariadb.execute(existing);
+    for (url, mode) in [
+        (pg.url(), "ignore"),
+        (mariadb.url(), "ignore"),
+        (pg.url(), "update"),
+        (mariadb.url(), "update"),
+    ] {
+        let stats = copy_ok(&[
+            "--from",
+            source.url(),
+            "--table",
+            "s",
+            "--to",
+            url,
+            "--table",
+            "t",
+            "--on-conflict",
+            mode,
+            "--key",
+            "id",
+            "--stats",
+        ]);
+        assert_eq!(figure(&stats, "rows"), 3, "{stats}");
+        if mode == "ignore" {
+            assert_eq!(figure(&stats, "rows written"), 2, "{url}: {stats}");
+        }
+    }
+    assert_eq!(
+        pg.query_text("select * from t order by id"),
+        "1|new one\n2|new two\n3|old three\n4|new four"
+    );
+    assert_eq!(
+        mariadb.query_text("select * from t order by id"),
+        "1\tnew one\n2\tnew two\n3\told three\n4\tnew four"
+    );
+}
+
+#[test]
+fn ten_thousand_rows_cost_a_fixed_handful_of_round_trips_on_each_side() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(
+        "create table s (id int8 primary key, name text, amount numeric(10,2));
+         insert into s select g, 'name ' || g, g / 100.0 from generate_series(1, 10000) g;",
+    );
+    let stats = copy_ok(&[
+        "--from",
+        source.url(),
+        "--table",
+        "s",
+        "--to",
+        target.url(),
+        "--table",
+        "t",
+        "--create",
+        "--stats",
+    ]);
+    assert_eq!(figure(&stats, "rows"), 10_000, "{stats}");
+    assert_eq!(figure(&stats, "rows written"), 10_000, "{stats}");
+    // Source: describe the table, resolve its types, the query, its close.
+    // Target: begin + create in one, describe, resolve types, COPY start,
+    // COPY end, commit.
+    assert_eq!(
+        figure(&stats, "source round trips for the copy"),
+        4,
+        "{stats}"
+    );
+    assert_eq!(
+        figure(&stats, "target round trips for the copy"),
+        6,
+        "{stats}"
+    );
+    assert_eq!(
+        target.query_text("select count(*), sum(amount) from t"),
+        "10000|500050.00"
+    );
+}
