@@ -179,9 +179,8 @@ fn the_proxy_command_refuses_beyond_its_limit_and_counts_it() {
 
     let (_, csv) = run_with_one_refusal(&db, &directory.path().join("report.csv"));
     assert!(
-        csv.lines().any(
-            |line| line == "\"(connections refused: the proxy's limit was reached)\",1,0,0,0,0"
-        ),
+        csv.lines().any(|line| line
+            == "\"(connections refused: the proxy's limit was reached)\",1,0,0,0,0,\"\""),
         "{csv}"
     );
 }

@@ -6,8 +6,10 @@
 //! - [`shaping`]: delay (half each way), jitter and a bandwidth cap, applied to
 //!   every chunk of bytes in order, with sub-millisecond precision;
 //! - [`observe`]: reads the PostgreSQL protocol in both directions (never changing
-//!   a byte) to count round trips, bytes, executions and rows per statement text
-//!   and per connection, and to name the seeds' anti-patterns;
+//!   a byte) to count round trips, bytes, executions and rows per statement
+//!   [`fingerprint`] and per connection; [`patterns`] follows a connection's
+//!   statements for N+1 queries and chatty sessions, and [`report`] names
+//!   what wastes round trips, with the fix;
 //! - [`Proxy`]: the listener tying them together, with a [`Report`] on demand;
 //!   it admits at most [`DEFAULT_MAX_CONNECTIONS`] clients at once (or the
 //!   limit set with [`Proxy::max_connections`]) and refuses the others with a
@@ -21,7 +23,9 @@
 #![warn(missing_docs)]
 
 mod connection;
+pub mod fingerprint;
 pub mod observe;
+pub mod patterns;
 mod proxy;
 mod refusal;
 pub mod report;

@@ -1,9 +1,14 @@
 //! Reading the PostgreSQL protocol as it passes, in both directions, without
 //! buffering whole messages: [`Splitter`] finds message boundaries across chunk
-//! edges, [`Observer`] turns messages into per-statement figures.
+//! edges, [`Observer`] turns messages into figures per statement fingerprint
+//! (see [`crate::fingerprint`]), keeping one example text of each, and feeds
+//! the cross-statement [`Patterns`].
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
+use crate::fingerprint::fingerprint;
+use crate::patterns::{value_candidates, Patterns};
 use crate::report::StatementStats;
 
 /// Longest prefix of a message body kept for inspection (statement texts).
@@ -127,6 +132,53 @@ pub fn normalize(text: &str) -> String {
 /// Label for traffic before any statement (startup and authentication).
 pub const SETUP: &str = "(connection setup)";
 
+/// A statement as parsed: its fingerprint, the text as sent (white space
+/// folded) and the constants in it.
+#[derive(Debug, Clone)]
+struct Statement {
+    fingerprint: String,
+    example: String,
+    constants: Vec<String>,
+}
+
+impl Statement {
+    fn new(text: &str) -> Statement {
+        let found = fingerprint(text);
+        Statement {
+            fingerprint: cut(&found.text, FINGERPRINT_CHARACTERS),
+            example: normalize(text),
+            constants: found.constants,
+        }
+    }
+
+    /// A pseudo-statement (a fast-path call), its own fingerprint.
+    fn labelled(label: String) -> Statement {
+        Statement {
+            fingerprint: label.clone(),
+            example: label,
+            constants: Vec::new(),
+        }
+    }
+}
+
+/// Longest fingerprint kept (a statement of many different rows can be long).
+const FINGERPRINT_CHARACTERS: usize = 1000;
+
+/// `text` cut to `characters`, marked with `…` if cut.
+fn cut(text: &str, characters: usize) -> String {
+    match text.char_indices().nth(characters) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// A portal: its statement and the values bound to it.
+#[derive(Debug, Clone)]
+struct Portal {
+    statement: Statement,
+    values: Vec<String>,
+}
+
 /// What one connection's protocol shows.
 #[derive(Debug, Default)]
 pub struct Observer {
@@ -137,11 +189,11 @@ pub struct Observer {
     pub cancel_request: bool,
     awaiting_encryption_answer: bool,
     client_spoke: bool,
-    statements: HashMap<String, String>,
-    portals: HashMap<String, String>,
-    /// The statement the next round trip is for.
+    statements: HashMap<String, Statement>,
+    portals: HashMap<String, Portal>,
+    /// The fingerprint the next round trip is for.
     pending: Option<String>,
-    /// The statement the client last ran (for bytes it sends next).
+    /// The fingerprint the client last ran (for bytes it sends next).
     current: Option<String>,
     /// Statements run and not yet fully answered, in order: rows are theirs.
     answering: std::collections::VecDeque<(String, bool)>,
@@ -149,7 +201,7 @@ pub struct Observer {
     /// (hit its row limit): the next `Execute` of it continues, not re-runs.
     last_portal: Option<String>,
     suspended: bool,
-    /// Figures per statement text.
+    /// Figures per statement fingerprint.
     pub stats: HashMap<String, StatementStats>,
     /// Round trips of this connection.
     pub round_trips: u64,
@@ -165,6 +217,12 @@ pub struct Observer {
     pub suspensions: u64,
     /// Fast-path function calls (how libpq's `lo_read` reaches the server).
     pub function_calls: u64,
+    /// N+1 and chatty-session patterns across statements.
+    pub patterns: Patterns,
+    /// When the first and the last bytes went by.
+    pub first_seen: Option<Instant>,
+    /// See `first_seen`.
+    pub last_seen: Option<Instant>,
     client: Option<Splitter>,
     server: Option<Splitter>,
 }
@@ -179,18 +237,34 @@ impl Observer {
         }
     }
 
-    fn entry(&mut self, text: Option<&String>) -> &mut StatementStats {
-        let key = text.cloned().unwrap_or_else(|| SETUP.to_owned());
+    /// Time from the first byte to the last.
+    pub fn wall_time(&self) -> Duration {
+        match (self.first_seen, self.last_seen) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first),
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn seen(&mut self) {
+        let now = Instant::now();
+        self.first_seen.get_or_insert(now);
+        self.last_seen = Some(now);
+    }
+
+    fn entry(&mut self, key: Option<&String>) -> &mut StatementStats {
+        let key = key.cloned().unwrap_or_else(|| SETUP.to_owned());
         self.stats
             .entry(key.clone())
             .or_insert_with(|| StatementStats {
-                statement: key,
+                statement: key.clone(),
+                example: key,
                 ..StatementStats::default()
             })
     }
 
     /// Bytes the client sent.
     pub fn from_client(&mut self, data: &[u8]) {
+        self.seen();
         self.bytes_to_server += data.len() as u64;
         self.client_spoke = true;
         if !self.opaque {
@@ -208,89 +282,109 @@ impl Observer {
     fn client_message(&mut self, splitter: &mut Splitter, found: Found<'_>) {
         let body = found.body;
         match found.tag {
-            0 => {
-                let code = body
-                    .get(..4)
-                    .map(|code| u32::from_be_bytes(code.try_into().expect("four bytes")))
-                    .unwrap_or(0);
-                match code {
-                    SSL_REQUEST | GSS_REQUEST => {
-                        // One byte answers; the client then starts again, untyped.
-                        self.awaiting_encryption_answer = true;
-                    }
-                    CANCEL_REQUEST => self.cancel_request = true,
-                    _ => splitter.set_untyped(false),
-                }
-            }
+            0 => self.untyped_message(splitter, body),
             b'Q' => {
                 let (text, _) = c_string(body);
-                self.execute(normalize(&text), true);
+                let statement = Statement::new(&text);
+                let values = statement.constants.clone();
+                self.execute(&statement, &values, true);
             }
             b'P' => {
                 let (name, rest) = c_string(body);
                 let (text, _) = c_string(rest);
-                let text = normalize(&text);
-                self.statements.insert(name, text.clone());
-                self.pending.get_or_insert(text);
+                let statement = Statement::new(&text);
+                self.entry(Some(&statement.fingerprint)).parses += 1;
+                self.pending.get_or_insert(statement.fingerprint.clone());
+                self.statements.insert(name, statement);
             }
-            b'B' => {
-                let (portal, rest) = c_string(body);
-                let (statement, _) = c_string(rest);
-                if let Some(text) = self.statements.get(&statement).cloned() {
-                    self.portals.insert(portal, text);
-                }
-            }
-            b'E' => {
-                let (portal, rest) = c_string(body);
-                let max_rows = rest
-                    .get(..4)
-                    .map(|rows| u32::from_be_bytes(rows.try_into().expect("four bytes")))
-                    .unwrap_or(0);
-                if (1..1000).contains(&max_rows) {
-                    self.small_fetches += 1;
-                    self.fetch_size = max_rows;
-                }
-                let text = self
-                    .portals
-                    .get(&portal)
-                    .cloned()
-                    .unwrap_or_else(|| "(unknown portal)".into());
-                if self.suspended && self.last_portal.as_deref() == Some(portal.as_str()) {
-                    // Fetching more of the same result: one more trip, not one more run.
-                    self.suspended = false;
-                    self.answer_for(text, false);
-                } else {
-                    self.execute(text, false);
-                }
-                self.last_portal = Some(portal);
-            }
+            b'B' => self.bind(body),
+            b'E' => self.execute_portal(body),
             b'F' => {
                 let oid = body
                     .get(..4)
                     .map(|oid| u32::from_be_bytes(oid.try_into().expect("four bytes")))
                     .unwrap_or(0);
                 self.function_calls += 1;
-                self.execute(format!("(fast-path function call, oid {oid})"), true);
+                let call = Statement::labelled(format!("(fast-path function call, oid {oid})"));
+                self.execute(&call, &[], true);
             }
             _ => {}
         }
     }
 
-    fn execute(&mut self, text: String, simple: bool) {
-        self.entry(Some(&text)).executions += 1;
-        self.answer_for(text, simple);
+    /// Startup, SSL and GSS requests, cancel requests.
+    fn untyped_message(&mut self, splitter: &mut Splitter, body: &[u8]) {
+        let code = body
+            .get(..4)
+            .map(|code| u32::from_be_bytes(code.try_into().expect("four bytes")))
+            .unwrap_or(0);
+        match code {
+            SSL_REQUEST | GSS_REQUEST => {
+                // One byte answers; the client then starts again, untyped.
+                self.awaiting_encryption_answer = true;
+            }
+            CANCEL_REQUEST => self.cancel_request = true,
+            _ => splitter.set_untyped(false),
+        }
     }
 
-    /// Notes that answers for `text` are owed (`simple`: a simple query, answered
-    /// up to its ReadyForQuery; otherwise one Execute, up to its completion).
-    fn answer_for(&mut self, text: String, simple: bool) {
-        self.answering.push_back((text.clone(), simple));
-        self.pending = Some(text.clone());
-        self.current = Some(text);
+    /// `Bind`: a portal for a statement, with parameter values.
+    fn bind(&mut self, body: &[u8]) {
+        let (portal, rest) = c_string(body);
+        let (name, rest) = c_string(rest);
+        if let Some(statement) = self.statements.get(&name).cloned() {
+            let mut values = bound_values(rest);
+            values.extend(statement.constants.iter().cloned());
+            self.portals.insert(portal, Portal { statement, values });
+        }
+    }
+
+    /// `Execute`: a run of a portal, or more rows of a suspended one.
+    fn execute_portal(&mut self, body: &[u8]) {
+        let (name, rest) = c_string(body);
+        let max_rows = rest
+            .get(..4)
+            .map(|rows| u32::from_be_bytes(rows.try_into().expect("four bytes")))
+            .unwrap_or(0);
+        if (1..1000).contains(&max_rows) {
+            self.small_fetches += 1;
+            self.fetch_size = max_rows;
+        }
+        let portal = self.portals.get(&name).cloned().unwrap_or_else(|| Portal {
+            statement: Statement::labelled("(unknown portal)".into()),
+            values: Vec::new(),
+        });
+        if self.suspended && self.last_portal.as_deref() == Some(name.as_str()) {
+            // Fetching more of the same result: one more trip, not one more run.
+            self.suspended = false;
+            self.answer_for(portal.statement.fingerprint, false);
+        } else {
+            self.execute(&portal.statement, &portal.values, false);
+        }
+        self.last_portal = Some(name);
+    }
+
+    fn execute(&mut self, statement: &Statement, values: &[String], simple: bool) {
+        let entry = self.entry(Some(&statement.fingerprint));
+        entry.executions += 1;
+        if entry.example == entry.statement && statement.example != entry.statement {
+            entry.example.clone_from(&statement.example);
+        }
+        self.patterns.executed(&statement.fingerprint, values);
+        self.answer_for(statement.fingerprint.clone(), simple);
+    }
+
+    /// Notes that answers for `fingerprint` are owed (`simple`: a simple query,
+    /// answered up to its ReadyForQuery; otherwise one Execute, up to its completion).
+    fn answer_for(&mut self, fingerprint: String, simple: bool) {
+        self.answering.push_back((fingerprint.clone(), simple));
+        self.pending = Some(fingerprint.clone());
+        self.current = Some(fingerprint);
     }
 
     /// Bytes the server sent.
     pub fn from_server(&mut self, mut data: &[u8]) {
+        self.seen();
         self.bytes_to_client += data.len() as u64;
         if self.client_spoke {
             self.client_spoke = false;
@@ -314,44 +408,82 @@ impl Observer {
             data = &data[1..];
         }
         let mut splitter = self.server.take().expect("server splitter");
-        let mut events = Vec::new();
-        let readable = splitter.feed(data, &mut |_, found| {
-            if matches!(found.tag, b'D' | b's' | b'C' | b'I' | b'E' | b'Z') {
-                events.push(found.tag);
-            }
-        });
+        let readable = splitter.feed(data, &mut |_, found| self.server_message(found));
         self.server = Some(splitter);
         self.opaque |= !readable;
-        for tag in events {
-            let front = self.answering.front().cloned();
-            match (tag, front) {
-                (b'D', front) => {
-                    let text = front.map(|(text, _)| text).or_else(|| self.current.clone());
-                    self.entry(text.as_ref()).rows += 1;
+    }
+
+    fn server_message(&mut self, found: Found<'_>) {
+        let front = self.answering.front().cloned();
+        match (found.tag, front) {
+            (b'D', front) => {
+                let fingerprint = front.map(|(text, _)| text).or_else(|| self.current.clone());
+                self.entry(fingerprint.as_ref()).rows += 1;
+                if let Some(fingerprint) = fingerprint {
+                    self.patterns.row(&fingerprint, found.body);
                 }
-                (b's', front) => {
-                    self.suspensions += 1;
-                    self.suspended = true;
-                    if matches!(front, Some((_, false))) {
-                        self.answering.pop_front();
-                    }
-                }
-                (b'C' | b'I' | b'E', Some((_, false))) => {
+            }
+            (b's', front) => {
+                self.suspensions += 1;
+                self.suspended = true;
+                if matches!(front, Some((_, false))) {
                     self.answering.pop_front();
                 }
-                (b'Z', _) => {
-                    // Executes skipped after an error end here, as does a simple query.
-                    while matches!(self.answering.front(), Some((_, false))) {
-                        self.answering.pop_front();
-                    }
-                    if matches!(self.answering.front(), Some((_, true))) {
-                        self.answering.pop_front();
-                    }
-                }
-                _ => {}
             }
+            (b'C' | b'I' | b'E', front) => {
+                self.patterns.result_ended();
+                if matches!(front, Some((_, false))) {
+                    self.answering.pop_front();
+                }
+            }
+            (b'Z', _) => {
+                self.patterns.result_ended();
+                // Executes skipped after an error end here, as does a simple query.
+                while matches!(self.answering.front(), Some((_, false))) {
+                    self.answering.pop_front();
+                }
+                if matches!(self.answering.front(), Some((_, true))) {
+                    self.answering.pop_front();
+                }
+            }
+            _ => {}
         }
     }
+}
+
+/// The parameter values of a `Bind` body after its portal and statement names:
+/// each as text and, if it may be a binary integer, as that integer.
+fn bound_values(rest: &[u8]) -> Vec<String> {
+    let mut values = Vec::new();
+    let Some(formats) = rest
+        .get(..2)
+        .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+    else {
+        return values;
+    };
+    let mut rest = rest.get(2 + 2 * formats..).unwrap_or(&[]);
+    let Some(count) = rest.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+        return values;
+    };
+    rest = &rest[2..];
+    for _ in 0..count {
+        let Some(length) = rest
+            .get(..4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            break;
+        };
+        rest = &rest[4..];
+        let Ok(length) = usize::try_from(length) else {
+            continue; // NULL
+        };
+        let Some(value) = rest.get(..length) else {
+            break;
+        };
+        values.extend(value_candidates(value));
+        rest = &rest[length..];
+    }
+    values
 }
 
 #[cfg(test)]
@@ -406,10 +538,11 @@ mod tests {
         observer.from_server(&answer);
         assert_eq!(observer.round_trips, 5);
         assert_eq!(observer.stats[SETUP].round_trips, 1);
-        let insert = &observer.stats["insert into t values (1)"];
+        let insert = &observer.stats["insert into t values ($1)"];
+        assert_eq!(insert.example, "insert into t values (1)");
         assert_eq!((insert.executions, insert.round_trips), (3, 3));
         assert_eq!(
-            observer.stats["select g from generate_series(1, 2) g"].rows,
+            observer.stats["select g from generate_series($1, $2) g"].rows,
             2
         );
     }

@@ -19,7 +19,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::connection::{self, Tracked};
 use crate::refusal::{self, Refusal};
-use crate::report::{findings, ConnectionReport, Report};
+use crate::report::{findings, sort_by_round_trips, ConnectionReport, Observed, Report};
 use crate::shaping::Shaping;
 
 /// Open client connections allowed by default: well below PostgreSQL's default
@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     max_connections: usize,
     /// Clients turned away since the start (or the last reset).
     refused: AtomicU64,
+    /// The added round-trip time, for the report's waiting figures.
+    rtt: Duration,
     stop: Notify,
 }
 
@@ -150,6 +152,7 @@ impl Proxy {
             open: AtomicUsize::new(0),
             max_connections: self.max_connections,
             refused: AtomicU64::new(0),
+            rtt: self.shaping.rtt,
             stop: Notify::new(),
         });
         let acceptor = Acceptor {
@@ -246,10 +249,14 @@ impl ProxyHandle {
     pub fn report(&self) -> Report {
         let connections = self.shared.connections.lock().expect("proxy state").clone();
         Report {
-            connections: connections.iter().filter_map(connection_report).collect(),
+            connections: connections
+                .iter()
+                .filter_map(|tracked| connection_report(tracked, self.shared.rtt))
+                .collect(),
             open_connections: self.shared.open.load(Ordering::SeqCst),
             max_connections: self.shared.max_connections,
             refused_connections: self.shared.refused.load(Ordering::SeqCst),
+            rtt: self.shared.rtt,
         }
     }
 
@@ -273,16 +280,23 @@ impl Drop for ProxyHandle {
 }
 
 /// One connection's figures, or `None` for a cancel request (not a session).
-fn connection_report(tracked: &Arc<Tracked>) -> Option<ConnectionReport> {
+fn connection_report(tracked: &Arc<Tracked>, rtt: Duration) -> Option<ConnectionReport> {
     let observer = tracked.observer.lock().expect("observer");
     if observer.cancel_request {
         return None;
     }
     let mut statements: Vec<_> = observer.stats.values().cloned().collect();
-    statements.sort_by(|a, b| {
-        b.round_trips
-            .cmp(&a.round_trips)
-            .then(a.statement.cmp(&b.statement))
+    sort_by_round_trips(&mut statements);
+    let findings = findings(&Observed {
+        statements: &statements,
+        small_fetches: observer.small_fetches,
+        fetch_size: observer.fetch_size,
+        suspensions: observer.suspensions,
+        function_calls: observer.function_calls,
+        n_plus_ones: observer.patterns.n_plus_ones(),
+        session: observer.patterns.session(),
+        round_trips: observer.round_trips,
+        rtt,
     });
     Some(ConnectionReport {
         id: tracked.id,
@@ -291,13 +305,9 @@ fn connection_report(tracked: &Arc<Tracked>) -> Option<ConnectionReport> {
         bytes_to_server: observer.bytes_to_server,
         bytes_to_client: observer.bytes_to_client,
         readable: !observer.opaque,
-        findings: findings(
-            &statements,
-            observer.small_fetches,
-            observer.fetch_size,
-            observer.suspensions,
-            observer.function_calls,
-        ),
+        started: observer.first_seen,
+        ended: observer.last_seen,
+        findings,
         statements,
     })
 }

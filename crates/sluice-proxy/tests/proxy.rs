@@ -149,13 +149,22 @@ async fn a_row_by_row_loop_is_named_and_copy_is_not() {
         .into_iter()
         .map(|(_, f)| f.clone())
         .collect::<Vec<_>>();
+    // One execution per round trip, and (sluice's `query_rows` using the unnamed
+    // statement) one `Parse` per execution.
     assert!(
         matches!(
             &findings[..],
-            [Finding::RowByRow {
-                executions: 150,
-                ..
-            }]
+            [
+                Finding::RowByRow {
+                    executions: 150,
+                    ..
+                },
+                Finding::ParsedEveryTime {
+                    parses: 150,
+                    executions: 150,
+                    ..
+                }
+            ]
         ),
         "{findings:?}"
     );

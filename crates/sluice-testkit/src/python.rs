@@ -1,5 +1,7 @@
-//! A Python with pinned pyarrow and DuckDB: the reference readers that tests
-//! of sluice's Arrow and Parquet output check it against.
+//! A Python with pinned packages: pyarrow and DuckDB, the reference readers
+//! that tests of sluice's Arrow and Parquet output check it against, and
+//! psycopg 3 and SQLAlchemy 2, the real clients whose round trips the proxy's
+//! tests watch.
 //!
 //! The virtual environment is made once per machine and build directory, in
 //! `<target dir>/test-venv-<hash of the requirements>` (the target dir found
@@ -23,14 +25,19 @@ use std::sync::OnceLock;
 use std::thread;
 
 /// What the environment holds, pinned so every machine reads alike.
-pub const REQUIREMENTS: &[&str] = &["pyarrow==21.0.0", "duckdb==1.4.1"];
+pub const REQUIREMENTS: &[&str] = &[
+    "pyarrow==21.0.0",
+    "duckdb==1.4.1",
+    "psycopg[binary]==3.3.9",
+    "SQLAlchemy==2.1.9",
+];
 
 /// Written into the environment once everything is installed.
 const READY_MARKER: &str = ".sluice-ready";
 
 static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 
-/// The environment's `python`, with pyarrow and duckdb importable; made on
+/// The environment's `python`, with [`REQUIREMENTS`] importable; made on
 /// first use (see the module docs).
 ///
 /// # Panics
@@ -39,7 +46,10 @@ static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 pub fn python_oracle() -> &'static Path {
     match PYTHON.get_or_init(prepare) {
         Ok(python) => python,
-        Err(message) => panic!("sluice-testkit: no Python with pyarrow and duckdb: {message}"),
+        Err(message) => panic!(
+            "sluice-testkit: no Python with {}: {message}",
+            REQUIREMENTS.join(", ")
+        ),
     }
 }
 
