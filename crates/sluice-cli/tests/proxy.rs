@@ -273,7 +273,7 @@ fn shaping_options_slow_every_trip_and_sigusr1_writes_the_report() {
         .expect("statements in the report");
     let select_one = statements
         .iter()
-        .find(|statement| statement["statement"] == "select 1")
+        .find(|statement| statement["example"] == "select 1")
         .unwrap_or_else(|| panic!("select 1 in {json}"));
     assert_eq!(select_one["executions"], 10, "{json}");
     runtime
