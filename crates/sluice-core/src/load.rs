@@ -296,6 +296,17 @@ where
     }
 }
 
+/// Whose transaction an import runs in, for the database crates' imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Its own: begun and ended by the import wherever its strategy needs one.
+    Own,
+    /// The caller's, open already (a copy's unit of work,
+    /// [`crate::connect::Session::begin_load`]), which the caller commits or
+    /// rolls back.
+    Caller,
+}
+
 /// Where an import's rows come from, one piece at a time: decoded from bytes
 /// ([`ImportInput`]) or read from another database's result ([`SourceRows`]).
 /// Every database's import drives either the same way.

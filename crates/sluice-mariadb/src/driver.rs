@@ -15,8 +15,9 @@ use sluice_core::{Error, ErrorKind, Meter, RowError};
 use crate::config::Scheme;
 use crate::ddl::{begin_load, end_load, LoadUnit};
 use crate::gateway::{MariaDbDatabase, PooledSlot};
-use crate::import::{describe_table, import_rows, locate_in_rows, Scope};
+use crate::import::{describe_table, import_rows, locate_in_rows};
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
+use sluice_core::load::Scope;
 
 /// MariaDB's and MySQL's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]

@@ -37,7 +37,8 @@
 use std::fmt::Write as _;
 
 pub use sluice_core::load::{
-    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, Scope,
+    TableInfo,
 };
 use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 use sluice_core::{
@@ -403,16 +404,6 @@ where
 {
     let mut input = ImportInput::new(decoder, reader, progress);
     import_rows(connection, table, &mut input, options, rejects, Scope::Own).await
-}
-
-/// Whose transaction an import runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// Its own: started, committed and rolled back by the import.
-    Own,
-    /// The caller's, started already (a copy's unit of work), which the
-    /// caller commits or rolls back.
-    Caller,
 }
 
 /// Imports the rows of `rows` into `table`, in `scope`'s transaction.

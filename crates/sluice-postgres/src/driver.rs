@@ -17,8 +17,9 @@ use sluice_core::{Error, Meter, RowError, Schema};
 
 use crate::ddl::{begin_load, end_load};
 use crate::gateway::{param_text, PooledSlot, PostgresDatabase};
-use crate::import::{import_rows, locate_in_rows, Scope};
+use crate::import::{import_rows, locate_in_rows};
 use crate::{describe_table, CancelToken, Config, Connection, Pipeline, QueryOptions, QueryStream};
+use sluice_core::load::Scope;
 
 pub(crate) const PRODUCT: &str = "PostgreSQL";
 

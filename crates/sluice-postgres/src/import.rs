@@ -29,7 +29,8 @@ use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Re
 use tokio::io::AsyncRead;
 
 pub use sluice_core::load::{
-    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, Scope,
+    TableInfo,
 };
 use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 
@@ -141,16 +142,6 @@ where
 {
     let mut input = ImportInput::new(decoder, reader, progress);
     import_rows(connection, table, &mut input, options, rejects, Scope::Own).await
-}
-
-/// Whose transaction an import runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// Its own: begun and ended by the import wherever its strategy needs one.
-    Own,
-    /// The caller's, open already (a copy's unit of work), which the caller
-    /// commits or rolls back.
-    Caller,
 }
 
 /// Imports the rows of `rows` into `table`, in `scope`'s transaction.
