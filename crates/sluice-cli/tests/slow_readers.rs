@@ -7,8 +7,9 @@
 //! reads the rest throttled. Each body is several times what the sockets between
 //! server and client hold, so the server must wait for its clients rather than
 //! finish: had it read on from PostgreSQL and kept the rows, its memory would
-//! hold what the sockets cannot, 32 times. Its peak RSS must stay under
-//! [`PEAK_RSS_LIMIT`], and every body must be byte for byte PostgreSQL's own
+//! hold what the sockets cannot, 32 times. Its peak RSS may grow above what it
+//! was idle by no more than [`GROWTH_LIMIT_PER_CLIENT`] a client, and every
+//! body must be byte for byte PostgreSQL's own
 //! `COPY … CSV HEADER` of the query.
 
 mod support;
@@ -31,8 +32,12 @@ const READ_PAUSE: Duration = Duration::from_millis(10);
 /// Bytes queued in the kernel for a client that is not reading and show that it
 /// holds the server back (the server's send buffer alone is larger).
 const HELD_BACK_BYTES: u64 = 1 << 20;
-/// The server's peak resident memory must stay below this.
-const PEAK_RSS_LIMIT: u64 = 64 << 20;
+/// What the server's peak resident memory may grow by, a client, above its
+/// idle peak: a fifth of a body, so a server that held bodies (or a few
+/// megabytes of one) fails, whatever the size of its own code. Measured on
+/// 2026-11-26: about 1.4 MiB a client (a read buffer, a batch, an output piece
+/// and HTTP buffers), on an idle peak of 18 MiB.
+const GROWTH_LIMIT_PER_CLIENT: u64 = 2 << 20;
 
 fn query_sql() -> String {
     format!(
@@ -191,8 +196,9 @@ fn thirty_two_slow_readers_get_complete_bodies_in_bounded_server_memory() {
         mib(peak_held_back),
         mib(peak)
     );
+    let limit = idle + GROWTH_LIMIT_PER_CLIENT * CLIENTS as u64;
     assert!(
-        peak < PEAK_RSS_LIMIT,
-        "server peak RSS {peak} bytes, limit {PEAK_RSS_LIMIT}"
+        peak < limit,
+        "server peak RSS {peak} bytes, limit {limit} (idle {idle} + {GROWTH_LIMIT_PER_CLIENT} a client)"
     );
 }
