@@ -6,6 +6,7 @@
 //! copy that fails leaves the target as it was.
 
 mod columns;
+mod jobs;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -73,6 +74,17 @@ pub struct CopyArgs {
     #[arg(long, value_delimiter = ',')]
     key: Vec<String>,
 
+    /// Copy in N parts at once, each with a connection to either side, all
+    /// reading one snapshot of the source (PostgreSQL sources) and committed
+    /// together once all succeed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    jobs: usize,
+
+    /// With --jobs: the integer column whose value ranges make the parts
+    /// (needed with --query; a --table is otherwise cut by its storage).
+    #[arg(long, value_name = "COLUMN")]
+    split_by: Option<String>,
+
     /// Print rows, bytes, round trips of each side, time and peak memory to
     /// standard error.
     #[arg(long)]
@@ -86,6 +98,9 @@ struct Plan {
     target_table: String,
     options: ImportOptions,
     setup: TableSetup,
+    /// Parts copied at once.
+    jobs: usize,
+    split_by: Option<String>,
 }
 
 impl CopyArgs {
@@ -115,6 +130,7 @@ impl CopyArgs {
             ..ImportOptions::default()
         };
         options.check()?;
+        self.check_jobs()?;
         Ok(Plan {
             source_table,
             target_table,
@@ -122,8 +138,28 @@ impl CopyArgs {
             setup: TableSetup {
                 create: None,
                 empty: self.truncate,
+                shared: false,
             },
+            jobs: self.jobs,
+            split_by: self.split_by.clone(),
         })
+    }
+
+    fn check_jobs(&self) -> Result<(), Error> {
+        let problem = match (self.jobs, &self.query, &self.split_by) {
+            (0, _, _) => "--jobs counts parts: give 1 or more",
+            (1, _, Some(_)) => "--split-by cuts the rows into --jobs parts: give --jobs 2 or more",
+            (1, _, None) => return Ok(()),
+            (_, Some(_), None) => {
+                "with --query, --jobs needs --split-by COLUMN: an integer column of the result"
+            }
+            _ if self.truncate => {
+                "--truncate empties the table under a lock that would stop the other jobs \
+                 writing until the copy commits: empty it first, or copy with --jobs 1"
+            }
+            _ => return Ok(()),
+        };
+        Err(Error::config(problem))
     }
 }
 
@@ -177,6 +213,7 @@ impl Metered {
 }
 
 async fn connect(target: &dyn Target, side: Side) -> Result<(Box<dyn Session>, Metered), Failure> {
+    // One meter per side: the jobs' further connections count on it too.
     let meter = Meter::new();
     let session = target.connect(&meter).await.map_err(on(side))?;
     let stats = SideStats {
@@ -202,19 +239,48 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             target.product()
         ))));
     }
-    let (mut target, target_meter) = connect(&*target, Side::Target).await?;
-    let (source, source_meter) = connect(&*source, Side::Source).await?;
-    let (mut export, spec) = open_source(source, arguments, &plan).await?;
-    if arguments.create {
-        plan.setup.create = Some(spec);
-    }
+    let (lead, target_meter) = connect(&*target, Side::Target).await?;
+    let (source_session, source_meter) = connect(&*source, Side::Source).await?;
     let progress = Arc::new(Progress::new());
-    let progress_line = ProgressLine::start(progress.clone(), None);
-    let result = transfer(&mut *target, &mut export, &plan, &progress).await;
-    progress_line.finish();
-    let summary = result?;
-    export.close().await;
-    target.close().await;
+    let summary = if plan.jobs > 1 {
+        let (exports, spec) = jobs::open_parts(
+            source_session,
+            &*source,
+            &source_meter.meter,
+            arguments,
+            &plan,
+        )
+        .await?;
+        if arguments.create {
+            plan.setup.create = Some(spec);
+        }
+        let progress_line = ProgressLine::start(progress.clone(), None);
+        let meter = target_meter.meter.clone();
+        let result = jobs::load_parts(
+            lead,
+            &*target,
+            &meter,
+            exports,
+            Arc::new(plan),
+            progress.clone(),
+        )
+        .await;
+        progress_line.finish();
+        result?
+    } else {
+        let mut target = lead;
+        let (mut export, spec) = open_source(source_session, arguments, &plan).await?;
+        if arguments.create {
+            plan.setup.create = Some(spec);
+        }
+        let progress_line = ProgressLine::start(progress.clone(), None);
+        let result = transfer(&mut *target, &mut export, &plan, &progress).await;
+        progress_line.finish();
+        let summary = result?;
+        export.close().await;
+        target.close().await;
+        summary
+    };
     if arguments.stats {
         CopyStats {
             figures: vec![
@@ -239,15 +305,7 @@ async fn open_source(
     arguments: &CopyArgs,
     plan: &Plan,
 ) -> Result<(Box<dyn Export>, TableSpec), Failure> {
-    let described = match &plan.source_table {
-        Some(table) => Some(
-            session
-                .describe_table(table)
-                .await
-                .map_err(on(Side::Source))?,
-        ),
-        None => None,
-    };
+    let described = describe_source(&mut *session, plan).await?;
     let sql = match (&described, &arguments.query) {
         (Some(table), _) => format!("select * from {}", table.name),
         (None, query) => query.clone().unwrap_or_default(),
@@ -263,6 +321,21 @@ async fn open_source(
         .map_err(on(Side::Source))?;
     let spec = spec_of(export.schema(), described.as_ref(), dialect);
     Ok((export, spec))
+}
+
+/// The source table's description, when the source is a table.
+async fn describe_source(
+    session: &mut dyn Session,
+    plan: &Plan,
+) -> Result<Option<TableInfo>, Failure> {
+    match &plan.source_table {
+        Some(table) => session
+            .describe_table(table)
+            .await
+            .map(Some)
+            .map_err(on(Side::Source)),
+        None => Ok(None),
+    }
 }
 
 /// The table `--create` makes: the result's columns, with NOT NULL, declared

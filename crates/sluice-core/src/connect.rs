@@ -20,6 +20,7 @@ use crate::calls::{CallOutcome, ParamSource, PipelineSummary, Transaction};
 use crate::database::{BoxFuture, Database, Param, Query};
 use crate::load::{ImportOptions, ImportSummary, RejectSink, RowFeed, TableInfo, TableSetup};
 use crate::source::DynSource;
+use crate::split::{SplitRead, SplitRequest};
 use crate::{BatchSource, Error, ErrorKind, Meter, RowError, Schema};
 
 /// One kind of database: recognises its connection strings and parses them.
@@ -206,6 +207,10 @@ pub struct ExportOptions {
     /// [`crate::Encoding::Binary`]: for formats that store numbers as numbers.
     /// Default: false, every value in canonical text.
     pub binary_values: bool,
+    /// Read in this snapshot, one that [`Session::split_read`] opened on
+    /// another session, so that the parts of a split read see one moment.
+    /// Default: `None`, the database's own snapshot for the statement.
+    pub snapshot: Option<String>,
 }
 
 /// A connection to one database, for one command's work.
@@ -248,6 +253,17 @@ pub trait Session: Send {
         sql: String,
         options: ExportOptions,
     ) -> BoxFuture<'static, Result<Box<dyn Export>, Error>>;
+
+    /// Opens a snapshot other sessions can read in and splits the read into
+    /// parts for them ([`crate::split`]). The snapshot lasts while this
+    /// session does: keep it until every part's export has started.
+    fn split_read<'a>(
+        &'a mut self,
+        request: &'a SplitRequest,
+    ) -> BoxFuture<'a, Result<SplitRead, Error>> {
+        let _ = request;
+        unsupported(self.product(), "reading in parallel parts of one snapshot")
+    }
 
     /// The table's columns, as the catalog describes them; a table that does not
     /// exist is an [`ErrorKind::Config`] error.

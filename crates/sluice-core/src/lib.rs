@@ -18,7 +18,8 @@
 //! - [`connect`]: the [`connect::Driver`] each database crate offers, and the
 //!   [`connect::Drivers`] registry front ends open URLs with, so none of them
 //!   names a database; [`load`] and [`calls`] hold the vocabulary of loading a
-//!   table and of running one statement for many parameter sets;
+//!   table and of running one statement for many parameter sets, [`split`] that
+//!   of reading one snapshot in parallel parts;
 //! - [`pool`]: the gateway's pool of sessions, one for every database crate;
 //! - [`Error`]: one opaque error type with kind accessors;
 //! - [`parse_duration`]: the one spelling of durations people write.
@@ -37,6 +38,7 @@ pub mod pool;
 pub mod pump;
 pub mod socket;
 pub mod source;
+pub mod split;
 pub mod transfer;
 pub mod value;
 

@@ -79,6 +79,13 @@ pub struct TableSetup {
     pub create: Option<TableSpec>,
     /// Remove every row the table holds. Default: false.
     pub empty: bool,
+    /// Other sessions load the same table at the same time, in units of their
+    /// own that are committed together once all of them have succeeded
+    /// (`sluice copy --jobs`). A table this unit creates is then created, and
+    /// committed, before the rows go in, so that the others see it; undoing
+    /// the unit drops it again (undo the others' units first: they hold it).
+    /// Default: false.
+    pub shared: bool,
 }
 
 /// What to do with a bad record or a row the database refuses.

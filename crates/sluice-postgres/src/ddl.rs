@@ -17,38 +17,70 @@ use crate::driver::PRODUCT;
 use crate::import::describe_table;
 use crate::Connection;
 
+/// How long a session of a shared unit waits for a lock (on a key another
+/// session of the unit is writing, most likely) before its statement fails.
+pub(crate) const SHARED_LOCK_TIMEOUT: &str = "10s";
+
 /// Begins the unit: `begin`, then the table created and emptied as `setup`
 /// says, in one round trip, and the table described. On failure the
-/// transaction is rolled back and nothing is left begun.
+/// transaction is rolled back and nothing is left begun. Returns the table,
+/// and the name of the table to drop when the unit is undone: one created
+/// before the transaction, for a unit other sessions share.
 pub(crate) async fn begin_load(
     connection: &mut Connection,
     table: &str,
     setup: &TableSetup,
-) -> Result<TableInfo, Error> {
+) -> Result<(TableInfo, Option<String>), Error> {
+    let mut statements = vec!["begin".to_owned()];
+    let mut created = None;
+    if let Some(spec) = &setup.create {
+        let create = create_table(table, spec)?;
+        if setup.shared {
+            // The other sessions must see the table to load it: it is made
+            // first, committed, and dropped again if the unit is undone.
+            connection.simple_command(&create).await?;
+            created = Some(qualified_name(table)?);
+        } else {
+            statements.push(create);
+        }
+    }
+    if setup.shared {
+        // Two sessions of one shared unit writing the same key wait on each
+        // other's open transaction, and neither commits before the other is
+        // done: a wait the server cannot see as a deadlock. Give up instead.
+        statements.push(format!("set local lock_timeout = '{SHARED_LOCK_TIMEOUT}'"));
+    }
+    if setup.empty {
+        // Transactional in PostgreSQL, unlike in MariaDB: a failed copy
+        // gives the rows back.
+        statements.push(format!("truncate {}", qualified_name(table)?));
+    }
     let begun = async {
-        let mut statements = vec!["begin".to_owned()];
-        if let Some(spec) = &setup.create {
-            statements.push(create_table(table, spec)?);
-        }
-        if setup.empty {
-            // Transactional in PostgreSQL, unlike in MariaDB: a failed copy
-            // gives the rows back.
-            statements.push(format!("truncate {}", qualified_name(table)?));
-        }
         connection.simple_command(&statements.join("; ")).await?;
         describe_table(connection, table).await
     }
     .await;
-    if begun.is_err() {
-        let _ = connection.simple_command("rollback").await;
+    match begun {
+        Ok(info) => Ok((info, created)),
+        Err(error) => {
+            let _ = end_load(connection, false, created.as_deref()).await;
+            Err(error)
+        }
     }
-    begun
 }
 
-/// Ends the unit: commits it, or rolls everything back (the created table too).
-pub(crate) async fn end_load(connection: &mut Connection, commit: bool) -> Result<(), Error> {
-    let sql = if commit { "commit" } else { "rollback" };
-    connection.simple_command(sql).await.map(drop)
+/// Ends the unit: commits it, or rolls everything back (the created table
+/// too, dropping the one `created` before the transaction).
+pub(crate) async fn end_load(
+    connection: &mut Connection,
+    commit: bool,
+    created: Option<&str>,
+) -> Result<(), Error> {
+    let mut sql = String::from(if commit { "commit" } else { "rollback" });
+    if let (false, Some(table)) = (commit, created) {
+        sql.push_str(&format!("; drop table if exists {table}"));
+    }
+    connection.simple_command(&sql).await.map(drop)
 }
 
 /// The `CREATE TABLE` for `spec`, named `table`.

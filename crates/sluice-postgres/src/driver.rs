@@ -18,8 +18,10 @@ use sluice_core::{Error, Meter, RowError, Schema};
 use crate::ddl::{begin_load, end_load};
 use crate::gateway::{param_text, PooledSlot, PostgresDatabase};
 use crate::import::{import_rows, locate_in_rows};
+use crate::split::{join_snapshot, split_read};
 use crate::{describe_table, CancelToken, Config, Connection, Pipeline, QueryOptions, QueryStream};
 use sluice_core::load::Scope;
+use sluice_core::split::{SplitRead, SplitRequest};
 
 pub(crate) const PRODUCT: &str = "PostgreSQL";
 
@@ -104,6 +106,9 @@ pub(crate) struct PostgresSession {
     /// Whether a load's unit of work ([`Session::begin_load`]) is open: its
     /// transaction, which imports join.
     in_load: bool,
+    /// The table the open unit created before its transaction (a shared
+    /// unit's), to drop if the unit is undone.
+    created: Option<String>,
 }
 
 impl PostgresSession {
@@ -115,6 +120,7 @@ impl PostgresSession {
             config,
             slot: None,
             in_load: false,
+            created: None,
         }
     }
 
@@ -132,6 +138,7 @@ impl PostgresSession {
             start,
             slot: Some(slot),
             in_load: false,
+            created: None,
         }
     }
 
@@ -179,25 +186,41 @@ impl Session for PostgresSession {
         options: ExportOptions,
     ) -> BoxFuture<'static, Result<Box<dyn Export>, Error>> {
         Box::pin(async move {
+            let mut connection = self.connection;
+            let in_snapshot = options.snapshot.is_some();
+            if let Some(snapshot) = &options.snapshot {
+                connection.simple_command(&join_snapshot(snapshot)).await?;
+            }
             let options = QueryOptions {
                 params: options.params,
                 fetch_size: options.fetch_size,
                 lob_inline: options.inline_large_objects,
                 binary_values: options.binary_values,
             };
-            let stream = QueryStream::start(self.connection, &sql, options).await?;
+            let stream = QueryStream::start(connection, &sql, options).await?;
             let slot = self.slot;
-            Ok(Query::export(stream, |stream: QueryStream| {
+            Ok(Query::export(stream, move |stream: QueryStream| {
                 let ended: BoxFuture<'static, ()> = Box::pin(async move {
                     // No connection back: the query did not end cleanly, so a
                     // pooled session's slot stays empty and the pool discards it.
-                    if let Some(connection) = stream.into_connection() {
+                    if let Some(mut connection) = stream.into_connection() {
+                        // The snapshot's read-only transaction ends with the read.
+                        if in_snapshot && connection.simple_command("rollback").await.is_err() {
+                            return;
+                        }
                         finish(connection, slot).await;
                     }
                 });
                 ended
             }))
         })
+    }
+
+    fn split_read<'a>(
+        &'a mut self,
+        request: &'a SplitRequest,
+    ) -> BoxFuture<'a, Result<SplitRead, Error>> {
+        Box::pin(split_read(&mut self.connection, request))
     }
 
     fn describe_table<'a>(&'a mut self, table: &'a str) -> BoxFuture<'a, Result<TableInfo, Error>> {
@@ -213,8 +236,9 @@ impl Session for PostgresSession {
             if self.in_load {
                 return Err(Error::config("a load is under way on this session already"));
             }
-            let info = begin_load(&mut self.connection, table, setup).await?;
+            let (info, created) = begin_load(&mut self.connection, table, setup).await?;
             self.in_load = true;
+            self.created = created;
             Ok(info)
         })
     }
@@ -224,7 +248,8 @@ impl Session for PostgresSession {
             if !std::mem::take(&mut self.in_load) {
                 return Err(Error::config("no load is under way on this session"));
             }
-            end_load(&mut self.connection, commit).await
+            let created = self.created.take();
+            end_load(&mut self.connection, commit, created.as_deref()).await
         })
     }
 
@@ -276,7 +301,7 @@ impl Session for PostgresSession {
             if self.in_load {
                 // A load left open is abandoned, not committed: a pooled
                 // connection goes back without a transaction.
-                let _ = end_load(&mut connection, false).await;
+                let _ = end_load(&mut connection, false, self.created.as_deref()).await;
             }
             finish(connection, self.slot).await;
         })

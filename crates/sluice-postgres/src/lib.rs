@@ -35,6 +35,7 @@ mod passfile;
 pub mod pipeline;
 pub mod privileges;
 pub mod query;
+mod split;
 pub mod tls;
 pub mod types;
 

@@ -1,0 +1,240 @@
+//! `sluice copy --jobs N`: the source read in N parts that share one snapshot
+//! ([`sluice_core::split`]), each part loaded into the target by a session of
+//! its own, all committed together once every part has succeeded.
+//!
+//! Consistency: every part reads the snapshot the coordinating source session
+//! exported, so the parts together are one read of the source at one moment,
+//! whatever writes run meanwhile. The coordinator is closed once every part
+//! has joined the snapshot (from then on the parts hold it).
+//!
+//! Atomicity ("commit after all succeed"): a lead target session begins the
+//! unit (creating the table, committed at once so that the jobs see it) and
+//! loads nothing; each job's session loads its part in a transaction of its
+//! own and keeps it open. When every job has succeeded, the jobs commit, then
+//! the lead. When one fails, the others are stopped, every job's transaction
+//! is rolled back and the lead drops the table it created: the target is as
+//! it was. One window remains: a connection lost *between* two of the final
+//! commits leaves the parts already committed in place, and the error says so.
+
+use std::sync::Arc;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use sluice_core::connect::{Export, ExportOptions, Session, Target};
+use sluice_core::load::{ImportSummary, TableInfo, TableSetup, TableSpec};
+use sluice_core::split::{SplitRequest, SplitSource};
+use sluice_core::{Error, ErrorKind, Meter, Progress};
+use tokio::task::JoinHandle;
+
+use super::{describe_source, fill, on, spec_of, CopyArgs, Failure, Plan};
+use crate::report::Side;
+
+/// The parts' exports, started in the snapshot, and the table `--create`
+/// would make of the source.
+pub(super) async fn open_parts(
+    mut coordinator: Box<dyn Session>,
+    source: &dyn Target,
+    meter: &Meter,
+    arguments: &CopyArgs,
+    plan: &Plan,
+) -> Result<(Vec<Box<dyn Export>>, TableSpec), Failure> {
+    let described = describe_source(&mut *coordinator, plan).await?;
+    let split_source = match &described {
+        Some(table) => SplitSource::Table(table.name.clone()),
+        None => SplitSource::Query {
+            sql: arguments.query.clone().unwrap_or_default(),
+            params: arguments.params.iter().cloned().map(Some).collect(),
+        },
+    };
+    let request = SplitRequest {
+        source: split_source,
+        parts: plan.jobs,
+        split_by: plan.split_by.clone(),
+    };
+    let split = coordinator
+        .split_read(&request)
+        .await
+        .map_err(on(Side::Source))?;
+    let mut exports = Vec::with_capacity(split.parts.len());
+    for part in split.parts {
+        let session = source.connect(meter).await.map_err(on(Side::Source))?;
+        let options = ExportOptions {
+            params: part.params,
+            snapshot: Some(split.snapshot.clone()),
+            ..ExportOptions::default()
+        };
+        let export = session
+            .export(part.sql, options)
+            .await
+            .map_err(on(Side::Source))?;
+        exports.push(export);
+    }
+    let dialect = coordinator.product();
+    // Every part has joined the snapshot: the coordinator may let it go.
+    coordinator.close().await;
+    let spec = spec_of(exports[0].schema(), described.as_ref(), dialect);
+    Ok((exports, spec))
+}
+
+/// Loads each export into the target on a session of its own and commits
+/// them all, or none. `lead` begins and ends the unit.
+pub(super) async fn load_parts(
+    mut lead: Box<dyn Session>,
+    target: &dyn Target,
+    meter: &Meter,
+    exports: Vec<Box<dyn Export>>,
+    plan: Arc<Plan>,
+    progress: Arc<Progress>,
+) -> Result<ImportSummary, Failure> {
+    let setup = TableSetup {
+        shared: true,
+        ..plan.setup.clone()
+    };
+    let table = lead
+        .begin_load(&plan.target_table, &setup)
+        .await
+        .map_err(on(Side::Target))?;
+    let outcome = match join_jobs(target, meter, exports.len(), &plan.target_table).await {
+        Ok(sessions) => run_jobs(sessions, exports, &table, plan, progress).await,
+        Err(error) => Err(on(Side::Target)(error)),
+    };
+    let _ = lead
+        .end_load(outcome.is_ok())
+        .await
+        .map_err(on(Side::Target));
+    lead.close().await;
+    outcome
+}
+
+/// A target session per job, each with its unit begun.
+async fn join_jobs(
+    target: &dyn Target,
+    meter: &Meter,
+    jobs: usize,
+    table: &str,
+) -> Result<Vec<Box<dyn Session>>, Error> {
+    let setup = TableSetup {
+        shared: true,
+        ..TableSetup::default()
+    };
+    let mut sessions = Vec::with_capacity(jobs);
+    for _ in 0..jobs {
+        let mut session = target.connect(meter).await?;
+        session.begin_load(table, &setup).await?;
+        sessions.push(session);
+    }
+    Ok(sessions)
+}
+
+type Job = JoinHandle<(Box<dyn Session>, Result<ImportSummary, Failure>)>;
+
+/// Runs the jobs at once; on the first failure stops the rest (their
+/// sessions dropped: the server rolls their transactions back). Then commits
+/// every job's unit, or undoes them.
+async fn run_jobs(
+    sessions: Vec<Box<dyn Session>>,
+    exports: Vec<Box<dyn Export>>,
+    table: &TableInfo,
+    plan: Arc<Plan>,
+    progress: Arc<Progress>,
+) -> Result<ImportSummary, Failure> {
+    let handles: Vec<Job> = sessions
+        .into_iter()
+        .zip(exports)
+        .map(|(session, export)| {
+            let job = job(
+                session,
+                export,
+                table.clone(),
+                plan.clone(),
+                progress.clone(),
+            );
+            tokio::spawn(job)
+        })
+        .collect();
+    let aborters: Vec<_> = handles.iter().map(JoinHandle::abort_handle).collect();
+    let mut running: FuturesUnordered<Job> = handles.into_iter().collect();
+    let mut finished = Vec::new();
+    let mut total = ImportSummary::default();
+    let mut failure = None;
+    while let Some(joined) = running.next().await {
+        let (session, result) = match joined {
+            Ok(done) => done,
+            Err(_) if failure.is_some() => continue,
+            Err(error) => {
+                failure = Some(Failure::from(Error::new(
+                    ErrorKind::Io,
+                    format!("a copy job stopped: {error}"),
+                )));
+                aborters.iter().for_each(|job| job.abort());
+                continue;
+            }
+        };
+        match result {
+            Ok(summary) => add(&mut total, &summary),
+            Err(error) if failure.is_none() => {
+                failure = Some(error);
+                aborters.iter().for_each(|job| job.abort());
+            }
+            Err(_) => {}
+        }
+        finished.push(session);
+    }
+    match failure {
+        Some(failure) => {
+            end_all(finished, false).await;
+            Err(failure)
+        }
+        None => commit_all(finished).await.map(|()| total),
+    }
+}
+
+/// One job: its part loaded into its session's unit, left open.
+async fn job(
+    mut session: Box<dyn Session>,
+    mut export: Box<dyn Export>,
+    table: TableInfo,
+    plan: Arc<Plan>,
+    progress: Arc<Progress>,
+) -> (Box<dyn Session>, Result<ImportSummary, Failure>) {
+    let result = fill(&mut *session, &table, &mut export, &plan, &progress).await;
+    if result.is_ok() {
+        export.close().await;
+    }
+    (session, result)
+}
+
+fn add(total: &mut ImportSummary, part: &ImportSummary) {
+    total.records += part.records;
+    total.written += part.written;
+}
+
+/// Commits every job's unit; a failure part-way says how many had committed.
+async fn commit_all(sessions: Vec<Box<dyn Session>>) -> Result<(), Failure> {
+    let count = sessions.len();
+    let mut sessions = sessions.into_iter();
+    for (committed, mut session) in sessions.by_ref().enumerate() {
+        if let Err(error) = session.end_load(true).await {
+            end_all(sessions.collect(), false).await;
+            let error = match committed {
+                0 => error,
+                _ => Error::new(
+                    error.kind(),
+                    format!(
+                        "{committed} of the copy's {count} parts were committed before this failure: {error}"
+                    ),
+                ),
+            };
+            return Err(on(Side::Target)(error));
+        }
+        session.close().await;
+    }
+    Ok(())
+}
+
+/// Ends every session's unit (`commit` or undo) and closes it.
+async fn end_all(sessions: Vec<Box<dyn Session>>, commit: bool) {
+    for mut session in sessions {
+        let _ = session.end_load(commit).await;
+        session.close().await;
+    }
+}
