@@ -21,6 +21,7 @@ use sluice_core::{Batch, Chunk, DynSource, Error, Meter, Progress, Rejected, Sch
 
 use crate::console::err_line;
 use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
+use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ConflictMode {
@@ -72,6 +73,9 @@ pub struct CopyArgs {
     /// Key columns for --on-conflict, comma-separated.
     #[arg(long, value_delimiter = ',')]
     key: Vec<String>,
+
+    #[command(flatten)]
+    wait: WaitArgs,
 
     /// Print rows, bytes, round trips of each side, time and peak memory to
     /// standard error.
@@ -176,9 +180,14 @@ impl Metered {
     }
 }
 
-async fn connect(target: &dyn Target, side: Side) -> Result<(Box<dyn Session>, Metered), Failure> {
+async fn connect(
+    target: &dyn Target,
+    side: Side,
+    wait: &WaitArgs,
+) -> Result<(Box<dyn Session>, Metered), Failure> {
     let meter = Meter::new();
-    let session = target.connect(&meter).await.map_err(on(side))?;
+    let mut session = target.connect(&meter).await.map_err(on(side))?;
+    wait.apply(&mut *session).map_err(on(side))?;
     let stats = SideStats {
         side,
         product: session.product(),
@@ -202,8 +211,8 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             target.product()
         ))));
     }
-    let (mut target, target_meter) = connect(&*target, Side::Target).await?;
-    let (source, source_meter) = connect(&*source, Side::Source).await?;
+    let (mut target, target_meter) = connect(&*target, Side::Target, &arguments.wait).await?;
+    let (source, source_meter) = connect(&*source, Side::Source, &arguments.wait).await?;
     let (mut export, spec) = open_source(source, arguments, &plan).await?;
     if arguments.create {
         plan.setup.create = Some(spec);

@@ -241,6 +241,12 @@ impl Proxy {
     /// Binds (the control API too, when asked for) and starts accepting in
     /// the background.
     pub fn start(self) -> Result<ProxyHandle, StartError> {
+        // The control API's address first: refusing a public one must not
+        // depend on the clients' address being free.
+        let control = match &self.control {
+            Some(control) => Some(bind_control(control, self.remote_control)?),
+            None => None,
+        };
         let listen_error = |error| StartError::Listen {
             address: self.listen.clone(),
             error,
@@ -252,10 +258,6 @@ impl Proxy {
             address: self.upstream.clone(),
             error,
         })?;
-        let control = match &self.control {
-            Some(control) => Some(bind_control(control, self.remote_control)?),
-            None => None,
-        };
         let control_address = match &control {
             Some(listener) => Some(listener.local_addr().map_err(StartError::System)?),
             None => None,
