@@ -54,8 +54,10 @@ impl Framer {
     }
 
     /// Appends to `starts` the type byte and offset of each message starting
-    /// in `chunk` (nothing once the stream is encrypted or not PostgreSQL).
-    pub(crate) fn starts(&mut self, chunk: &[u8], starts: &mut Vec<(u8, usize)>) {
+    /// in `chunk` whose type is one of `tags` (nothing once the stream is
+    /// encrypted or not PostgreSQL). Every chunk must be fed, even when no
+    /// tag is wanted, to keep track of where messages start.
+    pub(crate) fn starts(&mut self, chunk: &[u8], tags: &[u8], starts: &mut Vec<(u8, usize)>) {
         let mut skip = 0;
         match self.handshake.get() {
             OPAQUE => return,
@@ -73,7 +75,11 @@ impl Framer {
         let handshake = &self.handshake;
         let readable = self.splitter.feed_marking(
             &chunk[skip..],
-            &mut |tag, offset| starts.push((tag, offset + skip)),
+            &mut |tag, offset| {
+                if tags.contains(&tag) {
+                    starts.push((tag, offset + skip));
+                }
+            },
             &mut |splitter, found| {
                 if found.tag != 0 {
                     return;
@@ -118,13 +124,13 @@ mod tests {
         let mut client = Framer::new(true, handshake.clone());
         let mut server = Framer::new(false, handshake);
         let mut starts = Vec::new();
-        client.starts(&untyped(SSL_REQUEST), &mut starts);
+        client.starts(&untyped(SSL_REQUEST), &[0], &mut starts);
         assert_eq!(starts, [(0, 0)]);
         starts.clear();
         let mut answer = b"N".to_vec();
         answer.extend(message(b'D', b"\0\0"));
         answer.extend(message(b'D', b"\0\0"));
-        server.starts(&answer, &mut starts);
+        server.starts(&answer, b"D", &mut starts);
         assert_eq!(starts, [(b'D', 1), (b'D', 8)]);
         starts.clear();
         let mut startup = 9u32.to_be_bytes().to_vec();
@@ -133,8 +139,8 @@ mod tests {
         startup.extend(message(b'Q', b"select 1\0"));
         // Split inside the query's length: its start is in the first piece.
         let (first, second) = startup.split_at(12);
-        client.starts(first, &mut starts);
-        client.starts(second, &mut starts);
+        client.starts(first, b"\0Q", &mut starts);
+        client.starts(second, b"\0Q", &mut starts);
         assert_eq!(starts, [(0, 0), (b'Q', 9)]);
     }
 
@@ -144,10 +150,9 @@ mod tests {
         let mut client = Framer::new(true, handshake.clone());
         let mut server = Framer::new(false, handshake);
         let mut starts = Vec::new();
-        client.starts(&untyped(SSL_REQUEST), &mut starts);
-        starts.clear();
-        server.starts(b"S\x16\x03\x01", &mut starts);
-        client.starts(&message(b'Q', b"x\0"), &mut starts);
+        client.starts(&untyped(SSL_REQUEST), b"Q", &mut starts);
+        server.starts(b"S\x16\x03\x01", b"Q", &mut starts);
+        client.starts(&message(b'Q', b"x\0"), b"Q", &mut starts);
         assert!(starts.is_empty());
     }
 }

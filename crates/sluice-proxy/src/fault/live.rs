@@ -96,17 +96,28 @@ impl Armed {
                     .then(|| (n - before) as usize)
             }
             Trigger::AfterBytes(_) => None,
-            Trigger::AtDataRow(k) if !upward => self.kth(k, starts, b"D"),
-            Trigger::AtCopyData(k) => self.kth(k, starts, b"d"),
-            Trigger::AtStatement(k) if upward => self.kth(k, starts, b"QEF"),
+            Trigger::AtDataRow(k) if !upward => self.kth(k, starts),
+            Trigger::AtCopyData(k) => self.kth(k, starts),
+            Trigger::AtStatement(k) if upward => self.kth(k, starts),
             Trigger::AtDataRow(_) | Trigger::AtStatement(_) => None,
         }?;
         (!self.triggered.swap(true, Ordering::SeqCst)).then_some(at)
     }
 
+    /// The message types its trigger counts (none for the others).
+    fn counted_tags(&self) -> &'static [u8] {
+        match self.entry.fault.trigger {
+            Trigger::AtDataRow(_) => b"D",
+            Trigger::AtCopyData(_) => b"d",
+            Trigger::AtStatement(_) => b"QEF",
+            Trigger::Now | Trigger::AfterBytes(_) => b"",
+        }
+    }
+
     /// The offset of the K-th message with one of `tags`, counting on from
     /// earlier chunks.
-    fn kth(&self, k: u64, starts: &[(u8, usize)], tags: &[u8]) -> Option<usize> {
+    fn kth(&self, k: u64, starts: &[(u8, usize)]) -> Option<usize> {
+        let tags = self.counted_tags();
         starts
             .iter()
             .filter(|(tag, _)| tags.contains(tag))
@@ -359,11 +370,16 @@ impl Cursor {
 
     /// The triggers reached in `chunk`, by offset (ties by the faults' order).
     pub(crate) fn scan(&mut self, chunk: &[u8]) -> Vec<Event> {
+        let armed = self.live.armed();
+        // Only the starts a trigger counts are kept: most chunks are rows,
+        // and most proxies count none.
+        let mut tags = Vec::new();
+        for fault in &armed {
+            tags.extend_from_slice(fault.counted_tags());
+        }
         self.starts.clear();
-        self.framer.starts(chunk, &mut self.starts);
-        let mut events: Vec<Event> = self
-            .live
-            .armed()
+        self.framer.starts(chunk, &tags, &mut self.starts);
+        let mut events: Vec<Event> = armed
             .into_iter()
             .filter_map(|fault| {
                 let at = fault.position(chunk.len(), &self.starts, self.upward)?;
