@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufRead, BufReader};
 
 use crate::console::err_line;
 use crate::report::{exit_code, Stats};
+use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum TransactionMode {
@@ -53,6 +54,9 @@ pub struct CallArgs {
     /// Write results to this file instead of standard output.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+
+    #[command(flatten)]
+    wait: WaitArgs,
 
     /// Print calls, failures, round trips, time and peak memory to standard error.
     #[arg(long)]
@@ -109,6 +113,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     };
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
+    arguments.wait.apply(&mut *session)?;
     let connected = meter.snapshot();
     let encryption = session.encryption();
     let facts = session.facts();

@@ -22,6 +22,7 @@ use sluice_core::{Batch, Chunk, DynSource, Error, Meter, Progress, Rejected, Sch
 
 use crate::console::err_line;
 use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
+use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ConflictMode {
@@ -84,6 +85,9 @@ pub struct CopyArgs {
     /// (needed with --query; a --table is otherwise cut by its storage).
     #[arg(long, value_name = "COLUMN")]
     split_by: Option<String>,
+
+    #[command(flatten)]
+    wait: WaitArgs,
 
     /// Print rows, bytes, round trips of each side, time and peak memory to
     /// standard error.
@@ -212,10 +216,15 @@ impl Metered {
     }
 }
 
-async fn connect(target: &dyn Target, side: Side) -> Result<(Box<dyn Session>, Metered), Failure> {
+async fn connect(
+    target: &dyn Target,
+    side: Side,
+    wait: &WaitArgs,
+) -> Result<(Box<dyn Session>, Metered), Failure> {
     // One meter per side: the jobs' further connections count on it too.
     let meter = Meter::new();
-    let session = target.connect(&meter).await.map_err(on(side))?;
+    let mut session = target.connect(&meter).await.map_err(on(side))?;
+    wait.apply(&mut *session).map_err(on(side))?;
     let stats = SideStats {
         side,
         product: session.product(),
@@ -239,8 +248,8 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             target.product()
         ))));
     }
-    let (lead, target_meter) = connect(&*target, Side::Target).await?;
-    let (source_session, source_meter) = connect(&*source, Side::Source).await?;
+    let (lead, target_meter) = connect(&*target, Side::Target, &arguments.wait).await?;
+    let (source_session, source_meter) = connect(&*source, Side::Source, &arguments.wait).await?;
     let progress = Arc::new(Progress::new());
     let summary = if plan.jobs > 1 {
         let (exports, spec) = jobs::open_parts(
@@ -260,6 +269,7 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             lead,
             &*target,
             &meter,
+            &arguments.wait,
             exports,
             Arc::new(plan),
             progress.clone(),

@@ -15,6 +15,7 @@ use sluice_formats::{
 use crate::interrupt::Interrupt;
 use crate::output::{BlockingWriter, StagedFile};
 use crate::report::{exit_code, print_error, ProgressLine, Stats};
+use crate::wait::WaitArgs;
 
 /// Arguments of `sluice export`.
 #[derive(Args)]
@@ -90,6 +91,9 @@ pub struct ExportArgs {
     /// Print rows, bytes, round trips, time and peak memory to standard error.
     #[arg(long)]
     stats: bool,
+
+    #[command(flatten)]
+    wait: WaitArgs,
 }
 
 fn parse_compression(text: &str) -> Result<ParquetCompression, String> {
@@ -163,15 +167,30 @@ fn parse_bytes_encoding(text: &str) -> Result<BytesEncoding, String> {
     }
 }
 
+/// What became of the output when the export failed.
+enum Written {
+    /// Nothing was streamed yet.
+    Nothing,
+    /// Rows (or a format's opening) went to standard output, or to a file
+    /// that is not staged (a FIFO, a device): what is there is cut short.
+    Unstaged,
+    /// The output file, staged until the export succeeds.
+    Staged(Arc<StagedFile>),
+}
+
 /// Runs the export and returns the process exit code.
 pub async fn run(arguments: ExportArgs) -> u8 {
     let interrupt = Interrupt::install();
-    let mut staged = None;
-    let result = export(&arguments, &interrupt, &mut staged).await;
+    let mut written = Written::Nothing;
+    let result = export(&arguments, &interrupt, &mut written).await;
     let Err(error) = result else {
         return 0;
     };
-    let note = staged.and_then(|staged| staged.abandon(arguments.keep_partial));
+    let note = match written {
+        Written::Nothing => None,
+        Written::Unstaged => Some("the output is incomplete".to_owned()),
+        Written::Staged(staged) => staged.abandon(arguments.keep_partial),
+    };
     print_error(&error, &arguments.query, note.as_deref());
     exit_code(&error)
 }
@@ -203,21 +222,25 @@ fn open_output(
     Ok((writer, staged))
 }
 
-/// Exports; `staged` receives the output file as soon as there is one, for the
-/// caller to abandon on failure. Success commits it.
+/// Exports; `written` learns of the output file as soon as there is one (for
+/// the caller to abandon on failure; success commits it), and of rows streamed
+/// anywhere else.
 async fn export(
     arguments: &ExportArgs,
     interrupt: &Interrupt,
-    staged: &mut Option<Arc<StagedFile>>,
+    written: &mut Written,
 ) -> Result<(), Error> {
     let started = Instant::now();
     let output_options = arguments.output_options()?;
     let target = sluice_drivers::all().open(&arguments.db)?;
     let (mut writer, output_file) = open_output(arguments, interrupt)?;
-    staged.clone_from(&output_file);
+    if let Some(file) = &output_file {
+        *written = Written::Staged(file.clone());
+    }
 
     let meter = Meter::new();
-    let session = target.connect(&meter).await?;
+    let mut session = target.connect(&meter).await?;
+    arguments.wait.apply(&mut *session)?;
     let connected = meter.snapshot();
     let encryption = session.encryption();
     let facts = session.facts();
@@ -235,6 +258,9 @@ async fn export(
     let mut encoder = arguments.format.encoder(output_options);
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), None);
+    if output_file.is_none() {
+        *written = Written::Unstaged;
+    }
     let result = pump(&mut stream, &mut encoder, &mut writer, &progress).await;
     progress_line.finish();
     let summary = match result {

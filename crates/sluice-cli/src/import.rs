@@ -15,7 +15,10 @@ use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, Inpu
 use tokio::io::AsyncRead;
 
 use crate::console::err_line;
-use crate::report::{exit_code, import_message, row_line, row_reason, ProgressLine, Stats};
+use crate::report::{
+    error_text, exit_code, import_message, row_line, row_reason, ProgressLine, Stats,
+};
+use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ErrorMode {
@@ -107,6 +110,9 @@ pub struct ImportArgs {
     /// Check everything against the table and roll back: nothing is kept.
     #[arg(long)]
     dry_run: bool,
+
+    #[command(flatten)]
+    wait: WaitArgs,
 
     /// Print records, rows, round trips, time and peak memory to standard error.
     #[arg(long)]
@@ -202,7 +208,7 @@ pub async fn run(arguments: ImportArgs) -> u8 {
 /// is told against the option that set what it had to hold.
 fn message(error: &Error) -> String {
     let Some(mismatch) = HeaderMismatch::of(error) else {
-        return import_message(error).unwrap_or_else(|| error.to_string());
+        return import_message(error).unwrap_or_else(|| error_text(error));
     };
     let (expected, label, hint) = match mismatch.expected_from {
         ExpectedNames::Columns => (
@@ -305,6 +311,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
 
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
+    arguments.wait.apply(&mut *session)?;
     let connected = meter.snapshot();
     let encryption = session.encryption();
     let facts = session.facts();

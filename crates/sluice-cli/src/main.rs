@@ -16,6 +16,7 @@ mod output;
 mod proxy;
 mod report;
 mod serve;
+mod wait;
 
 use std::process::ExitCode;
 

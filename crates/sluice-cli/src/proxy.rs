@@ -1,5 +1,6 @@
 //! `sluice proxy`: a network between client and server on one machine, with
-//! round trips counted per statement.
+//! round trips counted per statement and faults injected on purpose
+//! (`--fault`, and at run time through the control API, `--control`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_proxy::shaping::parse_bandwidth;
-use sluice_proxy::{Proxy, ProxyHandle, Report, Shaping, DEFAULT_MAX_CONNECTIONS};
+use sluice_proxy::{
+    Fault, Proxy, ProxyHandle, Report, Shaping, StartError, DEFAULT_MAX_CONNECTIONS,
+};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::console::{err_line, err_text};
@@ -50,6 +53,42 @@ pub struct ProxyArgs {
     /// Write the report here on exit and on SIGUSR1: JSON, or CSV for a `.csv` name.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+
+    /// A fault to inject (repeat for several), e.g. cut:at-data-row=5,
+    /// stall:duration=2s:at-statement=3, reset:after-bytes=1000, refuse.
+    ///
+    /// SPEC is an action and `:`-separated options:
+    ///   cut[:TRIGGER]                  close both sides (FIN)
+    ///   reset[:TRIGGER]                close both sides with a TCP RST
+    ///   stall[:duration=D][:TRIGGER]   stop forwarding for D (none: until removed)
+    ///   slow-close:delay=D             hold each side's close back for D
+    ///   latency:delay=D[:jitter=J]     add D (± J/2) one way
+    ///   bandwidth:rate=R               cap the rate one way (1mbit, 100KB)
+    ///   refuse                         answer new clients with FATAL 08004
+    /// TRIGGER (default: at once) is after-bytes=N (let N bytes through),
+    /// at-data-row=K, at-copy-data=K or at-statement=K (act just before the
+    /// K-th such message: the peer gets the K-1 before it whole). Add
+    /// upstream (client to server), downstream or both (default) for the way
+    /// after-bytes counts and a stall, latency, bandwidth or slow close acts;
+    /// once (the first connection it acts on uses it up) or every (default).
+    #[arg(long = "fault", value_name = "SPEC", value_parser = parse_fault, verbatim_doc_comment)]
+    faults: Vec<Fault>,
+
+    /// Serve the control API here (HTTP: GET, POST and DELETE /faults to list,
+    /// add and remove faults while the proxy runs), e.g. 127.0.0.1:6433. It
+    /// has no authentication: a loopback address only, unless
+    /// --control-allow-remote.
+    #[arg(long, value_name = "ADDRESS")]
+    control: Option<String>,
+
+    /// Let --control listen on an address other machines can reach (anyone
+    /// who can reach it can cut your connections).
+    #[arg(long, requires = "control")]
+    control_allow_remote: bool,
+}
+
+fn parse_fault(text: &str) -> Result<Fault, String> {
+    text.parse::<Fault>().map_err(|error| error.reason)
 }
 
 /// A limit of open connections: a whole number, at least 1.
@@ -98,15 +137,16 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
         jitter: arguments.jitter,
         bandwidth: arguments.bandwidth,
     };
-    let proxy = Proxy::new(&arguments.listen, &arguments.upstream, shaping)
+    let mut proxy = Proxy::new(&arguments.listen, &arguments.upstream, shaping)
         .max_connections(arguments.max_connections)
-        .start()
-        .map_err(|error| {
-            Error::new(
-                ErrorKind::Connect,
-                format!("cannot listen on {}: {error}", arguments.listen),
-            )
-        })?;
+        .allow_remote_control(arguments.control_allow_remote);
+    for fault in &arguments.faults {
+        proxy = proxy.fault(*fault);
+    }
+    if let Some(control) = &arguments.control {
+        proxy = proxy.control(control);
+    }
+    let proxy = proxy.start().map_err(start_error)?;
     err_line!(
         "sluice proxy: {} → {} (rtt {:?}, jitter {:?}, bandwidth {}, at most {} connections)",
         proxy.address(),
@@ -118,6 +158,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
             .map_or("unlimited".to_owned(), |rate| format!("{rate} B/s")),
         arguments.max_connections
     );
+    announce_faults(&proxy);
     let signal_error = |error: std::io::Error| Error::new(ErrorKind::Io, error.to_string());
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
@@ -141,6 +182,28 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
     }
     proxy.stop();
     write_report(&proxy, arguments.report.as_ref())
+}
+
+/// Why the proxy could not start, in this command's terms.
+fn start_error(error: StartError) -> Error {
+    match error {
+        StartError::ControlNotLoopback { address } => Error::config(format!(
+            "--control {address} is not a loopback address, and the control API has no \
+             authentication: use 127.0.0.1:PORT, or add --control-allow-remote"
+        )),
+        StartError::Upstream { .. } => Error::config(format!("--upstream: {error}")),
+        other => Error::new(ErrorKind::Connect, other.to_string()),
+    }
+}
+
+/// Says where the control API is and which faults are in force from the start.
+fn announce_faults(proxy: &ProxyHandle) {
+    if let Some(control) = proxy.control_address() {
+        err_line!("sluice proxy: control API on http://{control}/faults (no authentication)");
+    }
+    for listed in proxy.faults().list() {
+        err_line!("sluice proxy: fault {}: {}", listed.id, listed.fault);
+    }
 }
 
 /// The live summary line: connections, round trips, refusals.

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_core::{peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress, RowError, RowFault};
+use sluice_core::{
+    peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress, RowError, RowFault, Stalled,
+};
 use sluice_formats::InputFault;
 use sluice_postgres::ImportFault;
 
@@ -28,6 +30,18 @@ pub fn exit_code(error: &Error) -> u8 {
     }
 }
 
+/// An error's words, with the flag that set the limit when a server was given
+/// up for staying silent (the library names no flag).
+pub fn error_text(error: &Error) -> String {
+    match Stalled::of(error) {
+        Some(stalled) => format!(
+            "{error} (--timeout {})",
+            humantime::format_duration(stalled.after)
+        ),
+        None => error.to_string(),
+    }
+}
+
 fn ends_the_session(error: &Error) -> bool {
     error
         .as_db_error()
@@ -42,9 +56,10 @@ pub fn print_error(error: &Error, sql: &str, note: Option<&str>) {
         // Already reported by the interrupt handler.
         return;
     }
+    let text = error_text(error);
     match note {
-        Some(note) => err_line!("sluice: {error}; {note}"),
-        None => err_line!("sluice: {error}"),
+        Some(note) => err_line!("sluice: {text}; {note}"),
+        None => err_line!("sluice: {text}"),
     }
     let Some(position) = error.as_db_error().and_then(|db| db.position) else {
         return;
@@ -210,7 +225,7 @@ pub fn copy_message(side: Option<Side>, error: &Error) -> String {
     let text = match (ImportFault::of(error), error.as_row_error()) {
         (Some(fault), _) => import_fault(fault),
         (None, Some(row)) => copy_row_line(row),
-        (None, None) => error.to_string(),
+        (None, None) => error_text(error),
     };
     match side {
         Some(side) if unreachable(error) => format!(

@@ -1,11 +1,12 @@
 //! `sluice proxy` as a command against a real PostgreSQL: its connection limit,
 //! and refusals counted in the live summary, the exit report and `--report`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_core::Meter;
@@ -13,75 +14,20 @@ use sluice_postgres::config::Target;
 use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{Config, Connection};
 use sluice_testkit::TestDb;
-
-/// A running `sluice proxy`, killed if the test ends before it does.
-struct RunningProxy {
-    child: Child,
-    stderr: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl RunningProxy {
-    /// Waits for a stderr line containing `text` and returns it.
-    fn line_with(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(line) = self.seen.iter().find(|line| line.contains(text)) {
-                return line.clone();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.stderr.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => panic!("no line with {text:?} on stderr:\n{}", self.seen.join("\n")),
-            }
-        }
-    }
-
-    /// Stops it as Ctrl-C would and returns everything it wrote to stderr.
-    fn stop(mut self) -> String {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status}");
-        self.seen.extend(self.stderr.iter());
-        self.seen.join("\n")
-    }
-}
-
-impl Drop for RunningProxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::proxy::RunningProxy;
 
 fn start_proxy(upstream: &str, max_connections: &str, report: &Path) -> RunningProxy {
     start_proxy_with(upstream, &["--max-connections", max_connections], report)
 }
 
 fn start_proxy_with(upstream: &str, options: &[&str], report: &Path) -> RunningProxy {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream])
-        .args(options)
-        .arg("--report")
-        .arg(report)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (sender, stderr) = channel();
-    let pipe = BufReader::new(child.stderr.take().unwrap());
-    std::thread::spawn(move || {
-        for line in pipe.lines().map_while(Result::ok) {
-            let _ = sender.send(line);
-        }
-    });
-    RunningProxy {
-        child,
-        stderr,
-        seen: Vec::new(),
-    }
+    let report = report.to_str().expect("a UTF-8 path");
+    let options: Vec<&str> = options
+        .iter()
+        .copied()
+        .chain(["--report", report])
+        .collect();
+    RunningProxy::start(upstream, &options)
 }
 
 /// The SQLSTATE a raw client sending `startup` through `proxy` is answered with.
@@ -127,12 +73,7 @@ fn upstream(db: &TestDb) -> String {
 /// The proxy's listening address, from its first line, and `db`'s settings
 /// pointing at it.
 fn through(proxy: &mut RunningProxy, db: &TestDb) -> (String, Config) {
-    let started = proxy.line_with("sluice proxy: ");
-    let address = started
-        .strip_prefix("sluice proxy: ")
-        .and_then(|rest| rest.split(' ').next())
-        .expect("the listening address")
-        .to_owned();
+    let address = proxy.address();
     let (proxy_host, proxy_port) = address.rsplit_once(':').unwrap();
     let mut config: Config = db.url().parse().unwrap();
     config.targets = vec![Target::Tcp(proxy_host.into(), proxy_port.parse().unwrap())];

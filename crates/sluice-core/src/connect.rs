@@ -247,6 +247,26 @@ pub trait Session: Send {
     /// A handle that cancels this session's running statement from elsewhere.
     fn canceller(&self) -> Arc<dyn Canceller>;
 
+    /// Gives the server up once nothing has moved on the connection, either
+    /// way, for `timeout` while the session waits on it (`None`, the
+    /// default: wait for ever, as a long query may rightly keep its first row
+    /// for hours). The work then fails with an [`ErrorKind::Closed`] error
+    /// carrying [`crate::Stalled`], and the session is spent. Connecting is
+    /// not covered: each database's connection settings bound it. The
+    /// default refuses a timeout as [`ErrorKind::Unsupported`].
+    fn set_wait_timeout(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        match timeout {
+            None => Ok(()),
+            Some(_) => Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{} sessions cannot give up on a silent server through sluice yet",
+                    self.product()
+                ),
+            )),
+        }
+    }
+
     /// Runs `sql` and streams its result; the session goes with it.
     fn export(
         self: Box<Self>,

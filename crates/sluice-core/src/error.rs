@@ -226,3 +226,41 @@ impl std::error::Error for Error {
             .map(|source| source as &(dyn std::error::Error + 'static))
     }
 }
+
+/// Why a session gave its connection up: nothing moved on it, either way, for
+/// `after` while the session waited on the server (its wait timeout, see
+/// [`crate::connect::Session::set_wait_timeout`]). It rides on an
+/// [`ErrorKind::Closed`] error, so a front end can name its own setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stalled {
+    /// How long nothing moved.
+    pub after: std::time::Duration,
+}
+
+impl Stalled {
+    /// The stall behind an error, if that is why it failed.
+    pub fn of(error: &Error) -> Option<&Stalled> {
+        std::error::Error::source(error)?.downcast_ref::<Stalled>()
+    }
+
+    /// The error a session fails with, naming the server at `target`.
+    pub fn into_error(self, target: &dyn fmt::Display) -> Error {
+        Error::new(
+            ErrorKind::Closed,
+            format!("the database server at {target} stopped answering: {self}"),
+        )
+        .with_source(self)
+    }
+}
+
+impl fmt::Display for Stalled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "nothing was received or sent for {}, so the connection was given up",
+            humantime::format_duration(self.after)
+        )
+    }
+}
+
+impl std::error::Error for Stalled {}

@@ -1,6 +1,6 @@
 //! [`Socket`]: a TCP or Unix-domain stream to a database server, opened within
 //! a timeout, with the one wording of a failure to connect every database
-//! crate uses.
+//! crate uses, and TCP keepalive on by default ([`TcpSettings`]).
 
 use std::fmt::Display;
 use std::io;
@@ -14,6 +14,72 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::{Error, ErrorKind};
 
+/// TCP keepalive probes while a connection is idle, so a server that vanished
+/// (a crash, a pulled cable, a NAT entry dropped) is noticed rather than waited
+/// on for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe. Default: 60 s (the system's own
+    /// default is usually two hours).
+    pub idle: Duration,
+    /// Time between unanswered probes. Default: 10 s.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is declared dead. Default: 6,
+    /// so a vanished server is noticed about two minutes into a silence.
+    pub retries: u32,
+}
+
+impl Default for Keepalive {
+    fn default() -> Keepalive {
+        Keepalive {
+            idle: Duration::from_secs(60),
+            interval: Duration::from_secs(10),
+            retries: 6,
+        }
+    }
+}
+
+/// How a TCP connection to a database behaves beyond its address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSettings {
+    /// Keepalive probes; `None` turns them off. Default: [`Keepalive::default`].
+    pub keepalive: Option<Keepalive>,
+    /// How long sent data may stay unacknowledged before the connection is
+    /// declared dead (`TCP_USER_TIMEOUT`, Linux); `None` (default) leaves the
+    /// system's.
+    pub user_timeout: Option<Duration>,
+}
+
+impl Default for TcpSettings {
+    fn default() -> TcpSettings {
+        TcpSettings {
+            keepalive: Some(Keepalive::default()),
+            user_timeout: None,
+        }
+    }
+}
+
+impl TcpSettings {
+    /// Applies the settings to a connected stream.
+    fn apply(&self, stream: &TcpStream) -> io::Result<()> {
+        let socket = socket2::SockRef::from(stream);
+        match self.keepalive {
+            Some(keepalive) => socket.set_tcp_keepalive(
+                &socket2::TcpKeepalive::new()
+                    .with_time(keepalive.idle)
+                    .with_interval(keepalive.interval)
+                    .with_retries(keepalive.retries),
+            )?,
+            None => socket.set_keepalive(false)?,
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(timeout) = self.user_timeout {
+            socket.set_tcp_user_timeout(Some(timeout))?;
+        }
+        Ok(())
+    }
+}
+
 /// A TCP or Unix-domain socket.
 #[derive(Debug)]
 pub enum Socket {
@@ -25,17 +91,29 @@ pub enum Socket {
 
 impl Socket {
     /// Connects to `host`:`port` over TCP, with Nagle's algorithm off (a
-    /// protocol's small messages must leave at once), within `timeout`;
-    /// `target` names the server in errors.
+    /// protocol's small messages must leave at once) and the default
+    /// [`TcpSettings`], within `timeout`; `target` names the server in errors.
     pub async fn tcp(
         host: &str,
         port: u16,
         target: &(dyn Display + Sync),
         timeout: Duration,
     ) -> Result<Socket, Error> {
+        Socket::tcp_with(host, port, target, timeout, &TcpSettings::default()).await
+    }
+
+    /// [`Socket::tcp`] with the given keepalive and user timeout.
+    pub async fn tcp_with(
+        host: &str,
+        port: u16,
+        target: &(dyn Display + Sync),
+        timeout: Duration,
+        settings: &TcpSettings,
+    ) -> Result<Socket, Error> {
         within(target, timeout, async {
             let stream = TcpStream::connect((host, port)).await?;
             stream.set_nodelay(true)?;
+            settings.apply(&stream)?;
             Ok(Socket::Tcp(stream))
         })
         .await

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sluice_core::Error;
+use sluice_core::{Error, Keepalive, TcpSettings};
 
 use crate::conninfo::Settings;
 use crate::passfile;
@@ -111,8 +111,12 @@ pub struct Config {
     pub options: Option<String>,
     /// `application_name`; default `sluice`.
     pub application_name: String,
-    /// How long to wait for each address; default 10 s.
+    /// How long connecting to each address may take, login included (as
+    /// libpq's `connect_timeout`); default 10 s.
     pub connect_timeout: Duration,
+    /// TCP keepalive and user timeout (`keepalives`, `keepalives_idle`,
+    /// `keepalives_interval`, `keepalives_count`, `tcp_user_timeout`).
+    pub tcp: TcpSettings,
     /// Extra run-time settings sent in the startup message (name, value).
     pub settings: Vec<(String, String)>,
     /// When and how to use TLS.
@@ -194,7 +198,9 @@ impl Config {
                 }
             },
         };
+        let tcp = tcp_settings(&settings)?;
         Ok(Config {
+            tcp,
             targets,
             password: settings
                 .get("password")
@@ -270,6 +276,46 @@ fn targets(settings: &Settings) -> Result<Vec<Target>, Error> {
         .collect())
 }
 
+/// libpq's keepalive keywords over sluice's defaults: `keepalives=0` turns
+/// the probes off; `keepalives_idle`, `keepalives_interval` (seconds) and
+/// `keepalives_count` replace a default, 0 keeping it (libpq: the system's);
+/// `tcp_user_timeout` is in milliseconds, 0 the system's.
+fn tcp_settings(settings: &Settings) -> Result<TcpSettings, Error> {
+    let number = |keyword: &str| -> Result<Option<u32>, Error> {
+        let Some(text) = settings.get(keyword) else {
+            return Ok(None);
+        };
+        match text.trim().parse::<u32>() {
+            Ok(0) => Ok(None),
+            Ok(value) => Ok(Some(value)),
+            Err(_) => Err(Error::config(format!(
+                "invalid connection string: {keyword}={text} is not a whole number"
+            ))),
+        }
+    };
+    let seconds = |value: u32| Duration::from_secs(value.into());
+    let defaults = Keepalive::default();
+    let keepalive = Keepalive {
+        idle: number("keepalives_idle")?.map_or(defaults.idle, seconds),
+        interval: number("keepalives_interval")?.map_or(defaults.interval, seconds),
+        retries: number("keepalives_count")?.unwrap_or(defaults.retries),
+    };
+    let enabled = match settings.get("keepalives").map(str::trim) {
+        None | Some("1") => true,
+        Some("0") => false,
+        Some(other) => {
+            return Err(Error::config(format!(
+                "invalid connection string: keepalives={other} is not 0 or 1"
+            )))
+        }
+    };
+    Ok(TcpSettings {
+        keepalive: enabled.then_some(keepalive),
+        user_timeout: number("tcp_user_timeout")?
+            .map(|milliseconds| Duration::from_millis(milliseconds.into())),
+    })
+}
+
 impl Config {
     /// Adds a run-time setting sent at startup (e.g. `statement_timeout`, `5min`).
     pub fn setting(mut self, name: &str, value: &str) -> Config {
@@ -324,6 +370,30 @@ mod tests {
             Duration::from_secs(2)
         );
         assert_eq!(config("sslmode=require").tls.mode, SslMode::Require);
+    }
+
+    #[test]
+    fn keepalives_are_on_by_default_and_follow_libpq_s_keywords() {
+        assert_eq!(config("host=a").tcp, TcpSettings::default());
+        let tuned = config(
+            "keepalives_idle=5 keepalives_interval=2 keepalives_count=3 tcp_user_timeout=1500",
+        );
+        assert_eq!(
+            tuned.tcp,
+            TcpSettings {
+                keepalive: Some(Keepalive {
+                    idle: Duration::from_secs(5),
+                    interval: Duration::from_secs(2),
+                    retries: 3,
+                }),
+                user_timeout: Some(Duration::from_millis(1500)),
+            }
+        );
+        assert_eq!(config("keepalives_idle=0").tcp, TcpSettings::default());
+        assert_eq!(config("keepalives=0").tcp.keepalive, None);
+        assert!(message("keepalives=2").contains("keepalives=2 is not 0 or 1"));
+        assert!(message("keepalives_count=many")
+            .contains("keepalives_count=many is not a whole number"));
     }
 
     #[test]

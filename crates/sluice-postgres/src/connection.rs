@@ -6,6 +6,8 @@
 //! end an exchange, run a command, small queries). The buffers are private to the two:
 //! other modules speak to the server only through the exchange operations.
 
+use std::time::Duration;
+
 use bytes::BytesMut;
 use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::Message;
@@ -36,7 +38,9 @@ const READ_CHUNK: usize = 256 * 1024;
 /// Opens a socket to `target` within the configured connect timeout.
 pub(crate) async fn open_socket(target: &Target, config: &Config) -> Result<Socket, Error> {
     match target {
-        Target::Tcp(host, port) => Socket::tcp(host, *port, target, config.connect_timeout).await,
+        Target::Tcp(host, port) => {
+            Socket::tcp_with(host, *port, target, config.connect_timeout, &config.tcp).await
+        }
         Target::Unix(path) => Socket::unix(path, target, config.connect_timeout).await,
     }
 }
@@ -76,6 +80,11 @@ pub struct Connection {
     process_id: i32,
     secret_key: i32,
     server_version: String,
+    /// How long a wait on the server may go without anything moving (see
+    /// [`Connection::set_wait_timeout`]).
+    wait_timeout: Option<Duration>,
+    /// Set once a wait timed out: the connection is given up.
+    stalled: Option<Duration>,
 }
 
 impl Connection {
@@ -100,7 +109,7 @@ impl Connection {
         let mut mismatched = Vec::new();
         for &wanted in passes {
             for &target in &order {
-                match Connection::connect_to(target, config, meter).await {
+                match Connection::attempt(target, config, meter).await {
                     Ok(mut connection) => {
                         if connection.is(wanted).await? {
                             return Ok(connection);
@@ -148,6 +157,31 @@ impl Connection {
             SessionAttributes::Standby => in_recovery,
             SessionAttributes::Any | SessionAttributes::PreferStandby => true,
         })
+    }
+
+    /// One address within `connect_timeout`, from the socket to the server's
+    /// first ReadyForQuery: as libpq, the whole login is bounded, so a server
+    /// (or a network) that takes the connection and then says nothing is
+    /// given up. A connection lost while logging in is a failure to connect
+    /// (the next address may do better).
+    async fn attempt(target: &Target, config: &Config, meter: &Meter) -> Result<Connection, Error> {
+        let limit = config.connect_timeout;
+        match tokio::time::timeout(limit, Connection::connect_to(target, config, meter)).await {
+            Ok(Err(error)) if error.kind() == ErrorKind::Closed => Err(Error::new(
+                ErrorKind::Connect,
+                format!("could not connect to {target}: {error}"),
+            )
+            .with_source(error)),
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::Connect,
+                format!(
+                    "could not connect to {target}: no complete login within {} \
+                     (connect_timeout)",
+                    humantime::format_duration(limit)
+                ),
+            )),
+        }
     }
 
     /// One address, with `sslmode`'s fallbacks: `prefer` goes plain when the
@@ -209,6 +243,8 @@ impl Connection {
             process_id: 0,
             secret_key: 0,
             server_version: String::new(),
+            wait_timeout: None,
+            stalled: None,
         };
         connection.startup(config).await?;
         Ok(connection)
@@ -458,11 +494,25 @@ impl Connection {
         self.stream.meter()
     }
 
-    /// Says goodbye and closes the socket.
+    /// Gives the server up once a wait on it (for an answer, or for room to
+    /// send) sees nothing move for `timeout`; `None` (the default) waits for
+    /// ever. A wait that times out fails with an [`ErrorKind::Closed`] error
+    /// carrying [`sluice_core::Stalled`], and so does every later one: the
+    /// connection is spent.
+    pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
+        self.wait_timeout = timeout;
+    }
+
+    /// Says goodbye and closes the socket (a connection given up as stalled
+    /// is only dropped).
     pub async fn close(mut self) {
         frontend::terminate(&mut self.write_buffer);
         let _ = self.send().await;
-        let _ = self.stream.shutdown().await;
+        let _ = self
+            .bounded(async |connection: &mut Connection| {
+                connection.stream.shutdown().await.map_err(Error::io)
+            })
+            .await;
     }
 }
 

@@ -37,14 +37,14 @@ const KEYWORDS: &[(&str, Option<&str>)] = &[
     ("channel_binding", Some("PGCHANNELBINDING")),
     ("target_session_attrs", Some("PGTARGETSESSIONATTRS")),
     ("load_balance_hosts", Some("PGLOADBALANCEHOSTS")),
-    // Accepted for compatibility with psql's strings; they change nothing
-    // sluice does (it always speaks UTF-8 and never compresses or uses GSS).
-    ("client_encoding", None),
     ("keepalives", None),
     ("keepalives_idle", None),
     ("keepalives_interval", None),
     ("keepalives_count", None),
     ("tcp_user_timeout", None),
+    // Accepted for compatibility with psql's strings; they change nothing
+    // sluice does (it always speaks UTF-8 and never compresses or uses GSS).
+    ("client_encoding", None),
     ("sslcompression", None),
     ("gssencmode", None),
 ];

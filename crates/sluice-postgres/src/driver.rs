@@ -5,6 +5,7 @@
 //! [`QueryStream`] for exports, [`import`] for loads, [`Pipeline`] for calls.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_core::calls::{ParamSource, PipelineSummary, Transaction};
 use sluice_core::connect::{
@@ -171,6 +172,11 @@ impl Session for PostgresSession {
 
     fn encryption(&self) -> Option<String> {
         self.connection.encryption()
+    }
+
+    fn set_wait_timeout(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        self.connection.set_wait_timeout(timeout);
+        Ok(())
     }
 
     fn canceller(&self) -> Arc<dyn Canceller> {

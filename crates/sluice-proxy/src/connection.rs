@@ -14,6 +14,12 @@
 //!
 //! The first thread connects to the server itself, so the acceptor never waits
 //! for the server, and no thread is spent only on watching the others.
+//!
+//! Faults act in the reading thread of each direction: every chunk read is
+//! first scanned for the faults' triggers (`fault::live`), the bytes before a
+//! trigger are passed on, then the fault acts. A cut or reset decided by a
+//! reader whose writer holds bytes back is queued behind those bytes, so the
+//! peer gets exactly what came before it.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -22,6 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::fault::live::{abort_on_close, Act, Closing, Cursor, LiveFaults};
+use crate::fault::{Action, FaultList, Trigger};
 use crate::observe::Observer;
 use crate::proxy::Slot;
 use crate::shaping::{sleep_until, Schedule, Shaping};
@@ -52,17 +60,23 @@ impl Tracked {
     }
 }
 
+/// What every admitted connection starts with.
+#[derive(Clone)]
+pub(crate) struct Setup {
+    /// The server.
+    pub(crate) upstream: SocketAddr,
+    /// The proxy's delay, jitter and bandwidth.
+    pub(crate) shaping: Shaping,
+    /// The faults in force.
+    pub(crate) faults: Arc<FaultList>,
+}
+
 /// Starts the threads of an admitted client; `slot` is given back when the last
 /// of them ends.
-pub(crate) fn start(
-    client: TcpStream,
-    upstream: SocketAddr,
-    shaping: Shaping,
-    slot: Slot,
-) -> io::Result<()> {
+pub(crate) fn start(client: TcpStream, setup: Setup, slot: Slot) -> io::Result<()> {
     let slot = Arc::new(slot);
     spawn("sluice-proxy-to-server", slot.clone(), move |slot| {
-        run(client, upstream, shaping, slot)
+        run(client, &setup, slot)
     })?;
     Ok(())
 }
@@ -82,13 +96,32 @@ fn spawn(
     Ok(())
 }
 
+/// A cut or reset without a trigger ends a new client's connection before
+/// the server is reached.
+fn closed_at_once(client: &TcpStream, faults: &FaultList) -> bool {
+    let Some(entry) = faults.claim_first(|fault| {
+        fault.trigger == Trigger::Now && matches!(fault.action, Action::Cut | Action::Reset)
+    }) else {
+        return false;
+    };
+    if entry.fault.action == Action::Reset {
+        abort_on_close(client);
+    } else {
+        let _ = client.shutdown(Shutdown::Both);
+    }
+    true
+}
+
 /// Connects to the server, then moves the client's bytes to it on this thread
 /// and starts the other direction's.
-fn run(client: TcpStream, upstream: SocketAddr, shaping: Shaping, slot: &Arc<Slot>) {
+fn run(client: TcpStream, setup: &Setup, slot: &Arc<Slot>) {
     let Ok(client_address) = client.peer_addr() else {
         return;
     };
-    let Ok(server) = TcpStream::connect_timeout(&upstream, CONNECT_TIMEOUT) else {
+    if closed_at_once(&client, &setup.faults) {
+        return;
+    }
+    let Ok(server) = TcpStream::connect_timeout(&setup.upstream, CONNECT_TIMEOUT) else {
         // Nothing to forward to: close the client's side at once.
         let _ = client.shutdown(Shutdown::Both);
         return;
@@ -101,22 +134,28 @@ fn run(client: TcpStream, upstream: SocketAddr, shaping: Shaping, slot: &Arc<Slo
         observer: Mutex::new(Observer::new()),
     });
     let seed = tracked.id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let (Ok(client_writer), Ok(server_reader)) = (client.try_clone(), server.try_clone()) else {
+    let (Ok(client_writer), Ok(server_reader), Ok(live)) = (
+        client.try_clone(),
+        server.try_clone(),
+        LiveFaults::new(setup.faults.clone(), &client, &server),
+    ) else {
         return;
     };
+    let live = Arc::new(live);
+    let base = setup.shaping.one_way();
     let upward = Direction {
         from: client,
         to: server,
-        upward: true,
-        schedule: Schedule::new(shaping, seed),
+        schedule: Schedule::new(live.link(base, true), seed),
         tracked: tracked.clone(),
+        cursor: Cursor::new(live.clone(), true),
     };
     let downward = Direction {
         from: server_reader,
         to: client_writer,
-        upward: false,
-        schedule: Schedule::new(shaping, seed ^ 0xa5a5),
+        schedule: Schedule::new(live.link(base, false), seed ^ 0xa5a5),
         tracked,
+        cursor: Cursor::new(live, false),
     };
     if spawn("sluice-proxy-to-client", slot.clone(), move |slot| {
         downward.run(slot)
@@ -133,27 +172,28 @@ fn run(client: TcpStream, upstream: SocketAddr, shaping: Shaping, slot: &Arc<Slo
 struct Direction {
     from: TcpStream,
     to: TcpStream,
-    /// From the client to the server.
-    upward: bool,
     schedule: Schedule,
     tracked: Arc<Tracked>,
+    /// The faults, from this direction (which way it goes included).
+    cursor: Cursor,
 }
 
 impl Direction {
     /// Moves bytes until either side ends: inline when nothing is shaped,
     /// otherwise through a writer thread of its own.
     fn run(self, slot: &Arc<Slot>) {
-        if !self.schedule.holds_back() {
-            return self.relay();
-        }
-        let (sender, receiver) = sync_channel::<(Instant, Vec<u8>)>(QUEUE);
         let Direction {
             from,
             to,
-            upward,
             schedule,
             tracked,
+            cursor,
         } = self;
+        if !schedule.holds_back() {
+            return Pump::new(Sink::Socket(to), cursor, tracked).run(from);
+        }
+        let (sender, receiver) = sync_channel::<Item>(QUEUE);
+        let upward = cursor.upward();
         let name = if upward {
             "sluice-proxy-to-server-writer"
         } else {
@@ -162,8 +202,9 @@ impl Direction {
         let Ok(writer_to) = to.try_clone() else {
             return close_both(&from, &to);
         };
+        let live = cursor.live().clone();
         if spawn(name, slot.clone(), move |_| {
-            write_side(writer_to, receiver, schedule)
+            write_side(writer_to, receiver, schedule, &live, upward)
         })
         .is_err()
         {
@@ -172,29 +213,127 @@ impl Direction {
             return close_both(&from, &to);
         }
         drop(to);
-        read_side(from, sender, &tracked, upward);
+        Pump::new(Sink::Queue(sender), cursor, tracked).run(from);
+    }
+}
+
+/// Where one direction's bytes go once read and observed.
+enum Sink {
+    /// Straight to the socket: nothing is held back, so no queue.
+    Socket(TcpStream),
+    /// To the direction's writer thread, stamped with their arrival time.
+    Queue(SyncSender<Item>),
+}
+
+/// What a reader hands its writer.
+enum Item {
+    /// Bytes and when they arrived.
+    Bytes(Instant, Vec<u8>),
+    /// A fault ends the connection once the bytes before are delivered.
+    Close(Closing),
+}
+
+impl Sink {
+    /// Passes bytes on; false when the other side is gone.
+    fn forward(&mut self, bytes: &[u8], arrived: Instant) -> bool {
+        match self {
+            Sink::Socket(to) => {
+                let written = to.write_all(bytes).is_ok();
+                if !written {
+                    close_after_failed_write(to);
+                }
+                written
+            }
+            Sink::Queue(sender) => sender.send(Item::Bytes(arrived, bytes.to_vec())).is_ok(),
+        }
     }
 
-    /// Reads, observes and writes in turn: no delay to keep, so no queue.
-    fn relay(mut self) {
-        let mut buffer = vec![0u8; CHUNK];
-        loop {
-            let count = match self.from.read(&mut buffer) {
-                Ok(0) | Err(_) => {
-                    // Forward the end of the stream (FIN).
-                    let _ = self.to.shutdown(Shutdown::Write);
-                    return;
-                }
-                Ok(count) => count,
-            };
-            self.tracked.observe(&buffer[..count], self.upward);
-            if self.to.write_all(&buffer[..count]).is_err() {
-                close_after_failed_write(&self.to);
-                let _ = self.from.shutdown(Shutdown::Read);
-                return;
+    /// Ends the connection for a fault: at once, or after what is queued.
+    fn close(self, closing: Closing, live: &LiveFaults) {
+        match self {
+            Sink::Socket(_) => live.close(closing),
+            Sink::Queue(sender) => {
+                let _ = sender.send(Item::Close(closing));
             }
         }
     }
+
+    /// The stream ended: passes the end on (FIN). A writer does so once it
+    /// has delivered everything queued, when the sender is dropped.
+    fn end(self, live: &LiveFaults, upward: bool) {
+        if let Sink::Socket(to) = self {
+            live.end_stream(&to, upward);
+        }
+    }
+}
+
+/// One direction's reading side: reads, applies faults, observes, passes on.
+struct Pump {
+    sink: Sink,
+    cursor: Cursor,
+    tracked: Arc<Tracked>,
+}
+
+impl Pump {
+    fn new(sink: Sink, cursor: Cursor, tracked: Arc<Tracked>) -> Pump {
+        Pump {
+            sink,
+            cursor,
+            tracked,
+        }
+    }
+
+    /// Moves bytes from `from` until either side ends or a fault closes the
+    /// connection.
+    fn run(mut self, mut from: TcpStream) {
+        let live = self.cursor.live().clone();
+        let upward = self.cursor.upward();
+        let mut buffer = vec![0u8; CHUNK];
+        loop {
+            let count = match from.read(&mut buffer) {
+                Ok(0) | Err(_) => return self.sink.end(&live, upward),
+                Ok(count) => count,
+            };
+            let mut arrived = Instant::now();
+            let chunk = &buffer[..count];
+            let mut position = 0;
+            for event in self.cursor.scan(chunk) {
+                if !self.pass(&chunk[position..event.at], &mut arrived) {
+                    return stop_reading(&from);
+                }
+                position = event.at;
+                if let Act::Close(closing) = live.fire(&event) {
+                    return self.sink.close(closing, &live);
+                }
+            }
+            if !self.pass(&chunk[position..], &mut arrived) {
+                return stop_reading(&from);
+            }
+        }
+    }
+
+    /// Passes `bytes` on once no stall holds this direction (bytes held by a
+    /// stall arrive when it ends); false when the connection is over.
+    fn pass(&mut self, bytes: &[u8], arrived: &mut Instant) -> bool {
+        if bytes.is_empty() {
+            return true;
+        }
+        let live = self.cursor.live();
+        let upward = self.cursor.upward();
+        if live.wait_while_stalled(upward) {
+            *arrived = Instant::now();
+        }
+        if live.closed() {
+            return false;
+        }
+        self.tracked.observe(bytes, upward);
+        self.sink.forward(bytes, *arrived)
+    }
+}
+
+/// The other side is gone: stop reading this one too.
+fn stop_reading(from: &TcpStream) {
+    let _ = from.shutdown(Shutdown::Read);
 }
 
 /// Closes a socket a write to failed, both ways, so the thread reading it (the
@@ -209,43 +348,30 @@ fn close_both(from: &TcpStream, to: &TcpStream) {
     let _ = to.shutdown(Shutdown::Both);
 }
 
-/// Reads one direction, observes it and queues it with its arrival time.
-fn read_side(
-    mut from: TcpStream,
-    sender: SyncSender<(Instant, Vec<u8>)>,
-    tracked: &Tracked,
+/// Delivers one direction's chunks at their scheduled times, in order; closes
+/// the connection where a fault said to, forwards the end of the stream, and
+/// on a failed write closes the socket both ways so the reader on the other
+/// side stops too.
+fn write_side(
+    mut to: TcpStream,
+    receiver: Receiver<Item>,
+    mut schedule: Schedule,
+    live: &LiveFaults,
     upward: bool,
 ) {
-    let mut buffer = vec![0u8; CHUNK];
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(count) => {
-                let arrived = Instant::now();
-                tracked.observe(&buffer[..count], upward);
-                if sender.send((arrived, buffer[..count].to_vec())).is_err() {
-                    // The other side is gone: stop reading this one too.
-                    let _ = from.shutdown(Shutdown::Read);
-                    break;
-                }
-            }
+    for item in receiver {
+        let (arrived, bytes) = match item {
+            Item::Bytes(arrived, bytes) => (arrived, bytes),
+            Item::Close(closing) => return live.close(closing),
+        };
+        sleep_until(schedule.deliver_at(arrived, bytes.len()));
+        if live.closed() {
+            return;
         }
-    }
-    // Dropping the sender tells the writer the stream ended: it forwards the end
-    // (FIN) once everything queued is delivered.
-}
-
-/// Delivers one direction's chunks at their scheduled times, in order; forwards
-/// the end of the stream, and on a failed write closes the socket both ways so
-/// the reader on the other side stops too.
-fn write_side(mut to: TcpStream, receiver: Receiver<(Instant, Vec<u8>)>, mut schedule: Schedule) {
-    for (arrived, bytes) in receiver {
-        let at = schedule.deliver_at(arrived, bytes.len());
-        sleep_until(at);
         if to.write_all(&bytes).is_err() {
             close_after_failed_write(&to);
             return;
         }
     }
-    let _ = to.shutdown(Shutdown::Write);
+    live.end_stream(&to, upward);
 }

@@ -13,7 +13,11 @@
 //! - [`Proxy`]: the listener tying them together, with a [`Report`] on demand;
 //!   it admits at most [`DEFAULT_MAX_CONNECTIONS`] clients at once (or the
 //!   limit set with [`Proxy::max_connections`]) and refuses the others with a
-//!   PostgreSQL error, without reaching the server.
+//!   PostgreSQL error, without reaching the server;
+//! - [`fault`]: network failures on purpose (cut a connection at its K-th
+//!   `DataRow`, stall it, reset it, refuse new ones, …), given when the proxy
+//!   starts or changed at run time through [`ProxyHandle::faults`] or the HTTP
+//!   control API (`control`).
 //!
 //! Connections use plain threads and blocking sockets rather than async I/O
 //! because delays of a fraction of a millisecond need a sleeping thread's
@@ -23,6 +27,8 @@
 #![warn(missing_docs)]
 
 mod connection;
+mod control;
+pub mod fault;
 pub mod fingerprint;
 pub mod observe;
 pub mod patterns;
@@ -31,6 +37,7 @@ mod refusal;
 pub mod report;
 pub mod shaping;
 
-pub use proxy::{Proxy, ProxyHandle, DEFAULT_MAX_CONNECTIONS};
+pub use fault::{Fault, FaultList};
+pub use proxy::{Proxy, ProxyHandle, StartError, DEFAULT_MAX_CONNECTIONS};
 pub use report::{Finding, Report, StatementStats};
 pub use shaping::Shaping;

@@ -29,6 +29,9 @@ pub struct Splitter {
     header_length: usize,
     remaining: usize,
     body: Vec<u8>,
+    /// Longest prefix of a body kept ([`KEEP_BYTES`], or a few bytes when only
+    /// the boundaries matter).
+    keep: usize,
 }
 
 /// One message found by a [`Splitter`].
@@ -43,12 +46,19 @@ pub struct Found<'a> {
 impl Splitter {
     /// A splitter for a stream that starts with `untyped` messages or not.
     pub fn new(untyped: bool) -> Splitter {
+        Splitter::keeping(untyped, KEEP_BYTES)
+    }
+
+    /// A splitter for finding message boundaries only: it keeps the first
+    /// `keep` bytes of each body (enough to tell an untyped message's code).
+    pub fn keeping(untyped: bool, keep: usize) -> Splitter {
         Splitter {
             untyped,
             header: [0; 5],
             header_length: 0,
             remaining: 0,
             body: Vec::new(),
+            keep,
         }
     }
 
@@ -69,11 +79,28 @@ impl Splitter {
     /// when the stream cannot be PostgreSQL (a nonsense length).
     pub fn feed(
         &mut self,
-        mut data: &[u8],
+        data: &[u8],
         on_message: &mut dyn FnMut(&mut Splitter, Found<'_>),
     ) -> bool {
+        self.feed_marking(data, &mut |_, _| {}, on_message)
+    }
+
+    /// As [`Splitter::feed`], and calls `on_start` with the type byte (0 for an
+    /// untyped message) and the offset in `data` of each message whose first
+    /// byte is in `data`, as soon as that byte is seen: a message can be told
+    /// apart before its body has arrived.
+    pub fn feed_marking(
+        &mut self,
+        mut data: &[u8],
+        on_start: &mut dyn FnMut(u8, usize),
+        on_message: &mut dyn FnMut(&mut Splitter, Found<'_>),
+    ) -> bool {
+        let total = data.len();
         while !data.is_empty() {
             let header_size = self.header_size();
+            if self.header_length == 0 {
+                on_start(if self.untyped { 0 } else { data[0] }, total - data.len());
+            }
             if self.header_length < header_size {
                 let take = (header_size - self.header_length).min(data.len());
                 self.header[self.header_length..self.header_length + take]
@@ -93,7 +120,7 @@ impl Splitter {
                 self.body.clear();
             }
             let take = self.remaining.min(data.len());
-            let keep = take.min(KEEP_BYTES.saturating_sub(self.body.len()));
+            let keep = take.min(self.keep.saturating_sub(self.body.len()));
             self.body.extend_from_slice(&data[..keep]);
             self.remaining -= take;
             data = &data[take..];

@@ -1,13 +1,16 @@
 //! [`Proxy`]: the listener. It admits clients up to a limit of open connections,
 //! hands each admitted one to threads of its own ([`crate::connection`]) and turns
-//! the others away in the protocol's words ([`crate::refusal`]); [`ProxyHandle`]
-//! reports what it saw.
+//! the others away in the protocol's words ([`crate::refusal`]), as it does every
+//! client while a `refuse` fault is in force; [`ProxyHandle`] reports what it saw
+//! and edits the faults.
 //!
 //! The acceptor is one thread running a single-threaded async runtime: accepting
 //! needs no timing precision, and a refused client may take seconds to send its
 //! startup message, which an async task waits for at the cost of a socket, not of
-//! a thread. Only admitted connections get threads.
+//! a thread. Only admitted connections get threads. The control API
+//! ([`crate::control`]), when asked for, runs on the same runtime.
 
+use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,7 +20,8 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
-use crate::connection::{self, Tracked};
+use crate::connection::{self, Setup, Tracked};
+use crate::fault::{Action, Fault, FaultList};
 use crate::refusal::{self, Refusal};
 use crate::report::{findings, sort_by_round_trips, ConnectionReport, Observed, Report};
 use crate::shaping::Shaping;
@@ -102,12 +106,88 @@ pub struct Proxy {
     upstream: String,
     shaping: Shaping,
     max_connections: usize,
+    faults: Vec<Fault>,
+    control: Option<String>,
+    remote_control: bool,
 }
 
 /// A running proxy.
 pub struct ProxyHandle {
     address: SocketAddr,
+    control: Option<SocketAddr>,
     shared: Arc<Shared>,
+    faults: Arc<FaultList>,
+}
+
+/// Why a proxy could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The clients' address could not be bound.
+    Listen {
+        /// The address asked for.
+        address: String,
+        /// The system's error.
+        error: io::Error,
+    },
+    /// The server's address did not resolve.
+    Upstream {
+        /// The address asked for.
+        address: String,
+        /// The system's error.
+        error: io::Error,
+    },
+    /// The control API's address could not be resolved or bound.
+    Control {
+        /// The address asked for.
+        address: String,
+        /// The system's error.
+        error: io::Error,
+    },
+    /// The control API was asked to listen beyond this machine without that
+    /// being allowed: it has no authentication.
+    ControlNotLoopback {
+        /// The address it resolved to.
+        address: SocketAddr,
+    },
+    /// The runtime or the acceptor's thread could not be started.
+    System(io::Error),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Listen { address, error } => {
+                write!(f, "cannot listen on {address}: {error}")
+            }
+            StartError::Upstream { address, error } => {
+                write!(f, "upstream {address} not found: {error}")
+            }
+            StartError::Control { address, error } => {
+                write!(f, "cannot serve the control API on {address}: {error}")
+            }
+            StartError::ControlNotLoopback { address } => write!(
+                f,
+                "the control API has no authentication, so it listens on a loopback \
+                 address unless told otherwise; {address} is not one"
+            ),
+            StartError::System(error) => write!(f, "cannot start the proxy: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<StartError> for io::Error {
+    fn from(error: StartError) -> io::Error {
+        let kind = match &error {
+            StartError::Listen { error, .. }
+            | StartError::Upstream { error, .. }
+            | StartError::Control { error, .. }
+            | StartError::System(error) => error.kind(),
+            StartError::ControlNotLoopback { .. } => io::ErrorKind::InvalidInput,
+        };
+        io::Error::new(kind, error)
+    }
 }
 
 impl Proxy {
@@ -120,7 +200,32 @@ impl Proxy {
             upstream: upstream.to_owned(),
             shaping,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            faults: Vec::new(),
+            control: None,
+            remote_control: false,
         }
+    }
+
+    /// Puts `fault` in force from the start (more can be added at run time
+    /// through [`ProxyHandle::faults`] or the control API).
+    pub fn fault(mut self, fault: Fault) -> Proxy {
+        self.faults.push(fault);
+        self
+    }
+
+    /// Serves the control API (list, add and remove faults over HTTP) on
+    /// `address`, which must be a loopback address unless
+    /// [`Proxy::allow_remote_control`] says otherwise: the API has no
+    /// authentication.
+    pub fn control(mut self, address: &str) -> Proxy {
+        self.control = Some(address.to_owned());
+        self
+    }
+
+    /// Lets the control API listen on an address other machines can reach.
+    pub fn allow_remote_control(mut self, allow: bool) -> Proxy {
+        self.remote_control = allow;
+        self
     }
 
     /// At most `limit` client connections open at once (default
@@ -133,19 +238,35 @@ impl Proxy {
         self
     }
 
-    /// Binds and starts accepting in the background.
-    pub fn start(self) -> io::Result<ProxyHandle> {
-        let listener = TcpListener::bind(&self.listen)?;
-        listener.set_nonblocking(true)?;
-        let address = listener.local_addr()?;
-        let upstream: SocketAddr =
-            self.upstream.to_socket_addrs()?.next().ok_or_else(|| {
-                io::Error::new(io::ErrorKind::NotFound, "upstream address not found")
-            })?;
+    /// Binds (the control API too, when asked for) and starts accepting in
+    /// the background.
+    pub fn start(self) -> Result<ProxyHandle, StartError> {
+        // The control API's address first: refusing a public one must not
+        // depend on the clients' address being free.
+        let control = match &self.control {
+            Some(control) => Some(bind_control(control, self.remote_control)?),
+            None => None,
+        };
+        let listen_error = |error| StartError::Listen {
+            address: self.listen.clone(),
+            error,
+        };
+        let listener = TcpListener::bind(&self.listen).map_err(listen_error)?;
+        listener.set_nonblocking(true).map_err(listen_error)?;
+        let address = listener.local_addr().map_err(listen_error)?;
+        let upstream = resolve(&self.upstream).map_err(|error| StartError::Upstream {
+            address: self.upstream.clone(),
+            error,
+        })?;
+        let control_address = match &control {
+            Some(listener) => Some(listener.local_addr().map_err(StartError::System)?),
+            None => None,
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
-            .build()?;
+            .build()
+            .map_err(StartError::System)?;
         let shared = Arc::new(Shared {
             connections: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
@@ -155,24 +276,67 @@ impl Proxy {
             rtt: self.shaping.rtt,
             stop: Notify::new(),
         });
+        let faults = Arc::new(FaultList::new());
+        for fault in self.faults {
+            faults.add(fault);
+        }
         let acceptor = Acceptor {
             shared: shared.clone(),
-            upstream,
-            shaping: self.shaping,
+            setup: Setup {
+                upstream,
+                shaping: self.shaping,
+                faults: faults.clone(),
+            },
             refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
         };
+        let control_faults = faults.clone();
         thread::Builder::new()
             .name("sluice-proxy-accept".into())
-            .spawn(move || runtime.block_on(acceptor.run(listener)))?;
-        Ok(ProxyHandle { address, shared })
+            .spawn(move || {
+                runtime.block_on(async move {
+                    if let Some(control) = control {
+                        tokio::spawn(crate::control::serve(control, control_faults));
+                    }
+                    acceptor.run(listener).await
+                })
+            })
+            .map_err(StartError::System)?;
+        Ok(ProxyHandle {
+            address,
+            control: control_address,
+            shared,
+            faults,
+        })
     }
+}
+
+/// The first address `address` resolves to.
+fn resolve(address: &str) -> io::Result<SocketAddr> {
+    address
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
+}
+
+/// Binds the control API's listener, on a loopback address unless `remote`.
+fn bind_control(address: &str, remote: bool) -> Result<TcpListener, StartError> {
+    let error = |error| StartError::Control {
+        address: address.to_owned(),
+        error,
+    };
+    let resolved = resolve(address).map_err(error)?;
+    if !remote && !resolved.ip().is_loopback() {
+        return Err(StartError::ControlNotLoopback { address: resolved });
+    }
+    let listener = TcpListener::bind(resolved).map_err(error)?;
+    listener.set_nonblocking(true).map_err(error)?;
+    Ok(listener)
 }
 
 /// The accepting side: admits or refuses each new client.
 struct Acceptor {
     shared: Arc<Shared>,
-    upstream: SocketAddr,
-    shaping: Shaping,
+    setup: Setup,
     /// Permits for refusals being answered (see [`REFUSALS_AT_ONCE`]).
     refusals: Arc<Semaphore>,
 }
@@ -195,6 +359,14 @@ impl Acceptor {
     }
 
     fn admit_or_refuse(&self, client: tokio::net::TcpStream) {
+        let refusing = self
+            .setup
+            .faults
+            .claim_first(|fault| fault.action == Action::Refuse);
+        if let Some(fault) = refusing {
+            self.refuse(client, Refusal::Fault { id: fault.id });
+            return;
+        }
         let Some(slot) = self.shared.take_slot() else {
             let limit = self.shared.max_connections;
             self.refuse(client, Refusal::TooManyConnections { limit });
@@ -208,7 +380,7 @@ impl Acceptor {
         let (Ok(()), Ok(spare)) = (client.set_nonblocking(false), client.try_clone()) else {
             return;
         };
-        if let Err(error) = connection::start(client, self.upstream, self.shaping, slot) {
+        if let Err(error) = connection::start(client, self.setup.clone(), slot) {
             let refusal = Refusal::NoThread(error.to_string());
             if let Ok(spare) = into_async(spare) {
                 self.refuse(spare, refusal);
@@ -222,7 +394,7 @@ impl Acceptor {
         match self.refusals.clone().try_acquire_owned() {
             Ok(permit) => {
                 let shared = self.shared.clone();
-                let upstream = self.upstream;
+                let upstream = self.setup.upstream;
                 tokio::spawn(async move {
                     refusal::answer(client, refusal, upstream, &shared).await;
                     drop(permit);
@@ -243,6 +415,16 @@ impl ProxyHandle {
     /// The address clients connect to.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// The control API's address, when it was asked for.
+    pub fn control_address(&self) -> Option<SocketAddr> {
+        self.control
+    }
+
+    /// The faults in force: list, add and remove them while the proxy runs.
+    pub fn faults(&self) -> &FaultList {
+        &self.faults
     }
 
     /// What the proxy has seen so far.

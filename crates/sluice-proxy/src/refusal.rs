@@ -1,5 +1,5 @@
-//! Turning away a client the proxy has no room for, the way PostgreSQL itself
-//! does: the client's startup message is read (an `SSLRequest` or
+//! Turning away a client the proxy has no room for (or is told to refuse, by a
+//! `refuse` fault), the way PostgreSQL itself does: the client's startup message is read (an `SSLRequest` or
 //! `GSSENCRequest` before it is answered `N`, no encryption, so the client goes on
 //! in plain text and can read the answer), an `ErrorResponse` says why (SQLSTATE
 //! 53300, too_many_connections), and the connection is closed. No connection to
@@ -44,9 +44,20 @@ pub(crate) enum Refusal {
     },
     /// No thread could be started for the connection (the system's error).
     NoThread(String),
+    /// A `refuse` fault is in force.
+    Fault {
+        /// The fault's id.
+        id: u64,
+    },
 }
 
 impl Refusal {
+    /// Whether the report counts it: a refusal on purpose (a fault) is the
+    /// fault's to count, not the connection limit's.
+    fn counted(&self) -> bool {
+        !matches!(self, Refusal::Fault { .. })
+    }
+
     /// The PostgreSQL `ErrorResponse` message saying why, at FATAL severity.
     pub(crate) fn error_response(&self) -> Vec<u8> {
         let (code, message, hint) = match self {
@@ -64,6 +75,13 @@ impl Refusal {
                 "53000",
                 format!("sluice proxy could not start a thread for this connection: {error}"),
                 None,
+            ),
+            // sqlserver_rejected_establishment_of_sqlconnection: the server
+            // (as far as the client can tell) turned the connection down.
+            Refusal::Fault { id } => (
+                "08004",
+                format!("sluice proxy refuses new connections (fault {id}: refuse)"),
+                Some("Remove the proxy's refuse fault to let clients in again."),
             ),
         };
         let mut fields = Vec::new();
@@ -112,7 +130,9 @@ pub(crate) async fn answer(
     }
     // A client that stayed silent or is not speaking PostgreSQL is told as well,
     // as far as it listens.
-    shared.count_refusal();
+    if refusal.counted() {
+        shared.count_refusal();
+    }
     let _ = client.write_all(&refusal.error_response()).await;
     let _ = client.shutdown().await;
     let _ = timeout(CLOSE_TIMEOUT, read_to_end(&mut client)).await;
@@ -121,7 +141,9 @@ pub(crate) async fn answer(
 /// Refuses a client without reading from it (too many refusals are waiting):
 /// counted, told why as far as its socket takes it, and closed.
 pub(crate) fn answer_at_once(client: TcpStream, refusal: &Refusal, shared: &Shared) {
-    shared.count_refusal();
+    if refusal.counted() {
+        shared.count_refusal();
+    }
     let _ = client.try_write(&refusal.error_response());
 }
 

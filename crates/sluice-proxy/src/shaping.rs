@@ -1,4 +1,5 @@
-//! [`Shaping`]: what the proxy does to the bytes' timing, and parsing of the
+//! [`Shaping`]: what the proxy does to the bytes' timing (each direction's
+//! `Link`, which latency and bandwidth faults add to), and parsing of the
 //! bandwidth spellings (`100mbit`, `10MB`). Delays are spelled as every other
 //! duration in sluice, by `sluice_core::parse_duration`.
 
@@ -21,7 +22,36 @@ impl Shaping {
     /// Whether any byte may be held back: a delay, jitter or a bandwidth cap is
     /// set. Without any, bytes are passed on as they come.
     pub fn holds_back(&self) -> bool {
-        !self.rtt.is_zero() || !self.jitter.is_zero() || self.bandwidth.is_some()
+        self.one_way().holds_back()
+    }
+
+    /// What it does to one direction: half the round trip, the jitter and
+    /// the bandwidth cap.
+    pub(crate) fn one_way(&self) -> Link {
+        Link {
+            delay: self.rtt / 2,
+            jitter: self.jitter,
+            bandwidth: self.bandwidth,
+        }
+    }
+}
+
+/// The timing of one direction: the proxy's [`Shaping`], with the latency and
+/// bandwidth faults for that direction added.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Link {
+    /// One-way delay.
+    pub(crate) delay: Duration,
+    /// Each chunk's delay varies uniformly by up to ± half of this.
+    pub(crate) jitter: Duration,
+    /// Bytes per second; `None` is unlimited.
+    pub(crate) bandwidth: Option<u64>,
+}
+
+impl Link {
+    /// Whether any byte may be held back.
+    pub(crate) fn holds_back(&self) -> bool {
+        !self.delay.is_zero() || !self.jitter.is_zero() || self.bandwidth.is_some()
     }
 }
 
@@ -59,7 +89,7 @@ pub fn parse_bandwidth(text: &str) -> Result<u64, String> {
 /// Decides when each chunk of one direction may be delivered.
 #[derive(Debug)]
 pub(crate) struct Schedule {
-    shaping: Shaping,
+    link: Link,
     /// When the link is free again (bandwidth).
     free_at: Instant,
     /// The last delivery time: chunks never overtake each other.
@@ -68,10 +98,10 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    pub(crate) fn new(shaping: Shaping, seed: u64) -> Schedule {
+    pub(crate) fn new(link: Link, seed: u64) -> Schedule {
         let now = Instant::now();
         Schedule {
-            shaping,
+            link,
             free_at: now,
             last: now,
             random: seed | 1,
@@ -80,7 +110,7 @@ impl Schedule {
 
     /// Whether any chunk may be delivered later than it arrived.
     pub(crate) fn holds_back(&self) -> bool {
-        self.shaping.holds_back()
+        self.link.holds_back()
     }
 
     /// A number in [0, 1) from a xorshift generator: jitter needs spread, not secrecy.
@@ -93,13 +123,13 @@ impl Schedule {
 
     /// When a chunk of `bytes` that arrived at `arrived` is to be delivered.
     pub(crate) fn deliver_at(&mut self, arrived: Instant, bytes: usize) -> Instant {
-        let mut one_way = self.shaping.rtt / 2;
-        if !self.shaping.jitter.is_zero() {
-            let offset = (self.next_unit() - 0.5) * self.shaping.jitter.as_secs_f64();
+        let mut one_way = self.link.delay;
+        if !self.link.jitter.is_zero() {
+            let offset = (self.next_unit() - 0.5) * self.link.jitter.as_secs_f64();
             one_way = Duration::from_secs_f64((one_way.as_secs_f64() + offset).max(0.0));
         }
         let mut at = arrived + one_way;
-        if let Some(rate) = self.shaping.bandwidth {
+        if let Some(rate) = self.link.bandwidth {
             let start = at.max(self.free_at);
             let transmit = Duration::from_secs_f64(bytes as f64 / rate as f64);
             self.free_at = start + transmit;
@@ -147,7 +177,8 @@ mod tests {
                 rtt: Duration::from_millis(10),
                 jitter: Duration::from_millis(8),
                 bandwidth: Some(1_000_000),
-            },
+            }
+            .one_way(),
             7,
         );
         let start = Instant::now();

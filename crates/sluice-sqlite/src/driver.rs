@@ -115,6 +115,11 @@ impl Session for SqliteSession {
         Arc::new(NothingToCancel)
     }
 
+    /// A file has no server to stop answering: there is nothing to time out.
+    fn set_wait_timeout(&mut self, _timeout: Option<std::time::Duration>) -> Result<(), Error> {
+        Ok(())
+    }
+
     fn export(
         self: Box<Self>,
         sql: String,

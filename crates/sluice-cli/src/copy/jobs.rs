@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::{describe_source, fill, on, spec_of, CopyArgs, Failure, Plan};
 use crate::report::Side;
+use crate::wait::WaitArgs;
 
 /// The parts' exports, started in the snapshot, and the table `--create`
 /// would make of the source.
@@ -56,7 +57,11 @@ pub(super) async fn open_parts(
         .map_err(on(Side::Source))?;
     let mut exports = Vec::with_capacity(split.parts.len());
     for part in split.parts {
-        let session = source.connect(meter).await.map_err(on(Side::Source))?;
+        let mut session = source.connect(meter).await.map_err(on(Side::Source))?;
+        arguments
+            .wait
+            .apply(&mut *session)
+            .map_err(on(Side::Source))?;
         let options = ExportOptions {
             params: part.params,
             snapshot: Some(split.snapshot.clone()),
@@ -81,6 +86,7 @@ pub(super) async fn load_parts(
     mut lead: Box<dyn Session>,
     target: &dyn Target,
     meter: &Meter,
+    wait: &WaitArgs,
     exports: Vec<Box<dyn Export>>,
     plan: Arc<Plan>,
     progress: Arc<Progress>,
@@ -93,7 +99,7 @@ pub(super) async fn load_parts(
         .begin_load(&plan.target_table, &setup)
         .await
         .map_err(on(Side::Target))?;
-    let outcome = match join_jobs(target, meter, exports.len(), &plan.target_table).await {
+    let outcome = match join_jobs(target, meter, wait, exports.len(), &plan.target_table).await {
         Ok(sessions) => run_jobs(sessions, exports, &table, plan, progress).await,
         Err(error) => Err(on(Side::Target)(error)),
     };
@@ -109,6 +115,7 @@ pub(super) async fn load_parts(
 async fn join_jobs(
     target: &dyn Target,
     meter: &Meter,
+    wait: &WaitArgs,
     jobs: usize,
     table: &str,
 ) -> Result<Vec<Box<dyn Session>>, Error> {
@@ -119,6 +126,7 @@ async fn join_jobs(
     let mut sessions = Vec::with_capacity(jobs);
     for _ in 0..jobs {
         let mut session = target.connect(meter).await?;
+        wait.apply(&mut *session)?;
         session.begin_load(table, &setup).await?;
         sessions.push(session);
     }

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of this module
 
+pub mod proxy;
 pub mod server;
 
 use std::io::{BufWriter, Read, Write};

@@ -2,6 +2,10 @@
 //! buffer (`encode_*`), bytes moved between the buffers and the socket, and
 //! backend messages framed out of the read buffer.
 //!
+//! Every wait on the server (`fill`, `send`, `exchange`) is bounded by the
+//! connection's wait timeout, when one is set: a server, or a network, that
+//! stops moving bytes fails the work instead of hanging it.
+//!
 //! Framing is checked here once for the whole crate: a message's declared length
 //! must cover its own length word before anything is sliced, and a `DataRow`'s
 //! values must fit inside its message exactly, so a broken or hostile server gets
@@ -16,7 +20,7 @@ use bytes::{Buf, BufMut, BytesMut};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use sluice_core::{Batch, Error, ErrorKind};
+use sluice_core::{Batch, Error, ErrorKind, Stalled};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{Connection, READ_CHUNK};
@@ -205,19 +209,60 @@ impl Connection {
 
 /// Moving bytes between the buffers and the socket.
 impl Connection {
-    /// Writes everything queued in the write buffer.
+    /// Runs `wait` (on the socket) within the wait timeout. Once a wait has
+    /// timed out the connection is spent: what was half sent or half read is
+    /// unknown, so every later wait fails at once, a rollback or a goodbye
+    /// included, rather than waiting again on a server already given up.
+    pub(crate) async fn bounded<T>(
+        &mut self,
+        wait: impl AsyncFnOnce(&mut Connection) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if let Some(after) = self.stalled {
+            return Err(Stalled { after }.into_error(&self.target));
+        }
+        let Some(limit) = self.wait_timeout else {
+            return wait(self).await;
+        };
+        match tokio::time::timeout(limit, wait(self)).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.stalled = Some(limit);
+                Err(Stalled { after: limit }.into_error(&self.target))
+            }
+        }
+    }
+
+    /// Writes everything queued in the write buffer. Each write is a wait of
+    /// its own: a slow link that keeps taking bytes is not a stalled one.
     pub(crate) async fn send(&mut self) -> Result<(), Error> {
-        self.stream
-            .write_all(&self.write_buffer)
-            .await
-            .map_err(Error::io)?;
-        self.write_buffer.clear();
+        while !self.write_buffer.is_empty() {
+            self.bounded(async |connection: &mut Connection| {
+                let written = connection
+                    .stream
+                    .write(&connection.write_buffer)
+                    .await
+                    .map_err(Error::io)?;
+                if written == 0 {
+                    return Err(closed());
+                }
+                connection.write_buffer.advance(written);
+                Ok(())
+            })
+            .await?;
+        }
         // TLS may hold the last records back until flushed.
-        self.stream.flush().await.map_err(Error::io)
+        self.bounded(async |connection: &mut Connection| {
+            connection.stream.flush().await.map_err(Error::io)
+        })
+        .await
     }
 
     /// Reads more bytes from the socket into the read buffer; EOF is an error.
     pub(crate) async fn fill(&mut self) -> Result<(), Error> {
+        self.bounded(Connection::fill_now).await
+    }
+
+    async fn fill_now(&mut self) -> Result<(), Error> {
         self.read_buffer.reserve(READ_CHUNK);
         let read = self
             .stream
@@ -252,7 +297,10 @@ impl Connection {
     /// either made progress: the two directions never wait on each other, so the
     /// server keeps answering while more requests go out.
     pub(crate) async fn exchange(&mut self) -> Result<(), Error> {
-        std::future::poll_fn(|context| self.poll_exchange(context)).await
+        self.bounded(async |connection: &mut Connection| {
+            std::future::poll_fn(|context| connection.poll_exchange(context)).await
+        })
+        .await
     }
 
     fn poll_exchange(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Error>> {

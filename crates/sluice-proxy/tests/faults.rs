@@ -1,0 +1,532 @@
+//! Faults on purpose, between real clients and a real PostgreSQL: a cut at the
+//! K-th `DataRow` leaves the client exactly K−1 whole rows, a cut mid-COPY or
+//! before a statement commits nothing, a reset is a reset, a stall holds the
+//! bytes for its duration (or until removed), `refuse` answers in the
+//! protocol's words, and the control API adds, lists and removes faults while
+//! connections come and go.
+//!
+//! A raw protocol client (trust authentication, as the test servers use)
+//! counts messages exactly; sluice's own client shows what an application sees.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sluice_core::Meter;
+use sluice_postgres::config::Target;
+use sluice_postgres::tls::TlsSettings;
+use sluice_postgres::{Config, Connection};
+use sluice_proxy::{Fault, Proxy, ProxyHandle, Shaping, StartError};
+use sluice_testkit::TestDb;
+
+fn fault(spec: &str) -> Fault {
+    spec.parse().unwrap()
+}
+
+/// `host:port` of the test server.
+fn upstream(db: &TestDb) -> String {
+    let config: Config = db.url().parse().unwrap();
+    let Target::Tcp(host, port) = config.targets[0].clone() else {
+        panic!("the test server is reached over TCP");
+    };
+    format!("{host}:{port}")
+}
+
+/// A proxy with `faults` and a control API in front of the test server, and
+/// a config that goes through it.
+fn proxy_with(db: &TestDb, shaping: Shaping, faults: &[&str]) -> (ProxyHandle, Config) {
+    let mut proxy = Proxy::new("127.0.0.1:0", &upstream(db), shaping).control("127.0.0.1:0");
+    for spec in faults {
+        proxy = proxy.fault(fault(spec));
+    }
+    let proxy = proxy.start().unwrap();
+    let mut config: Config = db.url().parse().unwrap();
+    config.targets = vec![Target::Tcp("127.0.0.1".into(), proxy.address().port())];
+    // The proxy reads the protocol: it cannot see into TLS.
+    config.tls = TlsSettings::disabled();
+    (proxy, config)
+}
+
+/// The shapings the faults are tried under: bytes passed on inline (two
+/// threads a connection) and held back by a writer thread (four).
+fn shapings() -> [Shaping; 2] {
+    [
+        Shaping::default(),
+        Shaping {
+            rtt: Duration::from_millis(2),
+            ..Shaping::default()
+        },
+    ]
+}
+
+/// A client speaking the protocol by hand.
+struct Raw {
+    stream: TcpStream,
+}
+
+impl Raw {
+    /// Connects through `proxy` and logs in (trust) as `config` says.
+    fn login(proxy: SocketAddr, config: &Config) -> Raw {
+        let mut raw = Raw::open(proxy, config);
+        loop {
+            let (tag, body) = raw.message().unwrap().expect("the login completes");
+            match tag {
+                b'Z' => return raw,
+                b'R' if body[..4] != [0, 0, 0, 0] => panic!("the test server must trust"),
+                b'E' => panic!("login refused: {}", String::from_utf8_lossy(&body)),
+                _ => {}
+            }
+        }
+    }
+
+    /// Connects and sends the startup message, reading nothing.
+    fn open(proxy: SocketAddr, config: &Config) -> Raw {
+        let stream = TcpStream::connect(proxy).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut raw = Raw { stream };
+        let mut parameters = vec![
+            ("user", config.user.as_str()),
+            ("database", config.database.as_str()),
+        ];
+        if let Some(options) = &config.options {
+            parameters.push(("options", options));
+        }
+        let mut message = bytes::BytesMut::new();
+        postgres_protocol::message::frontend::startup_message(parameters, &mut message).unwrap();
+        raw.stream.write_all(&message).unwrap();
+        raw
+    }
+
+    fn query(&mut self, sql: &str) {
+        let mut message = bytes::BytesMut::new();
+        postgres_protocol::message::frontend::query(sql, &mut message).unwrap();
+        self.stream.write_all(&message).unwrap();
+    }
+
+    /// The next message, `None` at an orderly end of the stream.
+    fn message(&mut self) -> io::Result<Option<(u8, Vec<u8>)>> {
+        let mut header = [0u8; 5];
+        match self.stream.read_exact(&mut header) {
+            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            other => other?,
+        }
+        let length = u32::from_be_bytes(header[1..5].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; length - 4];
+        self.stream.read_exact(&mut body)?;
+        Ok(Some((header[0], body)))
+    }
+
+    /// Tags of the messages until the end of the stream (or an error, returned
+    /// after them).
+    fn until_the_end(&mut self) -> (Vec<u8>, io::Result<()>) {
+        let mut tags = Vec::new();
+        loop {
+            match self.message() {
+                Ok(Some((tag, _))) => tags.push(tag),
+                Ok(None) => return (tags, Ok(())),
+                Err(error) => return (tags, Err(error)),
+            }
+        }
+    }
+
+    /// Tags of the messages up to and including the next ReadyForQuery.
+    fn until_ready(&mut self) -> Vec<u8> {
+        let mut tags = Vec::new();
+        loop {
+            let (tag, _) = self.message().unwrap().expect("an answer");
+            tags.push(tag);
+            if tag == b'Z' {
+                return tags;
+            }
+        }
+    }
+}
+
+fn count(tags: &[u8], tag: u8) -> usize {
+    tags.iter().filter(|&&seen| seen == tag).count()
+}
+
+#[test]
+fn a_cut_at_the_kth_data_row_leaves_the_client_k_minus_1_whole_rows() {
+    let db = TestDb::new();
+    for shaping in shapings() {
+        let (proxy, config) = proxy_with(&db, shaping, &["cut:at-data-row=5"]);
+        let mut client = Raw::login(proxy.address(), &config);
+        client.query("select g from generate_series(1, 1000) g");
+        let (tags, end) = client.until_the_end();
+        end.expect("an orderly close (FIN), not a reset");
+        assert_eq!(tags.first(), Some(&b'T'), "{shaping:?}");
+        assert_eq!(count(&tags, b'D'), 4, "{shaping:?}");
+        assert_eq!(tags.len(), 5, "nothing after the rows: {tags:?}");
+        assert_eq!(proxy.faults().list()[0].acted, 1);
+    }
+}
+
+#[test]
+fn a_cut_after_n_bytes_passes_exactly_n_bytes() {
+    let db = TestDb::new();
+    for shaping in shapings() {
+        // The server's login answer is longer: the cut falls inside it.
+        let (proxy, config) = proxy_with(&db, shaping, &["cut:after-bytes=100:downstream"]);
+        let mut client = Raw::open(proxy.address(), &config);
+        let mut received = Vec::new();
+        client.stream.read_to_end(&mut received).unwrap();
+        assert_eq!(received.len(), 100, "{shaping:?}");
+    }
+}
+
+#[test]
+fn a_reset_is_a_connection_reset() {
+    let db = TestDb::new();
+    for shaping in shapings() {
+        let (proxy, config) = proxy_with(&db, shaping, &["reset:at-data-row=3"]);
+        let mut client = Raw::login(proxy.address(), &config);
+        client.query("select g from generate_series(1, 100000) g");
+        let (tags, end) = client.until_the_end();
+        let error = end.expect_err("the stream ends in an error");
+        assert_eq!(error.kind(), io::ErrorKind::ConnectionReset, "{shaping:?}");
+        assert!(count(&tags, b'D') <= 2, "{tags:?}");
+    }
+    // Without a trigger, a new client is reset before the server is reached
+    // (so this client reads at once: a write could already meet the reset).
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &["reset"]);
+    let mut client = TcpStream::connect(proxy.address()).unwrap();
+    let error = client.read(&mut [0u8; 16]).expect_err("reset");
+    assert_eq!(error.kind(), io::ErrorKind::ConnectionReset);
+}
+
+#[test]
+fn a_cut_before_the_kth_statement_never_runs_it() {
+    let db = TestDb::new();
+    db.execute("create table t (n int)");
+    let table = format!("{}.t", db.schema());
+    let (_proxy, config) = proxy_with(&db, Shaping::default(), &["cut:at-statement=2"]);
+    let mut client = Raw::login(proxy_address(&config), &config);
+    client.query(&format!("insert into {table} values (1)"));
+    assert_eq!(client.until_ready(), b"CZ");
+    client.query(&format!("insert into {table} values (2)"));
+    let (tags, end) = client.until_the_end();
+    end.unwrap();
+    assert!(tags.is_empty(), "no answer to the cut statement: {tags:?}");
+    assert_eq!(
+        db.query_text(&format!("select string_agg(n::text, ',') from {table}")),
+        "1"
+    );
+}
+
+fn proxy_address(config: &Config) -> SocketAddr {
+    let Target::Tcp(host, port) = &config.targets[0] else {
+        unreachable!()
+    };
+    format!("{host}:{port}").parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_copy_cut_at_the_kth_copy_data_commits_nothing() {
+    let db = TestDb::new();
+    db.execute("create table t (n int)");
+    for shaping in shapings() {
+        let (proxy, config) = proxy_with(&db, shaping, &["cut:at-copy-data=500"]);
+        let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+        let result = async {
+            let mut copy = connection
+                .copy_in("copy t (n) from stdin", &[sluice_core::Kind::Integer])
+                .await?;
+            let mut batch = sluice_core::Batch::new(1);
+            for n in 0..10_000 {
+                batch.push_value(n.to_string().as_bytes());
+            }
+            copy.write_rows(&batch, 0..10_000).await?;
+            copy.finish().await
+        }
+        .await;
+        let error = result.expect_err("the copy cannot complete");
+        assert_eq!(error.kind(), sluice_core::ErrorKind::Closed, "{error}");
+        assert_eq!(db.query_text("select count(*) from t"), "0");
+        assert_eq!(proxy.faults().list()[0].acted, 1);
+    }
+}
+
+#[test]
+fn a_stall_holds_the_bytes_for_its_duration() {
+    let db = TestDb::new();
+    for shaping in shapings() {
+        let (_proxy, config) = proxy_with(
+            &db,
+            shaping,
+            &["stall:duration=1s:at-data-row=2:downstream"],
+        );
+        let mut client = Raw::login(proxy_address(&config), &config);
+        client.query("select g from generate_series(1, 3) g");
+        let started = Instant::now();
+        let mut arrivals = Vec::new();
+        loop {
+            let (tag, _) = client.message().unwrap().unwrap();
+            arrivals.push((tag, started.elapsed()));
+            if tag == b'Z' {
+                break;
+            }
+        }
+        let tags: Vec<u8> = arrivals.iter().map(|(tag, _)| *tag).collect();
+        assert_eq!(tags, b"TDDDCZ", "every row arrives");
+        let first_row = arrivals[1].1;
+        let second_row = arrivals[2].1;
+        assert!(
+            second_row - first_row >= Duration::from_millis(950),
+            "{shaping:?}: {arrivals:?}"
+        );
+    }
+}
+
+#[test]
+fn a_stall_without_a_duration_lasts_until_it_is_removed() {
+    let db = TestDb::new();
+    let (proxy, config) = proxy_with(&db, Shaping::default(), &[]);
+    let mut client = Raw::login(proxy.address(), &config);
+    // Added while the connection is open: it acts on its next bytes.
+    let id = proxy.faults().add(fault("stall"));
+    client.query("select 1");
+    client
+        .stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let error = client.message().expect_err("nothing comes through");
+    assert!(
+        matches!(
+            error.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ),
+        "{error}"
+    );
+    assert!(proxy.faults().remove(id).is_some());
+    client
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(client.until_ready(), b"TDCZ");
+}
+
+#[tokio::test]
+async fn refuse_answers_new_clients_with_an_error_until_removed() {
+    let db = TestDb::new();
+    let (proxy, config) = proxy_with(&db, Shaping::default(), &["refuse"]);
+    let error = Connection::connect(&config, &Meter::new())
+        .await
+        .expect_err("refused");
+    assert_eq!(error.kind(), sluice_core::ErrorKind::Connect);
+    assert_eq!(error.code(), Some("08004"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("sluice proxy refuses new connections (fault 1: refuse)"),
+        "{error}"
+    );
+    assert_eq!(
+        proxy.report().refused_connections,
+        0,
+        "a refusal on purpose is the fault's, not the limit's"
+    );
+    assert_eq!(proxy.faults().list()[0].acted, 1);
+    proxy.faults().clear();
+    Connection::connect(&config, &Meter::new())
+        .await
+        .unwrap()
+        .close()
+        .await;
+}
+
+#[test]
+fn a_once_fault_acts_on_one_connection() {
+    let db = TestDb::new();
+    let (proxy, config) = proxy_with(&db, Shaping::default(), &["cut:at-data-row=1:once"]);
+    for expected_rows in [0, 3] {
+        let mut client = Raw::login(proxy.address(), &config);
+        client.query("select g from generate_series(1, 3) g");
+        let mut tags = Vec::new();
+        while let Ok(Some((tag, _))) = client.message() {
+            tags.push(tag);
+            if tag == b'Z' {
+                break;
+            }
+        }
+        assert_eq!(count(&tags, b'D'), expected_rows, "{tags:?}");
+    }
+    assert_eq!(proxy.faults().list()[0].acted, 1);
+}
+
+#[test]
+fn latency_is_added_one_way() {
+    let db = TestDb::new();
+    let (_proxy, config) = proxy_with(&db, Shaping::default(), &["latency:delay=30ms:upstream"]);
+    let mut client = Raw::login(proxy_address(&config), &config);
+    let mut fastest = Duration::MAX;
+    for _ in 0..5 {
+        let started = Instant::now();
+        client.query("select 1");
+        client.until_ready();
+        fastest = fastest.min(started.elapsed());
+    }
+    assert!(fastest >= Duration::from_millis(30), "{fastest:?}");
+}
+
+#[test]
+fn a_slow_close_holds_the_servers_close_back() {
+    let db = TestDb::new();
+    let (_proxy, config) = proxy_with(
+        &db,
+        Shaping::default(),
+        &["slow-close:delay=700ms:downstream"],
+    );
+    let mut client = Raw::login(proxy_address(&config), &config);
+    let mut terminate = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::terminate(&mut terminate);
+    let started = Instant::now();
+    client.stream.write_all(&terminate).unwrap();
+    let mut rest = Vec::new();
+    client.stream.read_to_end(&mut rest).unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(650),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// One HTTP/1.1 exchange with the control API: the status and the JSON body.
+fn http(address: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let body = body.map(|body| body.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: control\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let (_, json) = answer.split_once("\r\n\r\n").unwrap();
+    (status, serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+#[test]
+fn the_control_api_adds_lists_and_removes_faults_at_run_time() {
+    let db = TestDb::new();
+    let (proxy, config) = proxy_with(&db, Shaping::default(), &[]);
+    let control = proxy.control_address().unwrap();
+    assert!(control.ip().is_loopback());
+    assert_eq!(
+        http(control, "GET", "/faults", None),
+        (200, json!({"faults": []}))
+    );
+
+    let (status, body) = http(
+        control,
+        "POST",
+        "/faults",
+        Some(json!({"spec": "cut:at-data-row=0"})),
+    );
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"],
+        "fault \"cut:at-data-row=0\": at-data-row=0: give a count from 1 (the K-th)"
+    );
+    let (status, body) = http(control, "POST", "/faults", Some(json!("cut")));
+    assert_eq!(status, 400);
+    assert!(
+        body["error"].as_str().unwrap().contains("{\"spec\": "),
+        "{body}"
+    );
+
+    let (status, body) = http(
+        control,
+        "POST",
+        "/faults",
+        Some(json!({"spec": "every:cut:at-data-row=2"})),
+    );
+    assert_eq!(status, 400, "an action first: {body}");
+    let (status, added) = http(
+        control,
+        "POST",
+        "/faults",
+        Some(json!({"spec": " cut:every:at-data-row=2 "})),
+    );
+    assert_eq!(status, 201);
+    assert_eq!(added["spec"], "cut:at-data-row=2", "the canonical spelling");
+    let id = added["id"].as_u64().unwrap();
+
+    // A new connection gets one row, then the cut.
+    let rows_of_a_new_connection = || {
+        let mut client = Raw::login(proxy.address(), &config);
+        client.query("select g from generate_series(1, 3) g");
+        let mut tags = Vec::new();
+        while let Ok(Some((tag, _))) = client.message() {
+            tags.push(tag);
+            if tag == b'Z' {
+                break;
+            }
+        }
+        count(&tags, b'D')
+    };
+    assert_eq!(rows_of_a_new_connection(), 1);
+    assert_eq!(
+        http(control, "GET", "/faults", None),
+        (
+            200,
+            json!({"faults": [{"id": id, "spec": "cut:at-data-row=2", "acted": 1}]})
+        )
+    );
+
+    let path = format!("/faults/{id}");
+    assert_eq!(
+        http(control, "DELETE", &path, None),
+        (
+            200,
+            json!({"removed": {"id": id, "spec": "cut:at-data-row=2"}})
+        )
+    );
+    assert_eq!(
+        http(control, "GET", "/faults", None),
+        (200, json!({"faults": []}))
+    );
+    assert_eq!(rows_of_a_new_connection(), 3, "the fault is gone");
+
+    let (status, body) = http(control, "DELETE", &path, None);
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (404, Some(&*format!("no fault {id}")))
+    );
+    let (status, _) = http(control, "DELETE", "/faults/x", None);
+    assert_eq!(status, 400);
+    for spec in ["refuse", "latency:delay=1ms"] {
+        http(control, "POST", "/faults", Some(json!({ "spec": spec })));
+    }
+    assert_eq!(
+        http(control, "DELETE", "/faults", None),
+        (200, json!({"removed": 2}))
+    );
+    let (status, _) = http(control, "GET", "/nowhere", None);
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn the_control_api_stays_on_loopback_unless_allowed() {
+    let db = TestDb::new();
+    let refused = Proxy::new("127.0.0.1:0", &upstream(&db), Shaping::default())
+        .control("0.0.0.0:0")
+        .start();
+    assert!(
+        matches!(refused, Err(StartError::ControlNotLoopback { .. })),
+        "{:?}",
+        refused.err()
+    );
+    let allowed = Proxy::new("127.0.0.1:0", &upstream(&db), Shaping::default())
+        .control("0.0.0.0:0")
+        .allow_remote_control(true)
+        .start()
+        .unwrap();
+    assert!(allowed.control_address().unwrap().ip().is_unspecified());
+}
