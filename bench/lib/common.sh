@@ -196,7 +196,8 @@ machine_section() {
     fi
     if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then dirty=" (with uncommitted changes)"; fi
     if (( ${SLUICE_OK:-1} )); then sluice_at=${SLUICE#"$ROOT"/}; else sluice_at="not built"; fi
-    python="$("$PY" --version 2>&1), psycopg $PSYCOPG_VERSION"
+    # A script that runs no Python peer (copy.sh) leaves PY unset.
+    if [[ -n ${PY:-} ]]; then python="$("$PY" --version 2>&1), psycopg ${PSYCOPG_VERSION:-?}"; fi
     if (( detail )); then
         python+=" ($("$PY" -c 'import psycopg; print(psycopg.pq.__impl__)') implementation, libpq $("$PY" -c 'import psycopg; v = psycopg.pq.version(); print(f"{v // 10000}.{v % 100}")'))"
     fi
@@ -214,7 +215,7 @@ machine_section() {
     fi
     echo "- psql: $(psql --version)"
     echo "- sluice: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")$dirty, $sluice_at"
-    echo "- Python: $python"
+    if [[ -n ${PY:-} ]]; then echo "- Python: $python"; fi
     echo
 }
 

@@ -67,8 +67,8 @@ pub struct ExportArgs {
     #[arg(long, default_value = "oid", value_parser = ["oid", "inline"])]
     lob: String,
 
-    /// Arrow and Parquet: rows per record batch (a batch is also cut at 16 MiB
-    /// of values). Default: 65536.
+    /// Arrow and Parquet: rows per record batch (a batch is also cut at 8 MiB
+    /// of values). Default: 32768.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     batch_rows: Option<u32>,
 

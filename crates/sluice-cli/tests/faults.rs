@@ -8,8 +8,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -235,20 +233,9 @@ fn refuse_is_a_clear_connection_error() {
 
 /// One HTTP/1.1 exchange with the control API: the status and the JSON body.
 fn http(address: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    let body = body.map(|body| body.to_string()).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: control\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer[9..12].parse().unwrap();
-    let (_, json) = answer.split_once("\r\n\r\n").unwrap();
-    (status, serde_json::from_str(json).unwrap_or(Value::Null))
+    let body = body.map(|body| body.to_string());
+    let (status, json) = sluice_testkit::http_exchange(address, method, path, body.as_deref());
+    (status, serde_json::from_str(&json).unwrap_or(Value::Null))
 }
 
 #[test]

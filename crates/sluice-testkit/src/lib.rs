@@ -92,12 +92,14 @@
 #![warn(missing_docs)]
 
 mod cluster;
+mod http;
 mod mariadb;
 mod process;
 mod python;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder};
+pub use http::http_exchange;
 pub use mariadb::{mariadb_server_url, MariaDbServer, TestMariaDb};
 pub use python::{python_oracle, python_output, run_python, REQUIREMENTS as PYTHON_REQUIREMENTS};
 pub use tls::{CertificateFiles, TestCertificates};
