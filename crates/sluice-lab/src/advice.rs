@@ -52,9 +52,9 @@ fn wal_advice(results: &LabResults) -> Option<String> {
         .filter(|f| f.variant != "row-by-row" && f.variant != "COPY")
         .map(|f| {
             format!(
-                "{} {:.0}",
+                "{}: {}",
                 f.variant.replace("batch ", "batches of "),
-                f.per_row()
+                bytes(f.per_row())
             )
         })
         .collect();
@@ -67,15 +67,15 @@ fn wal_advice(results: &LabResults) -> Option<String> {
         ""
     };
     Some(format!(
-        "Server side: row by row writes {} bytes of WAL per row, {} the {} of COPY{} \
-         (measured; other sessions' WAL meanwhile counts too).{why}",
+        "Server side: row by row writes {} bytes of WAL per row, {} the {} of COPY \
+         ({}measured: other sessions' WAL meanwhile counts too).{why}",
         bytes(slow.per_row()),
         crate::wal::times(factor),
         bytes(copy.per_row()),
         if others.is_empty() {
             String::new()
         } else {
-            format!(" ({})", others.join(", "))
+            format!("{}; ", others.join(", "))
         },
     ))
 }

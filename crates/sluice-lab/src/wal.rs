@@ -223,7 +223,7 @@ mod tests {
         let advice = results.recommendations();
         assert!(
             advice.iter().any(|line| line.starts_with(
-                "Server side: row by row writes 80 bytes of WAL per row, 2.00× the 40 of COPY (measured;"
+                "Server side: row by row writes 80 bytes of WAL per row, 2.00× the 40 of COPY (measured:"
             )),
             "{advice:#?}"
         );
