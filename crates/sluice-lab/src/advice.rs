@@ -1,6 +1,6 @@
 //! Recommendations for the measured network, computed from the cells: how much of
 //! each slow variant's time is spent waiting on round trips, and what the fast
-//! variants cost instead.
+//! variants cost instead; and what each insert method costs the server in WAL.
 
 use std::time::Duration;
 
@@ -33,6 +33,51 @@ fn trips(count: u64) -> String {
 fn took(m: &Measurement) -> String {
     let approx = if m.extrapolated() { "≈ " } else { "" };
     format!("{approx}{}", human_duration(m.time))
+}
+
+/// A per-row byte figure, rounded: `5,731`.
+fn bytes(per_row: f64) -> String {
+    thousands(per_row.round() as u64)
+}
+
+/// Row by row against COPY in WAL bytes per row, with the other methods, from
+/// the figures [`crate::wal::by_method`] keeps.
+fn wal_advice(results: &LabResults) -> Option<String> {
+    let figures = crate::wal::by_method(results);
+    let find = |variant: &str| figures.iter().find(|f| f.variant == variant);
+    let (slow, copy) = (find("row-by-row")?, find("COPY")?);
+    let factor = slow.relative_to_copy?;
+    let others: Vec<String> = figures
+        .iter()
+        .filter(|f| f.variant != "row-by-row" && f.variant != "COPY")
+        .map(|f| {
+            format!(
+                "{}: {}",
+                f.variant.replace("batch ", "batches of "),
+                bytes(f.per_row())
+            )
+        })
+        .collect();
+    // Why, only when the numbers show it: COPY logs a page's worth of rows in one
+    // multi-insert record, an INSERT one record per row (whatever its batch).
+    let why = if factor > 1.05 {
+        " COPY logs many rows per WAL record, an INSERT one record per row: less WAL \
+         to flush, archive and replicate."
+    } else {
+        ""
+    };
+    Some(format!(
+        "Server side: row by row writes {} bytes of WAL per row, {} the {} of COPY \
+         ({}measured: other sessions' WAL meanwhile counts too).{why}",
+        bytes(slow.per_row()),
+        crate::wal::times(factor),
+        bytes(copy.per_row()),
+        if others.is_empty() {
+            String::new()
+        } else {
+            format!("{}; ", others.join(", "))
+        },
+    ))
 }
 
 /// The recommendations, most important first.
@@ -168,6 +213,8 @@ pub fn recommendations(results: &LabResults) -> Vec<String> {
             }
         ));
     }
+
+    out.extend(wal_advice(results));
 
     // Large objects.
     if let (Some(inline), Some(locator)) = (

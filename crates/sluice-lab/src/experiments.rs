@@ -8,7 +8,9 @@
 //!
 //! Each cell gets a fresh connection through the proxy; connecting is not timed.
 //! The clock and the meter cover the operation only (for inserts: `BEGIN` to
-//! `COMMIT`; for the pipelined variants: preparing, too).
+//! `COMMIT`; for the pipelined variants: preparing, too). Insert cells also read
+//! the server's WAL position on their connection before and after, outside the
+//! clock and the meter (see [`crate::wal`]).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -106,6 +108,7 @@ pub async fn run(
         export_rows: 0,
         measurements: Vec::new(),
         latencies: Vec::new(),
+        wal_error: None,
     };
     let export_source = match &options.table {
         Some(table) => format!(
@@ -149,6 +152,7 @@ pub async fn run(
         options: options.clone(),
         measurements: lab.measurements,
         elapsed: started.elapsed(),
+        wal_error: lab.wal_error,
     })
 }
 
@@ -263,6 +267,15 @@ struct Lab<'a> {
     export_rows: u64,
     measurements: Vec<Measurement>,
     latencies: Vec<PathLatency>,
+    /// The first refusal to report the WAL position.
+    wal_error: Option<String>,
+}
+
+/// Whether a cell measures the WAL its work writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wal {
+    Measure,
+    Skip,
 }
 
 /// The proxy of one RTT and a config that goes through it.
@@ -417,7 +430,9 @@ impl Lab<'_> {
     /// Times `work` on a fresh connection through `path`, counting round trips with
     /// sluice's meter and the proxy, and files the cell. `per_unit` is the round
     /// trips each further unit would cost, for extrapolating a cell the budget cut
-    /// short.
+    /// short. With [`Wal::Measure`], the WAL written meanwhile is read on the same
+    /// connection, before the clock starts and after it stops.
+    #[allow(clippy::too_many_arguments)]
     async fn cell<F, Fut>(
         &mut self,
         path: &Path,
@@ -425,13 +440,18 @@ impl Lab<'_> {
         variant: String,
         units: u64,
         per_unit: f64,
+        wal: Wal,
         work: F,
     ) -> Result<(), Error>
     where
         F: FnOnce(Connection, Instant) -> Fut,
         Fut: Future<Output = Result<(Ran, Option<Connection>), Error>>,
     {
-        let (connection, meter) = path.connect().await?;
+        let (mut connection, meter) = path.connect().await?;
+        let wal_before = match wal {
+            Wal::Measure => self.wal_read(crate::wal::position(&mut connection).await)?,
+            Wal::Skip => None,
+        };
         let proxy_before = path.proxy.report().round_trips();
         let before = meter.snapshot();
         let start = Instant::now();
@@ -442,7 +462,11 @@ impl Lab<'_> {
             .report()
             .round_trips()
             .saturating_sub(proxy_before);
-        if let Some(connection) = connection {
+        let mut wal_bytes = None;
+        if let Some(mut connection) = connection {
+            if let Some(before) = wal_before {
+                wal_bytes = self.wal_read(crate::wal::since(&mut connection, &before).await)?;
+            }
             connection.close().await;
         }
         let (time, round_trips) = if ran.units < units && ran.units > 0 {
@@ -463,8 +487,23 @@ impl Lab<'_> {
             measured_time: ran.time,
             measured_round_trips: counted,
             proxy_round_trips: proxy_counted,
+            wal_bytes,
         });
         Ok(())
+    }
+
+    /// A WAL reading, or `None` when the server refused it (a role denied
+    /// `pg_current_wal_insert_lsn()`): the figure is then reported unavailable
+    /// rather than failing the lab. Other errors (a lost connection) still fail.
+    fn wal_read<T>(&mut self, reading: Result<T, Error>) -> Result<Option<T>, Error> {
+        match reading {
+            Ok(value) => Ok(Some(value)),
+            Err(error) if error.kind() == ErrorKind::Database => {
+                self.wal_error.get_or_insert_with(|| error.to_string());
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     async fn export(&mut self, path: &Path, fetch_size: Option<u32>) -> Result<(), Error> {
@@ -479,6 +518,7 @@ impl Lab<'_> {
             variant,
             total,
             per_unit,
+            Wal::Skip,
             |connection, start| async move {
                 let mut stream = QueryStream::start(
                     connection,
@@ -529,6 +569,7 @@ impl Lab<'_> {
             variant,
             total,
             1.0 / batch as f64,
+            Wal::Measure,
             |mut connection, start| async move {
                 connection.simple_query("begin").await?;
                 let mut done = 0u64;
@@ -571,6 +612,7 @@ impl Lab<'_> {
             "pipelined".into(),
             total,
             0.0,
+            Wal::Measure,
             |mut connection, start| async move {
                 let sql = format!("insert into {sink} (id, name, amount) values ($1, $2, $3)");
                 let mut source = Generated {
@@ -616,6 +658,7 @@ impl Lab<'_> {
             "COPY".into(),
             total,
             0.0,
+            Wal::Measure,
             |mut connection, start| async move {
                 let statement = format!("copy {sink} (id, name, amount) from stdin");
                 let mut copy = connection
@@ -657,6 +700,7 @@ impl Lab<'_> {
             "inline".into(),
             self.options.lob_count,
             0.0,
+            Wal::Skip,
             |connection, start| async move {
                 let sql = format!("select id, lo_get(data) from {lob} order by id");
                 let mut stream =
@@ -688,6 +732,7 @@ impl Lab<'_> {
             "locator".into(),
             total,
             1.0,
+            Wal::Skip,
             |mut connection, start| async move {
                 let locators = connection
                     .query_rows(&format!("select data from {lob} order by id"), &[])
@@ -724,6 +769,7 @@ impl Lab<'_> {
             "loop".into(),
             total,
             1.0,
+            Wal::Skip,
             |mut connection, start| async move {
                 let mut calls = 0u64;
                 while calls < total {
@@ -751,6 +797,7 @@ impl Lab<'_> {
             "pipelined".into(),
             total,
             0.0,
+            Wal::Skip,
             |mut connection, start| async move {
                 let mut source = Generated {
                     next: 1,

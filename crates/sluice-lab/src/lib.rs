@@ -7,6 +7,7 @@
 //! - [`experiments`]: export time and round trips by fetch size, inserts (row by
 //!   row, multi-row batches, pipelined, COPY), large objects inline versus
 //!   locator-style, many small calls in a loop versus pipelined;
+//! - [`wal`]: the server-side cost of each insert method, in WAL bytes per row;
 //! - [`advice`]: recommendations computed from the measurements (how much of the
 //!   time is spent waiting on the network, and what to do instead);
 //! - [`chart`]: one SVG line chart per figure, axes with units, a legend per RTT;
@@ -25,6 +26,7 @@ pub mod advice;
 pub mod chart;
 pub mod experiments;
 pub mod report;
+pub mod wal;
 
 use std::time::Duration;
 
@@ -167,6 +169,9 @@ pub struct Measurement {
     pub measured_round_trips: u64,
     /// Round trips the proxy counted for the same work.
     pub proxy_round_trips: u64,
+    /// WAL bytes the server wrote during the cell's `measured_units` (inserts
+    /// only; `None` elsewhere, or when the server would not say): see [`wal`].
+    pub wal_bytes: Option<u64>,
 }
 
 impl Measurement {
@@ -222,6 +227,9 @@ pub struct LabResults {
     pub measurements: Vec<Measurement>,
     /// Wall time of the whole run.
     pub elapsed: Duration,
+    /// Why the WAL position could not be read, when it could not (the first
+    /// refusal; the insert cells then have no [`Measurement::wal_bytes`]).
+    pub wal_error: Option<String>,
 }
 
 impl LabResults {
@@ -350,6 +358,7 @@ mod tests {
             measured_time: Duration::from_millis(1000),
             measured_round_trips: 100,
             proxy_round_trips: 100,
+            wal_bytes: None,
         };
         assert!((m.waiting_fraction(Duration::from_millis(5)) - 0.5).abs() < 1e-9);
         assert!(!m.extrapolated());

@@ -1,7 +1,8 @@
 //! The report folder: `index.html` (self-contained: inline style, the charts as
 //! `<img>` of the SVG files beside it, an `<h2>` naming each chart, tables of the
 //! numbers), one SVG per chart, `summary.md` (the same tables and the
-//! recommendations) and `results.json` (the raw figures).
+//! recommendations) and `results.json` (the raw figures). Each shows the WAL
+//! written per insert method ([`crate::wal`]) beside the insert experiment.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -9,6 +10,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::chart::{self, ChartData, Point, Series};
+use crate::wal::{self, WalFigure};
 use crate::{human_duration, rtt_label, thousands, Experiment, LabResults, Measurement};
 
 /// What a chart plots.
@@ -332,6 +334,9 @@ pub fn html(results: &LabResults) -> String {
             out.push_str("</tr>\n");
         }
         out.push_str("</table>\n");
+        if experiment == Experiment::Insert {
+            html_wal(&mut out, results);
+        }
     }
     out.push_str(
         "<p>* extrapolated: the cell stopped when its time budget was spent. \
@@ -389,12 +394,76 @@ pub fn markdown(results: &LabResults) -> String {
         for row in table_rows(results, experiment) {
             let _ = writeln!(out, "| {} |", row.join(" | "));
         }
+        if experiment == Experiment::Insert {
+            markdown_wal(&mut out, results);
+        }
     }
     out.push_str(
         "\n\\* extrapolated: the cell stopped when its time budget was spent. \
          Waiting = round trips × the measured `select 1` time at that RTT / time.\n",
     );
     out
+}
+
+const WAL_TITLE: &str = "Server-side cost: WAL written per row";
+
+/// The WAL table of `index.html`, or why there is none.
+fn html_wal(out: &mut String, results: &LabResults) {
+    let _ = writeln!(out, "<h3 id=\"insert-wal\">{WAL_TITLE}</h3>");
+    if let Some(reason) = wal::unavailable(results) {
+        let _ = writeln!(out, "<p>WAL bytes per row: {}</p>", html_text(&reason));
+        return;
+    }
+    out.push_str("<table>\n<tr>");
+    for header in wal::TABLE_HEADER {
+        let _ = write!(out, "<th>{header}</th>");
+    }
+    out.push_str("</tr>\n");
+    for row in wal::table_rows(results) {
+        out.push_str("<tr>");
+        for (index, cell) in row.iter().enumerate() {
+            let class = if index > 0 { " class=\"n\"" } else { "" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    let _ = writeln!(out, "</table>\n<p>{}</p>", html_text(wal::NOTE));
+}
+
+/// The WAL table of `summary.md`, or why there is none.
+fn markdown_wal(out: &mut String, results: &LabResults) {
+    let _ = writeln!(out, "\n### {WAL_TITLE}\n");
+    if let Some(reason) = wal::unavailable(results) {
+        let _ = writeln!(out, "WAL bytes per row: {reason}");
+        return;
+    }
+    let _ = writeln!(out, "| {} |", wal::TABLE_HEADER.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(wal::TABLE_HEADER.len()));
+    for row in wal::table_rows(results) {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    let _ = writeln!(out, "\n{}", wal::NOTE);
+}
+
+/// `results.json`'s `wal`: a field per insert method, or `unavailable` saying why.
+fn json_wal(results: &LabResults) -> Value {
+    let methods: serde_json::Map<String, Value> = wal::by_method(results)
+        .iter()
+        .map(|f: &WalFigure| {
+            let figure = json!({
+                "rows": f.rows,
+                "wal_bytes": f.bytes,
+                "wal_bytes_per_row": f.per_row(),
+                "relative_to_copy": f.relative_to_copy,
+            });
+            (f.variant.clone(), figure)
+        })
+        .collect();
+    json!({
+        "methods": methods,
+        "unavailable": wal::unavailable(results),
+        "note": wal::NOTE,
+    })
 }
 
 fn ms(duration: std::time::Duration) -> f64 {
@@ -441,7 +510,9 @@ pub fn json(results: &LabResults) -> Value {
             "measured_round_trips": m.measured_round_trips,
             "proxy_round_trips": m.proxy_round_trips,
             "waiting_fraction": results.waiting(m),
+            "wal_bytes": m.wal_bytes,
         })).collect::<Vec<_>>(),
+        "wal": json_wal(results),
         "recommendations": results.recommendations(),
         "charts": CHARTS.iter().map(|c| json!({"file": c.file, "title": c.title})).collect::<Vec<_>>(),
     })
