@@ -38,7 +38,7 @@ COLUMNAR_VENV="$BENCH/.venv-columnar"
 # Pinned peers, all wheels on CPython 3.11 x86_64.
 PEER_PINS=(connectorx==0.4.6 pyarrow==26.0.1 polars==2.1.0 'psycopg[binary]==3.3.9'
            adbc-driver-manager==1.13.0 adbc-driver-postgresql==1.13.0)
-PEERS=${PEERS:-connectorx polars psycopg adbc}
+PEERS=${PEERS-connectorx polars psycopg adbc}  # PEERS="" runs sluice and psql only
 LOAD_AVG_START=$(load_average)
 
 ensure_tables
@@ -152,7 +152,9 @@ fi
 
 REF_S=$(median 1 "$WORK/psql.payment_events.samples")
 DATE=$(date -u +%Y-%m-%d)
+# A scale check (usually without peers) must not replace the day's full table.
 REPORT="$RESULTS/columnar-$DATE.md"
+[[ $SCALE_CHECK == 1 ]] && REPORT="$RESULTS/columnar-scale-$DATE.md"
 SETTINGS="ROWS=$ROWS REPS=$REPS"
 [[ $SCALE_CHECK == 1 ]] && SETTINGS+=" SCALE_CHECK=1"
 FAILED=0
