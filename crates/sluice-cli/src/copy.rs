@@ -18,7 +18,7 @@ use sluice_core::load::{
     ColumnSpec, ImportOptions, ImportSummary, OnConflict, SourceRows, TableInfo, TableSetup,
     TableSpec,
 };
-use sluice_core::{Batch, Chunk, DynSource, Error, Meter, Progress, Rejected, Schema};
+use sluice_core::{Batch, Chunk, DynSource, Encoding, Error, Meter, Progress, Rejected, Schema};
 
 use crate::console::err_line;
 use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
@@ -105,6 +105,8 @@ struct Plan {
     /// Parts copied at once.
     jobs: usize,
     split_by: Option<String>,
+    /// Values go in the source's own binary form, unread ([`wants_native`]).
+    native: bool,
 }
 
 impl CopyArgs {
@@ -146,6 +148,7 @@ impl CopyArgs {
             },
             jobs: self.jobs,
             split_by: self.split_by.clone(),
+            native: false,
         })
     }
 
@@ -248,9 +251,20 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             target.product()
         ))));
     }
-    let (lead, target_meter) = connect(&*target, Side::Target, &arguments.wait).await?;
-    let (source_session, source_meter) = connect(&*source, Side::Source, &arguments.wait).await?;
+    let (mut lead, target_meter) = connect(&*target, Side::Target, &arguments.wait).await?;
+    let (mut source_session, source_meter) =
+        connect(&*source, Side::Source, &arguments.wait).await?;
+    let described = describe_source(&mut *source_session, &plan).await?;
+    plan.native = wants_native(
+        &mut *lead,
+        &*source_session,
+        described.as_ref(),
+        arguments,
+        &plan,
+    )
+    .await;
     let progress = Arc::new(Progress::new());
+    let native;
     let summary = if plan.jobs > 1 {
         let (exports, spec) = jobs::open_parts(
             source_session,
@@ -258,8 +272,10 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             &source_meter.meter,
             arguments,
             &plan,
+            described,
         )
         .await?;
+        native = sends_native(exports[0].schema());
         if arguments.create {
             plan.setup.create = Some(spec);
         }
@@ -279,7 +295,8 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
         result?
     } else {
         let mut target = lead;
-        let (mut export, spec) = open_source(source_session, arguments, &plan).await?;
+        let (mut export, spec) = open_source(source_session, arguments, &plan, described).await?;
+        native = sends_native(export.schema());
         if arguments.create {
             plan.setup.create = Some(spec);
         }
@@ -299,6 +316,7 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
                 ("source bytes", progress.bytes()),
             ],
             rows: summary.records,
+            native,
             sides: [source_meter.finish(), target_meter.finish()],
             elapsed: started.elapsed(),
         }
@@ -307,21 +325,67 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Starts the source's rows: the query, or every column of the table (which
-/// is described first, for what `--create` makes of it). Returns them with the
-/// table `--create` would make.
-async fn open_source(
-    mut session: Box<dyn Session>,
+/// Whether the source hands over its values in its own binary form for the
+/// target to take unread ([`sluice_core::Encoding::Native`]), which spares both
+/// servers printing and parsing every value: only between two databases of
+/// one product, and only when each column has the same type on both sides, by
+/// construction with `--create`, else when the target table's columns have
+/// the source table's types (one more round trip to the target, to describe
+/// it). A query into an existing table goes as text: its columns' types are
+/// known only once it runs. The source still decides per result, and sends
+/// text when one of its columns has no portable binary form.
+async fn wants_native(
+    target: &mut dyn Session,
+    source: &dyn Session,
+    described: Option<&TableInfo>,
     arguments: &CopyArgs,
     plan: &Plan,
+) -> bool {
+    if source.product() != target.product() {
+        return false;
+    }
+    if arguments.create {
+        return true;
+    }
+    let Some(source_table) = described else {
+        return false;
+    };
+    // A target that cannot be described fails the load with its own error.
+    let Ok(target_table) = target.describe_table(&plan.target_table).await else {
+        return false;
+    };
+    source_table.columns.iter().all(|column| {
+        target_table
+            .columns
+            .iter()
+            .any(|target| target.name == column.name && target.type_name == column.type_name)
+    })
+}
+
+/// Whether the source sends its values in its own binary form: it may send
+/// text though asked for them.
+fn sends_native(schema: &Schema) -> bool {
+    schema
+        .columns
+        .iter()
+        .any(|column| column.encoding == Encoding::Native)
+}
+
+/// Starts the source's rows: the query, or every column of the (described)
+/// table. Returns them with the table `--create` would make.
+async fn open_source(
+    session: Box<dyn Session>,
+    arguments: &CopyArgs,
+    plan: &Plan,
+    described: Option<TableInfo>,
 ) -> Result<(Box<dyn Export>, TableSpec), Failure> {
-    let described = describe_source(&mut *session, plan).await?;
     let sql = match (&described, &arguments.query) {
-        (Some(table), _) => format!("select * from {}", table.name),
+        (Some(table), _) => select_all(table),
         (None, query) => query.clone().unwrap_or_default(),
     };
     let options = ExportOptions {
         params: arguments.params.iter().cloned().map(Some).collect(),
+        native_values: plan.native,
         ..ExportOptions::default()
     };
     let dialect = session.product();
@@ -331,6 +395,11 @@ async fn open_source(
         .map_err(on(Side::Source))?;
     let spec = spec_of(export.schema(), described.as_ref(), dialect);
     Ok((export, spec))
+}
+
+/// The statement that reads every row of a described table.
+fn select_all(table: &TableInfo) -> String {
+    format!("select * from {}", table.name)
 }
 
 /// The source table's description, when the source is a table.

@@ -252,7 +252,7 @@ async fn export(
         fetch_size: arguments.fetch_size,
         inline_large_objects: arguments.lob == "inline",
         binary_values: arguments.format.reads_binary_values(),
-        snapshot: None,
+        ..ExportOptions::default()
     };
     let mut stream = session.export(arguments.query.clone(), options).await?;
     let mut encoder = arguments.format.encoder(output_options);

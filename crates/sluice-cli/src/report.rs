@@ -300,6 +300,8 @@ pub struct CopyStats {
     pub figures: Vec<(&'static str, u64)>,
     /// Rows for the rate.
     pub rows: u64,
+    /// Whether values went in the source's own binary form, unread.
+    pub native: bool,
     /// The source's figures, then the target's.
     pub sides: [SideStats; 2],
     /// Wall time since the command started.
@@ -311,6 +313,10 @@ impl CopyStats {
     pub fn print(&self) {
         for (key, value) in &self.figures {
             err_line!("{key}: {value}");
+        }
+        match self.native {
+            true => err_line!("values: passed on in the source's binary form, unread"),
+            false => err_line!("values: as text"),
         }
         for side in &self.sides {
             side.print();

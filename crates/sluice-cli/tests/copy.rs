@@ -4,7 +4,9 @@
 //! carried over; columns matched by name; a failure half-way leaving the
 //! target as it was (with `--truncate` and `--create` too) and naming the
 //! source row and column; bad input told clearly with nothing written;
-//! `--on-conflict`; and the round trips of each side.
+//! `--on-conflict`; the round trips of each side; and between two
+//! PostgreSQL databases, values passed on in binary form where every column's
+//! type is built in and the same on both sides, in text otherwise.
 
 mod support;
 
@@ -115,7 +117,7 @@ fn postgresql_to_postgresql_creates_every_type_with_its_keys_and_values() {
     source.execute(PG_TYPES);
     // The enum's type must exist on the target for its name to be kept.
     target.execute("create type mood as enum ('sad', 'happy');");
-    copy_ok(&[
+    let stats = copy_ok(&[
         "--from",
         source.url(),
         "--table",
@@ -125,7 +127,10 @@ fn postgresql_to_postgresql_creates_every_type_with_its_keys_and_values() {
         "--table",
         "t",
         "--create",
+        "--stats",
     ]);
+    // The enum's binary form is not the same in every database: all text.
+    assert!(stats.contains("values: as text"), "{stats}");
     assert_eq!(pg_columns(&target, "t"), pg_columns(&source, "t"));
     assert_eq!(pg_primary_key(&target, "t"), "id,whole");
     let all = "select * from t order by id";
@@ -161,6 +166,139 @@ fn postgresql_to_postgresql_from_a_query_with_parameters() {
         target.query_text("select * from picked order by id"),
         "8|N8|16\n9|N9|18\n10|N10|20"
     );
+}
+
+/// PostgreSQL's built-in types with their edge values, one column each, and
+/// a row of NULLs: every one passes in binary form.
+const PG_BUILT_IN: &str = r#"create table t (
+        id int8 primary key, i2 int2, i4 int4, i8 int8, n numeric, n2 numeric(12,2),
+        f4 float4, f8 float8, b bool, tx text, vc varchar(10), ch char(3), nm name, by bytea,
+        d date, tm time, ttz timetz, ts timestamp, tstz timestamptz, iv interval, u uuid,
+        j json, jb jsonb, x xml, m money, ip inet, net cidr, mac macaddr, bits bit(4),
+        vb varbit, o oid, jp jsonpath, ai int4[], atx text[], an numeric[], a2 int8[],
+        ats timestamptz[], ajb jsonb[], au uuid[], ab bytea[]);
+    insert into t values
+        (1, -32768, -2147483648, -9223372036854775808, 'NaN', -9999999999.99, '-Infinity',
+         '-0', false, E'tab\t nl\n cr\r bs\\ quote" ü 😀', 'café', 'ab', 'a name', '\x00ff0a5c',
+         '4713-01-01 BC', '00:00', '00:00:00-15:59', '-infinity', '-infinity',
+         '-178000000 years -3 days -00:00:00.000001', '00000000-0000-0000-0000-000000000000',
+         '{"b": [1, 2], "a": null, "b": 3}', '{"b": [1, 2], "a": null}', '<a>x&amp;y</a>',
+         '-92233720368547758.08', '::1', '10.0.0.0/8', '08:00:2b:01:02:03', B'1010', B'', 0,
+         '$.a[*] ? (@ > 1)', '{}', '{NULL,"",a,"b c","{}"}', '{1.5,NaN,NULL,-0.000001}',
+         '{{1,2},{3,4}}', '{infinity,"2024-02-29 12:00:00.000001+05:45"}',
+         '{"{\"a\": [1]}",NULL}', '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}', '{"\\x",NULL}'),
+        (2, 32767, 2147483647, 9223372036854775807, '-1e-300', 9999999999.99, '3.4e38',
+         '1e-308', true, '', '', '', '', '\x', '5874897-12-31', '24:00:00', '23:59:59.999999+15:59',
+         '294276-12-31 23:59:59.999999', 'infinity', '1 mon -2 days 00:00:00.000001',
+         'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '[]', '{"deep": {"er": [true, false, null]}}',
+         '', '92233720368547758.07', '192.168.0.1/24', '2001:db8::/32', 'ff:ff:ff:ff:ff:ff',
+         B'0101', B'1', 4294967295, '$', '{-1}', '{}', '{}', '{}', '{}', '{}', '{}', '{}'),
+        (3, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
+         null, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
+         null, null, null, null, null, null, null, null, null, null);
+    insert into t (id, n, f8) values (4, '1e1000', 'NaN'), (5, 'Infinity', 'Infinity'),
+        (6, '-123456789012345678901234567890.000000000000000000001', 2.2250738585072014e-308);"#;
+
+#[test]
+fn postgresql_to_postgresql_passes_built_in_values_on_in_binary_form() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(PG_BUILT_IN);
+    let arguments = |table: &'static str, create: bool| {
+        let mut arguments = vec![
+            "--from",
+            source.url(),
+            "--table",
+            "t",
+            "--to",
+            target.url(),
+            "--table",
+            table,
+            "--stats",
+        ];
+        if create {
+            arguments.push("--create");
+        }
+        arguments
+    };
+    let stats = copy_ok(&arguments("created", true));
+    assert!(
+        stats.contains("values: passed on in the source's binary form, unread"),
+        "{stats}"
+    );
+    let all = |table: &str| format!("select * from {table} order by id");
+    assert_eq!(
+        target.query_text(&all("created")),
+        source.query_text(&all("t"))
+    );
+    assert_eq!(pg_columns(&target, "created"), pg_columns(&source, "t"));
+
+    // An existing table of the same types takes them too.
+    target.execute("create table existing (like created)");
+    let stats = copy_ok(&arguments("existing", false));
+    assert!(
+        stats.contains("values: passed on in the source's binary"),
+        "{stats}"
+    );
+    assert_eq!(
+        target.query_text(&all("existing")),
+        source.query_text(&all("t"))
+    );
+}
+
+#[test]
+fn postgresql_to_postgresql_goes_as_text_where_the_types_differ() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(
+        "create table s (id int4, amount numeric(12,2), at timestamptz);
+         insert into s values (1, 12.5, '2024-06-01 10:00:00+02'), (2, null, null);",
+    );
+    target.execute("create table s (id int8, amount float8, at timestamp)");
+    let stats = copy_ok(&[
+        "--from",
+        source.url(),
+        "--table",
+        "s",
+        "--to",
+        target.url(),
+        "--stats",
+    ]);
+    assert!(stats.contains("values: as text"), "{stats}");
+    assert_eq!(
+        target.query_text(
+            "select id, amount, at = '2024-06-01 10:00:00+02'::timestamptz::timestamp \
+             from s order by id"
+        ),
+        "1|12.5|t\n2||"
+    );
+}
+
+#[test]
+fn a_binary_copy_that_fails_half_way_names_the_source_row_and_writes_nothing() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(
+        "create table s (id int8 primary key, n int8 not null);
+         insert into s select g, g from generate_series(1, 10000) g;",
+    );
+    target.execute(
+        "create table s (id int8 primary key, n int8 not null);
+         insert into s values (5000, 0);",
+    );
+    let arguments = [
+        "--from",
+        source.url(),
+        "--table",
+        "s",
+        "--to",
+        target.url(),
+        "--stats",
+    ];
+    let message = assert_exit(&copy(&arguments), 1);
+    assert!(message.contains("source row 5000"), "{message}");
+    assert!(message.contains("duplicate key"), "{message}");
+    assert_eq!(target.query_text("select * from s"), "5000|0");
 }
 
 /// SQLite's declared types, one column each.

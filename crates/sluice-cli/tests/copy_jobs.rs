@@ -96,6 +96,10 @@ fn parts_read_one_snapshot_while_writes_run() {
         "one consistent read: the accounts opened form a prefix"
     );
     assert!(copied.contains("rows: "), "{copied}");
+    assert!(
+        copied.contains("values: passed on in the source's binary form, unread"),
+        "{copied}"
+    );
 }
 
 #[test]

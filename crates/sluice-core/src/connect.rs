@@ -207,6 +207,12 @@ pub struct ExportOptions {
     /// [`crate::Encoding::Binary`]: for formats that store numbers as numbers.
     /// Default: false, every value in canonical text.
     pub binary_values: bool,
+    /// Hand over every column in the database's own binary form of its type
+    /// ([`crate::Encoding::Native`]) when all of them have a form another
+    /// database of the same product reads alike; otherwise every column as
+    /// without this option. For a copy into a table of the same product with
+    /// the same column types. Default: false.
+    pub native_values: bool,
     /// Read in this snapshot, one that [`Session::split_read`] opened on
     /// another session, so that the parts of a split read see one moment.
     /// Default: `None`, the database's own snapshot for the statement.

@@ -45,6 +45,18 @@
 //! The epoch is 2000-01-01 (PostgreSQL's) rather than 1970 so that the common
 //! source needs no arithmetic per value; a format converts once, where it also
 //! checks the range of its own type.
+//!
+//! # Native values
+//!
+//! Between two databases of one product (`sluice copy` from PostgreSQL to
+//! PostgreSQL) the fastest value is one nobody reads: the source's own binary
+//! form of the column's type, which the target's bulk load takes as it is
+//! ([`Encoding::Native`]). Only a caller that asks
+//! (`ExportOptions::native_values`) gets them, only from a source whose every
+//! column has a form another database of its product reads the same way (all
+//! or none: a batch never mixes native and canonical values), and only a
+//! target of the same product whose columns have the same types as the
+//! source's reads them. No format does: they are refused there.
 
 /// How a column's values are spelled and how formats should render them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +112,10 @@ pub enum Encoding {
     Text,
     /// The kind's binary form, sent only to a caller that asked for it.
     Binary,
+    /// The source database's own binary form of the column's type
+    /// ([`Column::type_name`]), for a target of the same product to take
+    /// unread: see the module docs.
+    Native,
 }
 
 /// The declared precision and scale of an exact decimal column (`numeric(p,s)`,

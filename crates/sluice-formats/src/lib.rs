@@ -141,13 +141,33 @@ pub(crate) fn require_text(schema: &Schema) -> Result<(), Error> {
     match schema
         .columns
         .iter()
-        .find(|column| column.encoding == Encoding::Binary)
+        .find(|column| column.encoding != Encoding::Text)
     {
         None => Ok(()),
         Some(column) => Err(Error::new(
             ErrorKind::Unsupported,
             format!(
                 "column {:?} arrived in binary form, which this format does not read",
+                column.name
+            ),
+        )),
+    }
+}
+
+/// Refuses a schema with columns in a database's own binary form
+/// ([`Encoding::Native`]), which no format reads: only a target database of
+/// the source's product does.
+pub(crate) fn refuse_native(schema: &Schema) -> Result<(), Error> {
+    match schema
+        .columns
+        .iter()
+        .find(|column| column.encoding == Encoding::Native)
+    {
+        None => Ok(()),
+        Some(column) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "column {:?} arrived in its database's own binary form, which no format reads",
                 column.name
             ),
         )),

@@ -202,6 +202,7 @@ impl Session for PostgresSession {
                 fetch_size: options.fetch_size,
                 lob_inline: options.inline_large_objects,
                 binary_values: options.binary_values,
+                native_values: options.native_values,
             };
             let stream = QueryStream::start(connection, &sql, options).await?;
             let slot = self.slot;

@@ -190,6 +190,7 @@ impl PostgresDatabase {
             fetch_size: None,
             lob_inline: false,
             binary_values: request.binary_values,
+            native_values: false,
         };
         let stream = QueryStream::start(connection, request.sql, options)
             .await

@@ -25,7 +25,9 @@
 use std::fmt::Write as _;
 
 use postgres_protocol::escape::escape_identifier;
-use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError};
+use sluice_core::{
+    Column, Decoded, Decoder, Encoding, Error, ErrorKind, Kind, Progress, Rejected, RowError,
+};
 use tokio::io::AsyncRead;
 
 pub use sluice_core::load::{
@@ -161,6 +163,12 @@ pub(crate) async fn import_rows(
             Opening::Empty(summary) => return Ok(summary),
         };
     let plan = Plan::new(table, &columns, options, scope);
+    if plan.native && matches!(options.method, Method::Insert { .. }) {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            "rows in PostgreSQL's binary form go in by COPY only, not by INSERT statements",
+        ));
+    }
     let input = Input {
         rows,
         decoded: &mut decoded,
@@ -238,6 +246,9 @@ struct Plan {
     table: String,
     columns: Vec<Column>,
     kinds: Vec<Kind>,
+    /// Every value arrives in PostgreSQL's own binary form
+    /// ([`sluice_core::Encoding::Native`]): COPY in binary format.
+    native: bool,
     /// Set for upserts: the `INSERT … SELECT … ON CONFLICT` from the staging table.
     upsert: Option<String>,
     /// Roll back instead of committing.
@@ -305,6 +316,10 @@ impl Plan {
         Plan {
             table: table.name.clone(),
             kinds: columns.iter().map(|column| column.kind.clone()).collect(),
+            native: !columns.is_empty()
+                && columns
+                    .iter()
+                    .all(|column| column.encoding == Encoding::Native),
             columns: columns.to_vec(),
             upsert,
             dry_run: options.dry_run,
@@ -336,6 +351,22 @@ impl Plan {
             &self.table
         };
         format!("copy {target} ({}) from stdin", column_list(&self.columns))
+    }
+
+    /// Starts the COPY, in the format the values arrive in.
+    async fn start_copy<'c>(&self, connection: &'c mut Connection) -> Result<CopyIn<'c>, Error> {
+        match self.native {
+            true => {
+                connection
+                    .copy_in_native(&self.copy_statement(), self.columns.len())
+                    .await
+            }
+            false => {
+                connection
+                    .copy_in(&self.copy_statement(), &self.kinds)
+                    .await
+            }
+        }
     }
 
     fn stage_statement(&self) -> String {
@@ -418,9 +449,7 @@ async fn copy_everything(
 ) -> Result<ImportSummary, Error> {
     let mut summary = ImportSummary::default();
     let mut lines = LineMap::default();
-    let mut copy = connection
-        .copy_in(&plan.copy_statement(), &plan.kinds)
-        .await?;
+    let mut copy = plan.start_copy(connection).await?;
     if let Err(error) = send_all(&mut copy, input, &mut lines, &mut summary).await {
         // A database error has already ended the COPY; anything else has not.
         if error.kind() != ErrorKind::Database {
@@ -511,9 +540,7 @@ async fn copy_chunk(
         }
         execute(connection, "savepoint sluice_chunk").await?;
         let attempt = async {
-            let mut copy = connection
-                .copy_in(&plan.copy_statement(), &plan.kinds)
-                .await?;
+            let mut copy = plan.start_copy(connection).await?;
             copy.write_rows(&decoded.batch, segment.iter().copied())
                 .await?;
             copy.finish().await

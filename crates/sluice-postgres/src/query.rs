@@ -70,6 +70,11 @@ pub struct QueryOptions {
     /// [`Encoding::Binary`]; not with `lob_inline`, whose rewritten rows are
     /// text. Default: false.
     pub binary_values: bool,
+    /// Ask for every column in the binary result format and mark them all
+    /// [`Encoding::Native`], when every column's type is a built-in one
+    /// ([`types::portable_binary`]); otherwise as without it. Takes precedence
+    /// over `binary_values`; not with `lob_inline`. Default: false.
+    pub native_values: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +136,8 @@ impl QueryStream {
         if lob_inline {
             crate::lob::prepare(&mut connection, sql, &oids).await?;
             schema = crate::lob::rewritten_schema(schema);
+        } else if options.native_values && oids.iter().all(|oid| types::portable_binary(*oid)) {
+            schema = all_native(schema);
         } else if options.binary_values {
             schema = binary_where_possible(schema, &oids);
         }
@@ -208,6 +215,17 @@ fn binary_where_possible(schema: Schema, oids: &[Oid]) -> Schema {
     Schema { columns }
 }
 
+/// `schema` with every column marked [`Encoding::Native`]: PostgreSQL's own
+/// binary form of each type, for a PostgreSQL target to take unread.
+fn all_native(schema: Schema) -> Schema {
+    let columns = schema
+        .columns
+        .into_iter()
+        .map(|column| column.with_encoding(Encoding::Native))
+        .collect();
+    Schema { columns }
+}
+
 /// Prepares `sql` as the unnamed statement, checks the parameter count and
 /// looks up the result columns' types; after an error the exchange is ended.
 async fn describe(
@@ -253,11 +271,9 @@ impl RowStream {
     ) -> Result<RowStream, Error> {
         // Binary where the raw bytes are the canonical form (no hex on the
         // server, half the bytes on the wire) and where the caller asked for
-        // binary values.
+        // binary or native values.
         let result_formats = schema.columns.iter().map(|column| {
-            i16::from(
-                column.kind == sluice_core::Kind::Bytes || column.encoding == Encoding::Binary,
-            )
+            i16::from(column.kind == sluice_core::Kind::Bytes || column.encoding != Encoding::Text)
         });
         let bound = connection.encode_bind("", [0], text_values(&options.params), result_formats);
         if let Err(error) = bound {

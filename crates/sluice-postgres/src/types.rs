@@ -251,6 +251,16 @@ pub(crate) fn sends_binary(oid: Oid) -> bool {
     )
 }
 
+/// Whether values of type `oid` in PostgreSQL's binary format mean the same to
+/// any other PostgreSQL server, so that a copy may pass them on unread
+/// ([`sluice_core::Encoding::Native`]): the built-in types of [`builtin`],
+/// whose OIDs are fixed (an array's binary form names its element's OID, a
+/// user-defined type's differs between databases). `unknown` is left out: no
+/// table column has it.
+pub(crate) fn portable_binary(oid: Oid) -> bool {
+    oid != 705 && builtin(oid).is_some()
+}
+
 /// The schema of result columns given by name, type OID and modifier, once the
 /// catalog entries they need have been looked up with [`resolve`]. Decimal
 /// columns (and arrays of decimals, whose modifier is the element's) get the

@@ -4,10 +4,12 @@
 //! where they differ, either the target reads the source's canonical text
 //! itself (an integer into a `numeric`, text into anything it parses), or the
 //! value is rewritten (into JSON by the format crate's own renderer, a boolean
-//! into a digit), or the pair is refused with the column named.
+//! into a digit), or the pair is refused with the column named. Values in
+//! the source database's own binary form ([`Encoding::Native`]) go only into
+//! a column of the same type, which the target then reads as they are.
 
 use sluice_core::load::{Convert, Fill, TableInfo};
-use sluice_core::{Column, Error, Kind, Schema};
+use sluice_core::{Column, Encoding, Error, Kind, Schema};
 use sluice_formats::json_value::write_value;
 use sluice_formats::JsonOptions;
 
@@ -40,12 +42,28 @@ pub fn map(source: &Schema, table: &TableInfo) -> Result<Mapping, Error> {
                 target.name
             )));
         }
-        let convert = conversion(&column.kind, &target.kind).map_err(|why| {
+        let misfit = |why: &str| {
             Error::config(format!(
                 "column {:?}: the source's {} values cannot go into the target's {} column ({why})",
                 column.name, column.type_name, target.type_name
             ))
-        })?;
+        };
+        if column.encoding == Encoding::Native {
+            if column.type_name != target.type_name {
+                return Err(misfit(
+                    "they come in the source's binary form of its own type",
+                ));
+            }
+            mapping
+                .columns
+                .push(target.clone().with_encoding(Encoding::Native));
+            mapping.fills.push(Fill {
+                source: index,
+                convert: None,
+            });
+            continue;
+        }
+        let convert = conversion(&column.kind, &target.kind).map_err(|why| misfit(why))?;
         mapping.columns.push(target.clone());
         mapping.fills.push(Fill {
             source: index,

@@ -25,7 +25,7 @@ use sluice_core::split::{SplitRequest, SplitSource};
 use sluice_core::{Error, ErrorKind, Meter, Progress};
 use tokio::task::JoinHandle;
 
-use super::{describe_source, fill, on, spec_of, CopyArgs, Failure, Plan};
+use super::{fill, on, spec_of, CopyArgs, Failure, Plan};
 use crate::report::Side;
 use crate::wait::WaitArgs;
 
@@ -37,8 +37,8 @@ pub(super) async fn open_parts(
     meter: &Meter,
     arguments: &CopyArgs,
     plan: &Plan,
+    described: Option<TableInfo>,
 ) -> Result<(Vec<Box<dyn Export>>, TableSpec), Failure> {
-    let described = describe_source(&mut *coordinator, plan).await?;
     let split_source = match &described {
         Some(table) => SplitSource::Table(table.name.clone()),
         None => SplitSource::Query {
@@ -65,6 +65,7 @@ pub(super) async fn open_parts(
         let options = ExportOptions {
             params: part.params,
             snapshot: Some(split.snapshot.clone()),
+            native_values: plan.native,
             ..ExportOptions::default()
         };
         let export = session

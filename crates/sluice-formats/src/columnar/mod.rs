@@ -363,6 +363,7 @@ impl ColumnarEncoder {
 impl Encoder for ColumnarEncoder {
     fn begin(&mut self, schema: &Schema, _output: &mut Vec<u8>) -> Result<(), Error> {
         self.options.check()?;
+        crate::refuse_native(schema)?;
         if self.container == Container::Parquet && schema.is_empty() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
