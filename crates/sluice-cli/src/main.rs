@@ -65,10 +65,31 @@ enum Command {
     Lab(lab::LabArgs),
 }
 
+impl Command {
+    /// Worker threads for the command's runtime: the gateway, the proxy and a
+    /// copy's parallel jobs serve many streams at once and get the machine;
+    /// the commands that move one stream keep two (the stream, and signals
+    /// and the progress line beside it).
+    fn worker_threads(&self) -> usize {
+        match self {
+            Command::Serve(arguments) => serve::worker_threads(arguments),
+            Command::Proxy(_) | Command::Copy(_) => usable_cpus().max(2),
+            _ => 2,
+        }
+    }
+}
+
+/// The CPUs this process may use. The standard library reads the scheduler's
+/// affinity mask and the cgroup CPU quota (v1 and v2), so a container limited
+/// to 2 CPUs on a 64-core host counts 2.
+pub fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(cli.command.worker_threads())
         .enable_all()
         .build()
     {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use sluice_server::checks::check_when_reachable;
-use sluice_server::config::DEFAULT_LISTEN;
+use sluice_server::config::{DEFAULT_LISTEN, MAX_THREADS};
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
 use sluice_server::server::{effective_listen, serve};
 use sluice_server::tls::{ServerTls, TlsError, TlsFile};
@@ -52,6 +52,26 @@ pub struct ServeArgs {
     /// Write the request log as JSON lines instead of key=value text.
     #[arg(long)]
     log_json: bool,
+
+    /// Worker threads [default: the file's [server] threads, else one per CPU
+    /// this process may use].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS as i64))]
+    threads: Option<u16>,
+}
+
+/// The runtime's worker threads for `arguments`: `--threads`, else the
+/// configuration's `[server] threads`, else one per usable CPU. A file that
+/// does not load is reported by [`run`], with the runtime it gets here.
+pub fn worker_threads(arguments: &ServeArgs) -> usize {
+    if let Some(threads) = arguments.threads {
+        return usize::from(threads);
+    }
+    arguments
+        .config
+        .as_deref()
+        .and_then(|path| Config::load(path).ok())
+        .and_then(|config| config.threads)
+        .unwrap_or_else(crate::usable_cpus)
 }
 
 fn init_logging(json: bool) {
@@ -119,11 +139,13 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     };
     let bound = listener.local_addr().unwrap_or(address);
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let threads = tokio::runtime::Handle::current().metrics().num_workers();
     err_line!(
-        "sluice serve: listening on {scheme}://{bound} with {} named quer{}: {}",
+        "sluice serve: listening on {scheme}://{bound} with {} named quer{}: {}; {threads} worker thread{}",
         names.len(),
         if names.len() == 1 { "y" } else { "ies" },
-        names.join(", ")
+        names.join(", "),
+        if threads == 1 { "" } else { "s" },
     );
     if demo_mode {
         err_line!("  try: curl -s http://{bound}/queries/payment_events | head -n 3");

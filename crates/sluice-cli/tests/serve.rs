@@ -481,3 +481,43 @@ fn an_unreadable_certificate_stops_the_start_naming_the_setting_and_the_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn worker_threads_follow_the_flag_then_the_file_then_the_cpus() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("demo.sqlite").display().to_string();
+    let threads_of = |arguments: &[&str]| {
+        let mut server = Server::start(arguments);
+        let stderr = server.stderr();
+        server.terminate();
+        assert_eq!(server.wait(Duration::from_secs(15)), Some(0), "{stderr}");
+        let line = stderr
+            .lines()
+            .find(|line| line.starts_with("sluice serve: listening on"))
+            .unwrap()
+            .to_owned();
+        let (_, tail) = line.rsplit_once("; ").unwrap();
+        tail.split(' ').next().unwrap().parse::<usize>().unwrap()
+    };
+    let demo = ["--demo", "--demo-file", &file, "--demo-rows", "100"];
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(threads_of(&demo), cpus);
+    assert_eq!(threads_of(&[&demo[..], &["--threads", "3"]].concat()), 3);
+
+    let text = format!(
+        "[server]\nthreads = 5\n[databases.main]\nsqlite = {}\n[queries.one]\nsql = \"select 1 as one\"\n",
+        quoted(&file)
+    );
+    let path = write_config(&directory, &text);
+    assert_eq!(threads_of(&["--config", &path]), 5);
+    assert_eq!(threads_of(&["--config", &path, "--threads", "2"]), 2);
+
+    let (code, stderr, path) = refused_start(&text.replace("threads = 5", "threads = 0"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "sluice: {path}:2: server.threads: must be between 1 and 1024"
+        )),
+        "{stderr}"
+    );
+}

@@ -13,6 +13,7 @@
 //! shutdown_grace = "30s"           # how long in-flight streams may finish after SIGTERM
 //! header_read_timeout = "10s"      # a request's head must arrive within this
 //! keep_alive_timeout = "60s"       # an idle kept-alive connection is closed after this
+//! threads = 8                      # worker threads (--threads wins); default: the CPUs this process may use
 //! tls_cert = "/etc/sluice/server.crt"  # HTTPS (HTTP/2 and HTTP/1.1): the certificate chain, PEM
 //! tls_key = "/etc/sluice/server.key"   # and its key; both re-read on SIGHUP
 //!
@@ -246,6 +247,8 @@ pub struct Config {
     pub keep_alive_timeout: Duration,
     /// `[server] tls_cert` and `tls_key`: serve HTTPS with these files.
     pub tls: Option<TlsFiles>,
+    /// `[server] threads`: the runtime's worker threads, if given.
+    pub threads: Option<usize>,
     /// Databases by name.
     pub databases: BTreeMap<String, DatabaseConfig>,
     /// Named queries by name.
@@ -292,6 +295,7 @@ struct RawServer {
     keep_alive_timeout: Option<Spanned<String>>,
     tls_cert: Option<Spanned<String>>,
     tls_key: Option<Spanned<String>>,
+    threads: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -527,6 +531,7 @@ impl Config {
             header_read_timeout: server.header_read_timeout,
             keep_alive_timeout: server.keep_alive_timeout,
             tls: server.tls,
+            threads: server.threads,
             databases,
             queries,
             tokens,
@@ -543,7 +548,12 @@ struct ServerSection {
     header_read_timeout: Duration,
     keep_alive_timeout: Duration,
     tls: Option<TlsFiles>,
+    threads: Option<usize>,
 }
+
+/// The most worker threads a configuration may ask for: far beyond any
+/// machine's cores, low enough that a typo cannot exhaust the process.
+pub const MAX_THREADS: usize = 1024;
 
 fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSection, ConfigError> {
     let listen = match &raw.listen {
@@ -577,6 +587,19 @@ fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSect
             DEFAULT_KEEP_ALIVE_TIMEOUT,
         )?,
         tls: tls_files(source, raw)?,
+        threads: match &raw.threads {
+            Some(threads) if (1..=MAX_THREADS as i64).contains(threads.get_ref()) => {
+                Some(*threads.get_ref() as usize)
+            }
+            Some(threads) => {
+                return Err(source.error(
+                    threads.span(),
+                    "server.threads",
+                    format!("must be between 1 and {MAX_THREADS}"),
+                ))
+            }
+            None => None,
+        },
     })
 }
 

@@ -63,7 +63,7 @@ pub fn map(source: &Schema, table: &TableInfo) -> Result<Mapping, Error> {
             });
             continue;
         }
-        let convert = conversion(&column.kind, &target.kind).map_err(|why| misfit(why))?;
+        let convert = conversion(&column.kind, &target.kind).map_err(misfit)?;
         mapping.columns.push(target.clone());
         mapping.fills.push(Fill {
             source: index,
