@@ -279,9 +279,8 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
         if arguments.create {
             plan.setup.create = Some(spec);
         }
-        let progress_line = ProgressLine::start(progress.clone(), None);
         let meter = target_meter.meter.clone();
-        let result = jobs::load_parts(
+        jobs::load_parts(
             lead,
             &*target,
             &meter,
@@ -290,9 +289,7 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
             Arc::new(plan),
             progress.clone(),
         )
-        .await;
-        progress_line.finish();
-        result?
+        .await?
     } else {
         let mut target = lead;
         let (mut export, spec) = open_source(source_session, arguments, &plan, described).await?;

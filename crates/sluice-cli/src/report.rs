@@ -2,6 +2,7 @@
 //! under the offending SQL), import faults told by the flag that changes them,
 //! `--stats` figures, and a live progress line.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -351,6 +352,24 @@ impl ProgressLine {
     /// Starts the line if standard error is a terminal. With `total_bytes` (an
     /// input file's size) it shows a bar of the bytes read.
     pub fn start(progress: Arc<Progress>, total_bytes: Option<u64>) -> ProgressLine {
+        ProgressLine::start_with(progress, total_bytes, None)
+    }
+
+    /// [`ProgressLine::start`] for work done by `jobs` parts at once, of which
+    /// `running` are still at it: the line says how many.
+    pub fn start_jobs(
+        progress: Arc<Progress>,
+        running: Arc<AtomicUsize>,
+        jobs: usize,
+    ) -> ProgressLine {
+        ProgressLine::start_with(progress, None, Some((running, jobs)))
+    }
+
+    fn start_with(
+        progress: Arc<Progress>,
+        total_bytes: Option<u64>,
+        jobs: Option<(Arc<AtomicUsize>, usize)>,
+    ) -> ProgressLine {
         use std::io::IsTerminal;
         if !std::io::stderr().is_terminal() {
             return ProgressLine {
@@ -382,8 +401,17 @@ impl ProgressLine {
             loop {
                 let rows = progress.rows();
                 let seconds = started.elapsed().as_secs_f64().max(0.001);
+                let running = match &jobs {
+                    Some((running, jobs)) => {
+                        format!(
+                            "{} of {jobs} jobs running, ",
+                            running.load(Ordering::Relaxed)
+                        )
+                    }
+                    None => String::new(),
+                };
                 shown.set_message(format!(
-                    "{rows} rows, {:.0} rows/s, {}",
+                    "{running}{rows} rows, {:.0} rows/s, {}",
                     rows as f64 / seconds,
                     indicatif::HumanBytes(progress.bytes())
                 ));

@@ -16,6 +16,7 @@
 //! it was. One window remains: a connection lost *between* two of the final
 //! commits leaves the parts already committed in place, and the error says so.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -26,7 +27,7 @@ use sluice_core::{Error, ErrorKind, Meter, Progress};
 use tokio::task::JoinHandle;
 
 use super::{fill, on, spec_of, CopyArgs, Failure, Plan};
-use crate::report::Side;
+use crate::report::{ProgressLine, Side};
 use crate::wait::WaitArgs;
 
 /// The parts' exports, started in the snapshot, and the table `--create`
@@ -101,7 +102,13 @@ pub(super) async fn load_parts(
         .await
         .map_err(on(Side::Target))?;
     let outcome = match join_jobs(target, meter, wait, exports.len(), &plan.target_table).await {
-        Ok(sessions) => run_jobs(sessions, exports, &table, plan, progress).await,
+        Ok(sessions) => {
+            let running = Arc::new(AtomicUsize::new(sessions.len()));
+            let line = ProgressLine::start_jobs(progress.clone(), running.clone(), sessions.len());
+            let outcome = run_jobs(sessions, exports, &table, plan, progress, running).await;
+            line.finish();
+            outcome
+        }
         Err(error) => Err(on(Side::Target)(error)),
     };
     let _ = lead
@@ -145,6 +152,7 @@ async fn run_jobs(
     table: &TableInfo,
     plan: Arc<Plan>,
     progress: Arc<Progress>,
+    running: Arc<AtomicUsize>,
 ) -> Result<ImportSummary, Failure> {
     let handles: Vec<Job> = sessions
         .into_iter()
@@ -157,7 +165,12 @@ async fn run_jobs(
                 plan.clone(),
                 progress.clone(),
             );
-            tokio::spawn(job)
+            let running = running.clone();
+            tokio::spawn(async move {
+                let done = job.await;
+                running.fetch_sub(1, Ordering::Relaxed);
+                done
+            })
         })
         .collect();
     let aborters: Vec<_> = handles.iter().map(JoinHandle::abort_handle).collect();
