@@ -20,7 +20,8 @@
 # MariaDB server with the SEQUENCE engine (seq_1_to_N, MariaDB 10.0+) and
 # local_infile=ON, Python 3 for the peers; psql is not needed.
 #
-# Connection: host, port, user, password and database come from the URL
+# Connection (bench/lib/mariadb_payment_events.sh, shared with bench/copy.sh):
+# host, port, user, password and database come from the URL
 # (`localhost` becomes 127.0.0.1). Every client connects over plain TCP to that
 # address: the mariadb client with `--no-defaults --protocol=TCP --skip-ssl`
 # (no option files, no TLS), sluice (with ssl-mode=DISABLED), PyMySQL,
@@ -28,7 +29,8 @@
 # every client through MYSQL_PWD, never on a command line: sluice and the
 # Python scripts get the URL without it.
 #
-# The table: payment_events, the MariaDB twin of bench/lib/payment_events.sh's
+# The table (its generator, ensure_mdb_table, is in
+# bench/lib/mariadb_payment_events.sh): payment_events, the MariaDB twin of bench/lib/payment_events.sh's
 # PostgreSQL table, with the same columns, the same value distributions and the
 # same quirks (commas, quotes, non-ASCII text, ~2% NULL descriptions,
 # microseconds), filled with one INSERT … SELECT from the SEQUENCE engine's
@@ -125,13 +127,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=lib/payment_events.sh
 source "$BENCH/lib/payment_events.sh"
 require_positive_integers ROWS REPS
-command -v mariadb >/dev/null || { echo "the mariadb client is required: apt-get install mariadb-client" >&2; exit 2; }
-
+# The MariaDB connection and table generator (ensure_mdb_table).
+# shellcheck source=lib/mariadb_payment_events.sh
+source "$BENCH/lib/mariadb_payment_events.sh"
 # The MariaDB URL replaces common.sh's PostgreSQL one.
-URL=${SLUICE_BENCH_MARIADB_URL:-mariadb://root@127.0.0.1:3306/test}
-URL_SHOWN=$(sed -E 's#^([a-z]+://[^:/@]+):[^@]*@#\1:***@#' <<<"$URL")
-# Bump when the generator SQL below changes, so existing tables get regenerated.
-MDB_GEN_VERSION=1
+URL=$MDB_URL
+URL_SHOWN=$MDB_URL_SHOWN
 LOAD_TABLE=payment_events_load
 IMPORT_BATCH=10000           # rows per executemany call of the PyMySQL peer
 MDB_VENV="$BENCH/.venv-mariadb"
@@ -141,157 +142,9 @@ PEER_PINS=(PyMySQL==1.2.4 connectorx==0.4.6 pyarrow==26.0.1)
 MYSQLCLIENT_PIN=mysqlclient==2.3.1
 
 LOAD_AVG_START=$(load_average)
-
-# ------------------------------------------------------------ connection --
-
-# scheme://[user[:password]@]host[:port][/database][?options]
-url_re='^(mariadb|mysql)://(([^:@/]*)(:([^@/]*))?@)?([^:/?@]+)(:([0-9]+))?(/([^?]*))?(\?.*)?$'
-[[ $URL =~ $url_re ]] || { echo "SLUICE_BENCH_MARIADB_URL is not a mariadb://user[:password]@host[:port]/database URL: $URL_SHOWN" >&2; exit 2; }
-url_decode() { printf '%b' "${1//%/\\x}"; }
-MDB_SCHEME=${BASH_REMATCH[1]}
-user_raw=${BASH_REMATCH[3]}
-password_raw=${BASH_REMATCH[5]}
-MDB_HOST=${BASH_REMATCH[6]}
-MDB_PORT=${BASH_REMATCH[8]:-3306}
-db_raw=${BASH_REMATCH[10]}
-url_options=${BASH_REMATCH[11]}
-[[ -n $user_raw ]] || user_raw=${USER:-$(id -un)}
-MDB_USER=$(url_decode "$user_raw")
-MDB_DB=$(url_decode "$db_raw")
-[[ -n $MDB_DB ]] || { echo "SLUICE_BENCH_MARIADB_URL names no database: $URL_SHOWN" >&2; exit 2; }
-# mysqlclient (libmariadb) would take `localhost` to mean the Unix socket.
-if [[ $MDB_HOST == localhost ]]; then MDB_HOST=127.0.0.1; fi
-if [[ -n $password_raw ]]; then
-    MYSQL_PWD=$(url_decode "$password_raw")
-    export MYSQL_PWD
-fi
-unset password_raw
-# The URL sluice and the Python peers get: no password (MYSQL_PWD has it).
-SURL="$MDB_SCHEME://$user_raw@$MDB_HOST:$MDB_PORT/$db_raw$url_options"
-# sluice's URL: plain TCP like every other client (PREFERRED would take TLS
-# from a server that offers it).
-if [[ $SURL == *\?* ]]; then SLUICE_SURL="$SURL&ssl-mode=DISABLED"; else SLUICE_SURL="$SURL?ssl-mode=DISABLED"; fi
-
-# The mariadb client's connection options, for the references and the
-# harness: no option files (as psql -X), TCP, no TLS, utf8mb4 (what the other
-# clients use).
-MDB_ARGS=(--no-defaults --protocol=TCP "--host=$MDB_HOST" "--port=$MDB_PORT" "--user=$MDB_USER"
-          --default-character-set=utf8mb4 --skip-ssl)
-# mdb ARGS...: the harness's own SQL (-e '…' or standard input), results as
-# tab-separated values without column names.
-mdb() { mariadb "${MDB_ARGS[@]}" --batch --skip-column-names "$@" "$MDB_DB"; }
-
-mdb -e 'select 1' >/dev/null || { echo "cannot connect to $URL_SHOWN with the mariadb client" >&2; exit 2; }
-if [[ $(mdb -e "select count(*) from information_schema.engines where engine = 'SEQUENCE' and support in ('YES', 'DEFAULT')") != 1 ]]; then
-    echo "the server has no SEQUENCE engine (seq_1_to_N): this script needs MariaDB" >&2
-    exit 2
-fi
+mdb_check_server
 
 # ------------------------------------------------------------- the table --
-
-# table_marker NAME: NAME's comment, or nothing when there is no such table.
-table_marker() {
-    mdb -e "select table_comment from information_schema.tables
-            where table_schema = database() and table_name = '$1'"
-}
-table_exists() {
-    [[ $(mdb -e "select count(*) from information_schema.tables
-                 where table_schema = database() and table_name = '$1'") == 1 ]]
-}
-table_mb() {
-    mdb -e "select round((data_length + index_length) / 1048576) from information_schema.tables
-            where table_schema = database() and table_name = '$1'"
-}
-
-# ensure_mdb_table NAME N: make NAME hold exactly N rows from this generator
-# (see the header for the types). The comment says "loading" until the
-# INSERT has committed, so an interrupted load is rebuilt next time.
-ensure_mdb_table() {
-    local table=$1 n=$2 marker="sluice-bench mariadb v$MDB_GEN_VERSION rows=$2" have_marker have_rows
-    if table_exists "$table"; then
-        have_marker=$(table_marker "$table")
-        have_rows=$(mdb -e "select count(*) from $table")
-        if [[ $have_marker == "$marker" && $have_rows == "$n" ]]; then
-            log "table $table: $n rows, up to date"
-            return
-        fi
-        log "table $table: has $have_rows rows / '$have_marker', want $n / '$marker': recreating"
-    else
-        log "table $table: creating with $n rows"
-    fi
-    # h1..h10: ten independent 48-bit hashes per row, slices of one SHA-512.
-    # Amounts log-uniform, ~2% NULL descriptions with commas, quotes and
-    # non-ASCII text, created_at with microseconds: as the PostgreSQL table.
-    # (>/dev/null: ANALYZE TABLE answers with a result row.)
-    mdb >/dev/null <<SQL
-SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';
-DROP TABLE IF EXISTS $table;
-CREATE TABLE $table (
-    id          BIGINT NOT NULL,
-    account_id  BIGINT,
-    amount      DECIMAL(12,2),
-    currency    CHAR(3),
-    status      VARCHAR(16),
-    created_at  DATETIME(6),
-    description VARCHAR(255),
-    payload     JSON,
-    PRIMARY KEY (id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='sluice-bench mariadb: loading';
-INSERT INTO $table
-SELECT g,
-  1 + h1 % 50000,
-  ROUND(EXP((h2 % 1000000) / 1000000 * 11.5) - 0.99, 2),
-  ELT(1 + h3 % 12, 'USD','USD','USD','EUR','EUR','GBP','JPY','CAD','AUD','CHF','SEK','BRL'),
-  CASE WHEN h4 % 100 < 72 THEN 'settled'
-       WHEN h4 % 100 < 87 THEN 'pending'
-       WHEN h4 % 100 < 96 THEN 'failed'
-       ELSE 'refunded' END,
-  TIMESTAMP'2024-01-01 00:00:00.000000' + INTERVAL (g * 30000000 + h5 % 30000000) MICROSECOND,
-  CASE WHEN h6 % 50 = 0 THEN NULL ELSE
-    CASE h7 % 5
-      WHEN 0 THEN CONCAT('Order #', 100000 + h8 % 900000, ' – ',
-        ELT(1 + h9 % 6, 'Acme, Inc.', 'Blue Bottle Café', 'O''Reilly Media', 'Smith & Sons',
-                        'Nordström AB', '"Best" Widgets Ltd'))
-      WHEN 1 THEN CONCAT('Refund for "',
-        ELT(1 + h8 % 5, 'Pro plan', 'Gift card', 'Shoes, size 42', '12" pizza', 'Annual licence'),
-        '", ref ', HEX(h9 % 16777216))
-      WHEN 2 THEN CONCAT('Subscription, ', ELT(1 + h8 % 3, 'basic', 'team', 'enterprise'),
-        ' plan (', ELT(1 + h9 % 2, 'monthly', 'yearly'), '), seat ', 1 + h10 % 250)
-      WHEN 3 THEN CONCAT('Transfer to acct ', 1 + h8 % 50000, ', memo: "',
-        ELT(1 + h9 % 5, 'rent', 'thanks!', 'split, dinner', 'loan – part 2', 'it''s for the trip'),
-        '"')
-      ELSE CONCAT('Card payment at ',
-        ELT(1 + h8 % 4, 'Joe''s Diner', 'Café de Flore', 'SuperMart #12', '"The Pub"'), ', ',
-        ELT(1 + h9 % 5, 'London', 'New York, NY', 'Zürich', 'São Paulo', 'Kraków'))
-    END
-  END,
-  JSON_COMPACT(JSON_OBJECT(
-    'source',     ELT(1 + h8 % 4, 'api', 'web', 'mobile', 'batch'),
-    'attempt',    1 + h9 % 3,
-    'risk_score', ROUND((h10 % 1000) / 1000, 3),
-    'card',       JSON_OBJECT('brand', ELT(1 + h10 % 3, 'visa', 'mastercard', 'amex'),
-                              'last4', LPAD(h2 % 10000, 4, '0')),
-    'three_ds',   JSON_EXTRACT('[false, true]', IF(h3 % 3 = 0, '\$[1]', '\$[0]')),
-    'error_code', IF(h4 % 100 BETWEEN 87 AND 95,
-                     ELT(1 + h5 % 3, 'card_declined', 'insufficient_funds', 'expired_card'), NULL)))
-FROM (SELECT seq AS g,
-        CAST(CONV(SUBSTRING(x,   1, 12), 16, 10) AS UNSIGNED) AS h1,
-        CAST(CONV(SUBSTRING(x,  13, 12), 16, 10) AS UNSIGNED) AS h2,
-        CAST(CONV(SUBSTRING(x,  25, 12), 16, 10) AS UNSIGNED) AS h3,
-        CAST(CONV(SUBSTRING(x,  37, 12), 16, 10) AS UNSIGNED) AS h4,
-        CAST(CONV(SUBSTRING(x,  49, 12), 16, 10) AS UNSIGNED) AS h5,
-        CAST(CONV(SUBSTRING(x,  61, 12), 16, 10) AS UNSIGNED) AS h6,
-        CAST(CONV(SUBSTRING(x,  73, 12), 16, 10) AS UNSIGNED) AS h7,
-        CAST(CONV(SUBSTRING(x,  85, 12), 16, 10) AS UNSIGNED) AS h8,
-        CAST(CONV(SUBSTRING(x,  97, 12), 16, 10) AS UNSIGNED) AS h9,
-        CAST(CONV(SUBSTRING(x, 109, 12), 16, 10) AS UNSIGNED) AS h10
-      FROM (SELECT seq, SHA2(CONCAT('payment_events:', seq), 512) AS x
-            FROM seq_1_to_$n) AS s) AS h;
-ALTER TABLE $table COMMENT = '$marker';
-ANALYZE TABLE $table;
-SQL
-    log "table $table: $(table_mb "$table") MB on disk"
-}
 
 ensure_mdb_table payment_events "$ROWS"
 SCALE_TABLE=$(table_for "$SCALE_ROWS")
