@@ -29,20 +29,7 @@ impl Connection {
     /// Starts `statement` (a `COPY … FROM STDIN` in text format) and waits for the
     /// server to accept data. `kinds` are the kinds of the copied columns, in order.
     pub async fn copy_in(&mut self, statement: &str, kinds: &[Kind]) -> Result<CopyIn<'_>, Error> {
-        self.encode_query(statement)?;
-        self.send().await?;
-        loop {
-            match self.read_message().await? {
-                Message::CopyInResponse(_) => break,
-                Message::ErrorResponse(body) => {
-                    let error = db_error(&body);
-                    self.drain_until_ready().await.ok();
-                    return Err(error);
-                }
-                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-                _ => return Err(Error::protocol("expected CopyInResponse")),
-            }
-        }
+        start_copy(self, statement).await?;
         Ok(CopyIn {
             connection: self,
             bytes_columns: kinds.iter().map(|kind| *kind == Kind::Bytes).collect(),
@@ -124,32 +111,7 @@ impl CopyIn<'_> {
     /// Reads whatever the server has already sent, without waiting: during COPY it
     /// only speaks to refuse a row, and stopping then saves sending the rest.
     async fn check_for_error(&mut self) -> Result<(), Error> {
-        let connection = &mut *self.connection;
-        let mut message = connection.buffered_message()?;
-        if message.is_none() {
-            if tokio::time::timeout(Duration::ZERO, connection.fill())
-                .await
-                .is_err()
-            {
-                return Ok(());
-            }
-            message = connection.buffered_message()?;
-        }
-        while let Some(received) = message.take() {
-            match received {
-                Message::ErrorResponse(body) => {
-                    let error = db_error(&body);
-                    // A COPY begun by a simple query ends at the error; the
-                    // server drops any data still in flight.
-                    connection.drain_until_ready().await.ok();
-                    return Err(error);
-                }
-                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-                _ => return Err(Error::protocol("unexpected message during COPY")),
-            }
-            message = connection.buffered_message()?;
-        }
-        Ok(())
+        check_for_error(self.connection).await
     }
 
     /// Ends the data and returns how many rows the server stored.
@@ -167,6 +129,55 @@ impl CopyIn<'_> {
         let _ = self.connection.drain_until_ready().await;
         Ok(())
     }
+}
+
+/// Sends `statement` (a `COPY … FROM STDIN`) and waits for the server to
+/// accept data.
+pub(crate) async fn start_copy(connection: &mut Connection, statement: &str) -> Result<(), Error> {
+    connection.encode_query(statement)?;
+    connection.send().await?;
+    loop {
+        match connection.read_message().await? {
+            Message::CopyInResponse(_) => return Ok(()),
+            Message::ErrorResponse(body) => {
+                let error = db_error(&body);
+                connection.drain_until_ready().await.ok();
+                return Err(error);
+            }
+            Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+            _ => return Err(Error::protocol("expected CopyInResponse")),
+        }
+    }
+}
+
+/// Reads whatever the server has already sent, without waiting: during COPY it
+/// only speaks to refuse a row, and stopping then saves sending the rest.
+pub(crate) async fn check_for_error(connection: &mut Connection) -> Result<(), Error> {
+    let mut message = connection.buffered_message()?;
+    if message.is_none() {
+        if tokio::time::timeout(Duration::ZERO, connection.fill())
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+        message = connection.buffered_message()?;
+    }
+    while let Some(received) = message.take() {
+        match received {
+            Message::ErrorResponse(body) => {
+                let error = db_error(&body);
+                // A COPY begun by a simple query ends at the error; the
+                // server drops any data still in flight.
+                connection.drain_until_ready().await.ok();
+                return Err(error);
+            }
+            Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+            _ => return Err(Error::protocol("unexpected message during COPY")),
+        }
+        message = connection.buffered_message()?;
+    }
+    Ok(())
 }
 
 /// The 1-based row of a COPY and the column an error points at, from its

@@ -34,7 +34,9 @@ pub use sluice_core::load::{
 };
 use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 
+use crate::binary_encode::{encoder_for_column, ValueEncoder};
 use crate::copy_in::{error_position, CopyIn};
+use crate::copy_in_binary::CopyInBinary;
 use crate::types;
 use crate::Connection;
 
@@ -243,6 +245,9 @@ struct Plan {
     /// Roll back instead of committing.
     dry_run: bool,
     scope: Scope,
+    /// One binary encoder per column when the COPY is binary: asked for, and
+    /// every column has one.
+    encoders: Option<Vec<ValueEncoder>>,
 }
 
 const STAGE: &str = "sluice_import_stage";
@@ -309,6 +314,10 @@ impl Plan {
             upsert,
             dry_run: options.dry_run,
             scope,
+            encoders: options
+                .binary_copy
+                .then(|| columns.iter().map(encoder_for_column).collect())
+                .flatten(),
         }
     }
 
@@ -335,7 +344,28 @@ impl Plan {
         } else {
             &self.table
         };
-        format!("copy {target} ({}) from stdin", column_list(&self.columns))
+        let format = if self.encoders.is_some() {
+            " (format binary)"
+        } else {
+            ""
+        };
+        format!(
+            "copy {target} ({}) from stdin{format}",
+            column_list(&self.columns)
+        )
+    }
+
+    /// Starts the COPY: binary when every column has an encoder, text otherwise.
+    async fn start_copy<'c>(&self, connection: &'c mut Connection) -> Result<Copier<'c>, Error> {
+        let statement = self.copy_statement();
+        Ok(match &self.encoders {
+            Some(encoders) => Copier::Binary(
+                connection
+                    .copy_in_binary(&statement, &self.columns, encoders.clone())
+                    .await?,
+            ),
+            None => Copier::Text(connection.copy_in(&statement, &self.kinds).await?),
+        })
     }
 
     fn stage_statement(&self) -> String {
@@ -343,6 +373,39 @@ impl Plan {
             "create temporary table {STAGE} (like {} including defaults) on commit drop",
             self.table
         )
+    }
+}
+
+/// An open COPY in either format.
+enum Copier<'c> {
+    Text(CopyIn<'c>),
+    Binary(CopyInBinary<'c>),
+}
+
+impl Copier<'_> {
+    async fn write_rows(
+        &mut self,
+        batch: &sluice_core::Batch,
+        rows: impl IntoIterator<Item = usize>,
+    ) -> Result<(), Error> {
+        match self {
+            Copier::Text(copy) => copy.write_rows(batch, rows).await,
+            Copier::Binary(copy) => copy.write_rows(batch, rows).await,
+        }
+    }
+
+    async fn finish(self) -> Result<u64, Error> {
+        match self {
+            Copier::Text(copy) => copy.finish().await,
+            Copier::Binary(copy) => copy.finish().await,
+        }
+    }
+
+    async fn fail(self, reason: &str) -> Result<(), Error> {
+        match self {
+            Copier::Text(copy) => copy.fail(reason).await,
+            Copier::Binary(copy) => copy.fail(reason).await,
+        }
     }
 }
 
@@ -418,9 +481,7 @@ async fn copy_everything(
 ) -> Result<ImportSummary, Error> {
     let mut summary = ImportSummary::default();
     let mut lines = LineMap::default();
-    let mut copy = connection
-        .copy_in(&plan.copy_statement(), &plan.kinds)
-        .await?;
+    let mut copy = plan.start_copy(connection).await?;
     if let Err(error) = send_all(&mut copy, input, &mut lines, &mut summary).await {
         // A database error has already ended the COPY; anything else has not.
         if error.kind() != ErrorKind::Database {
@@ -437,7 +498,7 @@ async fn copy_everything(
 
 /// Sends every row of `input` into `copy`, noting each row's line.
 async fn send_all(
-    copy: &mut CopyIn<'_>,
+    copy: &mut Copier<'_>,
     input: &mut Input<'_, '_>,
     lines: &mut LineMap,
     summary: &mut ImportSummary,
@@ -510,15 +571,7 @@ async fn copy_chunk(
             continue;
         }
         execute(connection, "savepoint sluice_chunk").await?;
-        let attempt = async {
-            let mut copy = connection
-                .copy_in(&plan.copy_statement(), &plan.kinds)
-                .await?;
-            copy.write_rows(&decoded.batch, segment.iter().copied())
-                .await?;
-            copy.finish().await
-        }
-        .await;
+        let attempt = copy_segment(connection, plan, decoded, &segment).await;
         match attempt {
             Ok(_) => {
                 execute(connection, "release savepoint sluice_chunk").await?;
@@ -559,6 +612,27 @@ async fn copy_chunk(
         }
     }
     Ok(accepted)
+}
+
+/// One COPY of the rows of `decoded` that `segment` lists. A value the binary
+/// COPY cannot encode abandons it (the caller rolls back to its savepoint).
+async fn copy_segment(
+    connection: &mut Connection,
+    plan: &Plan,
+    decoded: &Decoded,
+    segment: &[usize],
+) -> Result<u64, Error> {
+    let mut copy = plan.start_copy(connection).await?;
+    if let Err(error) = copy
+        .write_rows(&decoded.batch, segment.iter().copied())
+        .await
+    {
+        if error.kind() != ErrorKind::Database {
+            copy.fail(&error.to_string()).await.ok();
+        }
+        return Err(error);
+    }
+    copy.finish().await
 }
 
 /// Multi-row INSERTs of `batch_size` rows, one round trip each, in one transaction.
