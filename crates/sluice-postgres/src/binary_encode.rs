@@ -26,7 +26,7 @@ use std::fmt;
 use bytes::{BufMut, BytesMut};
 use postgres_protocol::types as wire;
 use postgres_protocol::Oid;
-use sluice_core::{Column, Encoding, Kind};
+use sluice_core::{Column, DecimalText, Encoding, Kind};
 
 use crate::types;
 
@@ -581,41 +581,13 @@ struct Decimal {
 
 /// `[sign] digits [. digits] [e [sign] digits]`, as `numeric_in` reads it.
 fn parse_decimal(body: &[u8]) -> Option<Decimal> {
-    let (negative, rest) = match body {
-        [b'-', rest @ ..] => (true, rest),
-        [b'+', rest @ ..] => (false, rest),
-        _ => (false, body),
-    };
-    let (mantissa, exponent) = match rest.iter().position(|&byte| byte == b'e' || byte == b'E') {
-        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
-        None => (rest, None),
-    };
-    let (whole, fraction) = match mantissa.iter().position(|&byte| byte == b'.') {
-        Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
-        None => (mantissa, &[][..]),
-    };
-    let all_digits = |part: &[u8]| part.iter().all(u8::is_ascii_digit);
-    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) {
-        return None;
-    }
-    let exponent: i64 = match exponent {
-        Some(text) => std::str::from_utf8(text).ok()?.parse().ok()?,
-        None => 0,
-    };
-    // numeric_in's own bound on the exponent; beyond it the weight overflows anyway.
-    if exponent.abs() > 1_000_000 {
-        return None;
-    }
-    let digits: Vec<u8> = whole
-        .iter()
-        .chain(fraction)
-        .map(|digit| digit - b'0')
-        .collect();
+    let text = DecimalText::split(body)?;
+    let exponent = text.point - text.integer.len() as i64;
     Some(Decimal {
-        negative,
-        digits,
-        point: whole.len() as i64 + exponent,
-        scale: (fraction.len() as i64 - exponent).max(0),
+        negative: text.negative,
+        digits: text.digits(),
+        point: text.point,
+        scale: (text.fraction.len() as i64 - exponent).max(0),
     })
 }
 
