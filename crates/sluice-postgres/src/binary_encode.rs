@@ -136,6 +136,9 @@ enum Scalar {
     Numeric,
     Bool,
     Text,
+    /// `name`: text, clipped to 63 bytes as `namein` clips it (`namerecv`
+    /// would refuse a longer one).
+    Name,
     Json,
     Jsonb,
     Bytea,
@@ -151,7 +154,7 @@ enum Scalar {
 const SCALAR_TYPES: &[(Oid, Oid, Scalar)] = &[
     (16, 1000, Scalar::Bool),
     (17, 1001, Scalar::Bytea),
-    (19, 1003, Scalar::Text),
+    (19, 1003, Scalar::Name),
     (20, 1016, Scalar::Int(IntWidth::Eight)),
     (21, 1005, Scalar::Int(IntWidth::Two)),
     (23, 1007, Scalar::Int(IntWidth::Four)),
@@ -329,6 +332,7 @@ fn write_text(
         Scalar::Numeric => write_numeric(text, out)?,
         Scalar::Bool => wire::bool_to_sql(parse_bool(text)?, out),
         Scalar::Text | Scalar::Json => out.put_slice(text),
+        Scalar::Name => out.put_slice(clip_name(text)),
         Scalar::Jsonb => {
             // jsonb's binary form: a version byte, then the JSON text.
             out.put_u8(1);
@@ -343,6 +347,20 @@ fn write_text(
         Scalar::Uuid => wire::uuid_to_sql(parse_uuid(text)?, out),
     }
     Ok(())
+}
+
+/// The longest `name` is 63 bytes; `namein` cuts a longer one at the last
+/// whole UTF-8 character that fits.
+fn clip_name(text: &[u8]) -> &[u8] {
+    const NAME_BYTES: usize = 63;
+    if text.len() <= NAME_BYTES {
+        return text;
+    }
+    let mut end = NAME_BYTES;
+    while end > 0 && text[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 // ------------------------------------------------------------ binary sources --
@@ -505,7 +523,7 @@ fn check_float_range(
     type_label: &str,
 ) -> Result<(), EncodeError> {
     let mantissa = body.split(['e', 'E']).next().unwrap_or(body);
-    let spelled_infinite = body.to_ascii_lowercase().contains("inf");
+    let spelled_infinite = body.bytes().any(|byte| byte.eq_ignore_ascii_case(&b'i'));
     let nonzero_digits = mantissa.bytes().any(|byte| matches!(byte, b'1'..=b'9'));
     if (infinite && !spelled_infinite) || (zero && nonzero_digits) {
         return Err(EncodeError::new(
@@ -529,105 +547,109 @@ const NUMERIC_DSCALE_MAX: i64 = 0x3FFF;
 /// digits, the weight of the first, the sign, the display scale, the digits.
 fn write_numeric(text: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
     let body = trim(text);
-    let special = match body.to_ascii_lowercase().as_slice() {
-        b"nan" | b"+nan" | b"-nan" => Some(NUMERIC_NAN),
-        b"infinity" | b"+infinity" | b"inf" | b"+inf" => Some(NUMERIC_PLUS_INFINITY),
-        b"-infinity" | b"-inf" => Some(NUMERIC_MINUS_INFINITY),
-        _ => None,
-    };
-    if let Some(sign) = special {
+    if let Some(sign) = numeric_special(body) {
         for word in [0, 0, sign, 0] {
             out.put_u16(word);
         }
         return Ok(());
     }
-    let decimal = parse_decimal(body).ok_or_else(|| EncodeError::syntax("numeric", text))?;
-    let (weight, groups) = base_10000(&decimal);
+    let decimal = DecimalText::split(body).ok_or_else(|| EncodeError::syntax("numeric", text))?;
+    let exponent = decimal.point - decimal.integer.len() as i64;
+    let scale = (decimal.fraction.len() as i64 - exponent).max(0);
     let overflow = || {
         EncodeError::new(
             NUMERIC_VALUE_OUT_OF_RANGE,
             format!("value overflows numeric format: {}", quoted(text)),
         )
     };
-    let weight = i16::try_from(weight).map_err(|_| overflow())?;
-    let count = i16::try_from(groups.len()).map_err(|_| overflow())?;
-    let scale = u16::try_from(decimal.scale.min(NUMERIC_DSCALE_MAX)).map_err(|_| overflow())?;
-    if decimal.scale > NUMERIC_DSCALE_MAX {
+    if scale > NUMERIC_DSCALE_MAX {
         return Err(overflow());
     }
-    out.put_i16(count);
-    out.put_i16(if groups.is_empty() { 0 } else { weight });
-    out.put_u16(if decimal.negative && !groups.is_empty() {
+    let header_at = out.len();
+    out.put_bytes(0, 8);
+    let (weight, count) = write_base_10000(&decimal, out);
+    let weight = i16::try_from(weight).map_err(|_| overflow())?;
+    let count = i16::try_from(count).map_err(|_| overflow())?;
+    let sign = if decimal.negative && count > 0 {
         NUMERIC_NEGATIVE
     } else {
         NUMERIC_POSITIVE
-    });
-    out.put_u16(scale);
-    for group in groups {
-        out.put_u16(group);
-    }
+    };
+    let header = &mut out[header_at..header_at + 8];
+    header[0..2].copy_from_slice(&count.to_be_bytes());
+    header[2..4].copy_from_slice(&weight.to_be_bytes());
+    header[4..6].copy_from_slice(&sign.to_be_bytes());
+    header[6..8].copy_from_slice(&(scale as u16).to_be_bytes());
     Ok(())
 }
 
-/// A decimal number as text spells it: its digits, where the point falls
-/// among them (`point`: how many digits stand before it, possibly negative
-/// or beyond the digits), and the display scale.
-struct Decimal {
-    negative: bool,
-    digits: Vec<u8>,
-    point: i64,
-    scale: i64,
+/// numeric's words for NaN and the infinities, in any case.
+fn numeric_special(body: &[u8]) -> Option<u16> {
+    let is = |words: &[&[u8]]| words.iter().any(|word| body.eq_ignore_ascii_case(word));
+    if body.first().is_some_and(u8::is_ascii_digit) {
+        None
+    } else if is(&[b"nan", b"+nan", b"-nan"]) {
+        Some(NUMERIC_NAN)
+    } else if is(&[b"infinity", b"+infinity", b"inf", b"+inf"]) {
+        Some(NUMERIC_PLUS_INFINITY)
+    } else if is(&[b"-infinity", b"-inf"]) {
+        Some(NUMERIC_MINUS_INFINITY)
+    } else {
+        None
+    }
 }
 
-/// `[sign] digits [. digits] [e [sign] digits]`, as `numeric_in` reads it.
-fn parse_decimal(body: &[u8]) -> Option<Decimal> {
-    let text = DecimalText::split(body)?;
-    let exponent = text.point - text.integer.len() as i64;
-    Some(Decimal {
-        negative: text.negative,
-        digits: text.digits(),
-        point: text.point,
-        scale: (text.fraction.len() as i64 - exponent).max(0),
-    })
-}
-
-/// The base-10000 digits of `decimal` without leading or trailing zero
-/// groups, and the weight of the first (its power of 10000).
-fn base_10000(decimal: &Decimal) -> (i64, Vec<u16>) {
+/// Appends the base-10000 digits of `decimal` without leading or trailing
+/// zero groups; returns the weight of the first (its power of 10000) and how
+/// many there are (0 and 0 for zero).
+fn write_base_10000(decimal: &DecimalText<'_>, out: &mut BytesMut) -> (i64, usize) {
     // Zeros before the first digit so the point falls on a group boundary.
     let lead = (4 - decimal.point.rem_euclid(4)) % 4;
-    let weight = (decimal.point + lead) / 4 - 1;
-    let mut padded: Vec<u8> = std::iter::repeat_n(0, lead as usize)
-        .chain(decimal.digits.iter().copied())
-        .collect();
-    padded.resize(padded.len().div_ceil(4) * 4, 0);
-    let mut groups: Vec<u16> = padded
-        .chunks(4)
-        .map(|chunk| {
-            chunk
-                .iter()
-                .fold(0u16, |group, &digit| group * 10 + u16::from(digit))
-        })
-        .collect();
-    let leading_zeros = groups.iter().take_while(|&&group| group == 0).count();
-    let trailing_end = groups
-        .iter()
-        .rposition(|&group| group != 0)
-        .map_or(0, |end| end + 1);
-    if trailing_end == 0 {
-        return (0, Vec::new());
+    let mut weight = (decimal.point + lead) / 4 - 1;
+    let digits = std::iter::repeat_n(&b'0', lead as usize)
+        .chain(decimal.integer)
+        .chain(decimal.fraction);
+    let start = out.len();
+    let (mut written, mut kept) = (0, 0);
+    let mut emit = |group: u16, weight: &mut i64| {
+        if written == 0 && group == 0 {
+            *weight -= 1;
+            return;
+        }
+        out.put_u16(group);
+        written += 1;
+        if group != 0 {
+            kept = written;
+        }
+    };
+    let (mut group, mut in_group) = (0u16, 0);
+    for digit in digits {
+        group = group * 10 + u16::from(digit - b'0');
+        in_group += 1;
+        if in_group == 4 {
+            emit(group, &mut weight);
+            (group, in_group) = (0, 0);
+        }
     }
-    groups.truncate(trailing_end);
-    groups.drain(..leading_zeros);
-    (weight - leading_zeros as i64, groups)
+    if in_group > 0 {
+        emit(group * 10u16.pow(4 - in_group), &mut weight);
+    }
+    out.truncate(start + 2 * kept);
+    if kept == 0 {
+        return (0, 0);
+    }
+    (weight, kept)
 }
 
 /// `boolin`'s words: `t`/`f`, `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`,
 /// any case, any unambiguous prefix.
 fn parse_bool(text: &[u8]) -> Result<bool, EncodeError> {
-    let word = trim(text).to_ascii_lowercase();
-    let prefix_of =
-        |full: &[u8], shortest: usize| word.len() >= shortest && full.starts_with(&word);
+    let word = trim(text);
+    let prefix_of = |full: &[u8], shortest: usize| {
+        word.len() >= shortest
+            && word.len() <= full.len()
+            && full[..word.len()].eq_ignore_ascii_case(word)
+    };
     if prefix_of(b"true", 1) || prefix_of(b"yes", 1) || prefix_of(b"on", 2) || word == b"1" {
         Ok(true)
     } else if prefix_of(b"false", 1) || prefix_of(b"no", 1) || prefix_of(b"off", 2) || word == b"0"
@@ -681,11 +703,18 @@ enum Moment<T> {
 
 /// The special words every date/time type reads, in any case.
 fn special_word(body: &[u8]) -> Option<Moment<()>> {
-    match body.to_ascii_lowercase().as_slice() {
-        b"infinity" | b"+infinity" => Some(Moment::Infinity),
-        b"-infinity" => Some(Moment::MinusInfinity),
-        b"epoch" => Some(Moment::Finite(())),
-        _ => None,
+    if body.first().is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    let is = |word: &[u8]| body.eq_ignore_ascii_case(word);
+    if is(b"infinity") || is(b"+infinity") {
+        Some(Moment::Infinity)
+    } else if is(b"-infinity") {
+        Some(Moment::MinusInfinity)
+    } else if is(b"epoch") {
+        Some(Moment::Finite(()))
+    } else {
+        None
     }
 }
 
@@ -694,20 +723,26 @@ fn number(digits: &[u8]) -> Option<i64> {
     if digits.is_empty() || digits.len() > 12 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    Some(
+        digits
+            .iter()
+            .fold(0, |number, digit| number * 10 + i64::from(digit - b'0')),
+    )
 }
 
-/// `YYYY-MM-DD` at the start of `text` (the year may be longer), as days
-/// since 2000-01-01 before any ` BC`, and the rest of the text.
+/// A date's fields as written (the year before any ` BC`).
 struct CalendarDate {
     year: i64,
     month: i64,
     day: i64,
 }
 
+/// `YYYY-MM-DD` at the start of `text` (the year may be longer), and the rest
+/// of the text.
 fn split_date(text: &[u8]) -> Option<(CalendarDate, &[u8])> {
     let mut parts = text.splitn(3, |&byte| byte == b'-');
-    let year = number(parts.next()?)?;
+    // A shorter year means another one to the server (`24-01-05` is 2024).
+    let year = number(parts.next().filter(|year| year.len() >= 4)?)?;
     let month = number(parts.next()?)?;
     let tail = parts.next()?;
     let day_end = tail
@@ -723,11 +758,14 @@ fn split_date(text: &[u8]) -> Option<(CalendarDate, &[u8])> {
 
 /// A trailing ` BC` (any case), removed.
 fn strip_era(text: &[u8]) -> (&[u8], bool) {
-    let lower = text.to_ascii_lowercase();
-    if lower.ends_with(b" bc") {
-        (trim(&text[..text.len() - 3]), true)
-    } else if lower.ends_with(b" ad") {
-        (trim(&text[..text.len() - 3]), false)
+    let Some(split) = text.len().checked_sub(3) else {
+        return (text, false);
+    };
+    let (rest, era) = text.split_at(split);
+    if era.eq_ignore_ascii_case(b" bc") {
+        (trim(rest), true)
+    } else if era.eq_ignore_ascii_case(b" ad") {
+        (trim(rest), false)
     } else {
         (text, false)
     }
@@ -790,6 +828,12 @@ fn parse_clock(clock: &[u8]) -> Option<i128> {
         return None;
     }
     let micros = match fraction {
+        Some(fraction) if (2..=7).contains(&fraction.len()) => {
+            // Up to six digits are whole microseconds: no rounding.
+            let digits = &fraction[1..];
+            let padding = 10i128.pow(6 - digits.len() as u32);
+            i128::from(number(digits)?) * padding
+        }
         Some(fraction) if fraction.len() > 1 && fraction[1..].iter().all(u8::is_ascii_digit) => {
             let value: f64 = std::str::from_utf8(fraction).ok()?.parse().ok()?;
             (value * 1_000_000.0).round_ties_even() as i128
@@ -830,24 +874,38 @@ fn split_offset(time: &[u8]) -> Option<(&[u8], Option<i64>)> {
         return Some((time, None));
     };
     let (clock, offset) = (trim(&time[..at]), &time[at + 1..]);
-    let fields: Vec<&[u8]> = if offset.contains(&b':') {
-        offset.split(|&byte| byte == b':').collect()
-    } else {
-        offset.chunks(2).collect()
-    };
-    if fields.is_empty() || fields.len() > 3 || fields.iter().any(|field| field.len() > 2) {
-        return None;
-    }
+    let seconds = offset_seconds(offset)?;
+    let sign = if time[at] == b'-' { -1 } else { 1 };
+    Some((clock, Some(sign * seconds)))
+}
+
+/// `hh[:mm[:ss]]` or `hh[mm[ss]]` as seconds.
+fn offset_seconds(offset: &[u8]) -> Option<i64> {
+    let separated = offset.contains(&b':');
+    let mut rest = offset;
     let mut seconds = 0;
-    for (index, field) in fields.iter().enumerate() {
-        let value = number(field)?;
+    for (index, unit) in [3600, 60, 1].into_iter().enumerate() {
+        if rest.is_empty() {
+            break;
+        }
+        let field_end = if separated {
+            rest.iter()
+                .position(|&byte| byte == b':')
+                .unwrap_or(rest.len())
+        } else {
+            rest.len().min(2)
+        };
+        let value = number(&rest[..field_end]).filter(|_| field_end <= 2)?;
         if index > 0 && value > 59 {
             return None;
         }
-        seconds += value * [3600, 60, 1][index];
+        seconds += value * unit;
+        rest = &rest[field_end..];
+        if separated && !rest.is_empty() {
+            rest = rest.strip_prefix(b":").filter(|after| !after.is_empty())?;
+        }
     }
-    let sign = if time[at] == b'-' { -1 } else { 1 };
-    Some((clock, Some(sign * seconds)))
+    (rest.is_empty() && !offset.is_empty()).then_some(seconds)
 }
 
 /// A timestamp's text as microseconds since 2000-01-01 (UTC for `Required`):
@@ -1287,6 +1345,29 @@ mod tests {
         assert!(parse_date(b"2024-02-30").is_err());
         assert!(parse_date(b"2023-02-29").is_err());
         assert!(parse_date(b"2024-02-29").is_ok());
+    }
+
+    #[test]
+    fn short_years_and_long_names_read_as_the_server_reads_them() {
+        assert!(parse_date(b"24-01-05").is_err());
+        let long = "é".repeat(40);
+        assert_eq!(clip_name(long.as_bytes()).len(), 62);
+    }
+
+    #[test]
+    fn binary_sources_change_width_with_a_range_check() {
+        let column = Column::new("c", Kind::Integer, "int8").with_encoding(Encoding::Binary);
+        let encoder = encoder_for(23, &column).expect("an encoder");
+        let mut out = BytesMut::new();
+        encoder.encode(&7i64.to_be_bytes(), &mut out).unwrap();
+        assert_eq!(&out[..], [0, 0, 0, 4, 0, 0, 0, 7]);
+        let error = encoder
+            .encode(&(1i64 << 40).to_be_bytes(), &mut out)
+            .unwrap_err();
+        assert_eq!(error.code(), "22003");
+        assert_eq!(out.len(), 8, "a failed value leaves nothing behind");
+        let text = Column::new("c", Kind::Text, "text").with_encoding(Encoding::Binary);
+        assert!(encoder_for(25, &text).is_none());
     }
 
     #[test]
