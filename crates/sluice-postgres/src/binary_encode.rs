@@ -17,9 +17,10 @@
 //! The encoders read what the canonical forms allow and the usual ISO
 //! variants PostgreSQL also reads (a `T` between date and time, `Z` for UTC,
 //! surrounding blanks, `yes`/`no` booleans, braces around a UUID), but not
-//! every form of the server's date/time parser: a timestamp with time zone
-//! needs its UTC offset, and month names or `DateStyle`-dependent orders are
-//! refused.
+//! every form of the server's date/time parser: month names, `DateStyle`
+//! orders, two-digit years and zone names are refused. A `timestamptz`
+//! without an offset is in the session's time zone, so `timestamptz` columns
+//! have an encoder only in a session whose zone is UTC.
 
 use std::fmt;
 
@@ -199,9 +200,15 @@ enum Shape {
 /// `target_type`, or `None` when this module has none (then the COPY stays
 /// text). The source's kind must be the one the target type's values have, so
 /// that its canonical form is the one parsed here.
-pub fn encoder_for(target_type: Oid, source: &Column) -> Option<ValueEncoder> {
+/// `time_zone` is the session's (`Connection::time_zone`).
+pub fn encoder_for(target_type: Oid, source: &Column, time_zone: &str) -> Option<ValueEncoder> {
     let expected_kind = types::builtin(target_type).map(|(kind, _)| kind)?;
     if source.kind != expected_kind {
+        return None;
+    }
+    let zoned = matches!(&expected_kind, Kind::TimestampTz)
+        || matches!(&expected_kind, Kind::Array(element) if **element == Kind::TimestampTz);
+    if zoned && !is_utc(time_zone) {
         return None;
     }
     let shape = SCALAR_TYPES
@@ -232,7 +239,7 @@ pub fn encoder_for(target_type: Oid, source: &Column) -> Option<ValueEncoder> {
 /// its type is known by the name the built-in table gives its OID
 /// (`types::name_of`), so no further catalog query is needed; an extension's
 /// text type is known by its name.
-pub fn encoder_for_column(column: &Column) -> Option<ValueEncoder> {
+pub fn encoder_for_column(column: &Column, time_zone: &str) -> Option<ValueEncoder> {
     if column.kind == Kind::Text && TEXT_EXTENSION_TYPES.contains(&column.type_name.as_str()) {
         return Some(ValueEncoder {
             shape: Shape::Scalar(Scalar::Text),
@@ -243,7 +250,27 @@ pub fn encoder_for_column(column: &Column) -> Option<ValueEncoder> {
         .iter()
         .flat_map(|&(scalar_type, array_type, _)| [scalar_type, array_type])
         .find(|&oid| types::builtin(oid).is_some_and(|(_, name)| name == column.type_name))?;
-    encoder_for(oid, column)
+    encoder_for(oid, column, time_zone)
+}
+
+/// Whether a session in `time_zone` reads a timestamp without an offset as
+/// UTC: the zone names PostgreSQL gives UTC itself.
+fn is_utc(time_zone: &str) -> bool {
+    const UTC_NAMES: &[&str] = &[
+        "UTC",
+        "Etc/UTC",
+        "UCT",
+        "Etc/UCT",
+        "GMT",
+        "Etc/GMT",
+        "Universal",
+        "Etc/Universal",
+        "Zulu",
+        "Etc/Zulu",
+    ];
+    UTC_NAMES
+        .iter()
+        .any(|name| time_zone.eq_ignore_ascii_case(name))
 }
 
 /// Whether a source's binary values (value.rs's binary table) can feed `shape`.
@@ -343,7 +370,7 @@ fn write_text(
         Scalar::Date => wire::date_to_sql(parse_date(text)?, out),
         Scalar::Time => wire::time_to_sql(parse_time_only(text)?, out),
         Scalar::Timestamp => wire::timestamp_to_sql(parse_timestamp(text, Zone::Ignored)?, out),
-        Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::Required)?, out),
+        Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::Utc)?, out),
         Scalar::Uuid => wire::uuid_to_sql(parse_uuid(text)?, out),
     }
     Ok(())
@@ -859,9 +886,10 @@ fn parse_time_only(text: &[u8]) -> Result<i64, EncodeError> {
 enum Zone {
     /// `timestamp`: an offset is read and ignored, as the server does.
     Ignored,
-    /// `timestamptz`: the offset says which instant; without one the server
-    /// would use its session time zone, which this encoder does not know.
-    Required,
+    /// `timestamptz`: the offset says which instant, and a time without one
+    /// is UTC (as the server reads it: the encoder exists only in a session
+    /// whose time zone is UTC, see [`encoder_for`]).
+    Utc,
 }
 
 /// A UTC offset at the end of a time (`+05:45`, `-03`, `+0530`, `Z`), in
@@ -908,13 +936,13 @@ fn offset_seconds(offset: &[u8]) -> Option<i64> {
     (rest.is_empty() && !offset.is_empty()).then_some(seconds)
 }
 
-/// A timestamp's text as microseconds since 2000-01-01 (UTC for `Required`):
+/// A timestamp's text as microseconds since 2000-01-01 (UTC for `Zone::Utc`):
 /// `YYYY-MM-DD[( |T)HH:MM[:SS[.f]][offset]][ BC]`, or a special word.
 fn parse_timestamp(text: &[u8], zone: Zone) -> Result<i64, EncodeError> {
     let body = trim(text);
     let type_label = match zone {
         Zone::Ignored => "timestamp",
-        Zone::Required => "timestamp with time zone",
+        Zone::Utc => "timestamp with time zone",
     };
     let syntax = || EncodeError::syntax(type_label, text);
     let micros = match special_word(body) {
@@ -936,19 +964,9 @@ fn parse_timestamp(text: &[u8], zone: Zone) -> Result<i64, EncodeError> {
                 [] => 0,
                 _ => parse_clock(clock).ok_or_else(syntax)?,
             };
-            let offset = match (zone, offset) {
-                (Zone::Ignored, _) => 0,
-                (Zone::Required, Some(offset)) => offset,
-                (Zone::Required, None) => {
-                    return Err(EncodeError::new(
-                        INVALID_DATETIME_FORMAT,
-                        format!(
-                            "{} has no UTC offset, and the session's time zone is not used \
-                         for binary COPY",
-                            quoted(text)
-                        ),
-                    ))
-                }
+            let offset = match zone {
+                Zone::Ignored => 0,
+                Zone::Utc => offset.unwrap_or(0),
             };
             if offset.abs() > 15 * 3600 + 59 * 60 + 59 {
                 return Err(EncodeError::new(
@@ -1299,7 +1317,7 @@ mod tests {
 
     fn encoded(type_oid: Oid, kind: Kind, value: &str) -> Result<Vec<u8>, EncodeError> {
         let column = Column::new("c", kind, "");
-        let encoder = encoder_for(type_oid, &column).expect("an encoder");
+        let encoder = encoder_for(type_oid, &column, "UTC").expect("an encoder");
         let mut out = BytesMut::new();
         encoder.encode(value.as_bytes(), &mut out)?;
         Ok(out[4..].to_vec())
@@ -1357,7 +1375,7 @@ mod tests {
     #[test]
     fn binary_sources_change_width_with_a_range_check() {
         let column = Column::new("c", Kind::Integer, "int8").with_encoding(Encoding::Binary);
-        let encoder = encoder_for(23, &column).expect("an encoder");
+        let encoder = encoder_for(23, &column, "UTC").expect("an encoder");
         let mut out = BytesMut::new();
         encoder.encode(&7i64.to_be_bytes(), &mut out).unwrap();
         assert_eq!(&out[..], [0, 0, 0, 4, 0, 0, 0, 7]);
@@ -1367,7 +1385,20 @@ mod tests {
         assert_eq!(error.code(), "22003");
         assert_eq!(out.len(), 8, "a failed value leaves nothing behind");
         let text = Column::new("c", Kind::Text, "text").with_encoding(Encoding::Binary);
-        assert!(encoder_for(25, &text).is_none());
+        assert!(encoder_for(25, &text, "UTC").is_none());
+    }
+
+    #[test]
+    fn timestamptz_has_an_encoder_only_in_a_utc_session() {
+        let column = Column::new("c", Kind::TimestampTz, "timestamptz");
+        assert!(encoder_for(1184, &column, "Etc/UTC").is_some());
+        assert!(encoder_for(1184, &column, "Asia/Kathmandu").is_none());
+        let array = Column::new(
+            "c",
+            Kind::Array(Box::new(Kind::TimestampTz)),
+            "_timestamptz",
+        );
+        assert!(encoder_for(1185, &array, "Europe/Paris").is_none());
     }
 
     #[test]

@@ -68,11 +68,6 @@ impl Connection {
 }
 
 impl CopyInBinary<'_> {
-    /// Rows sent so far.
-    pub fn rows_sent(&self) -> u64 {
-        self.rows_sent
-    }
-
     /// Sends the rows of `batch` whose indexes `rows` yields. A value that has
     /// no binary form ends the COPY (as the server's refusal of a row does)
     /// with a database error like the server's; the server's own error comes

@@ -162,7 +162,7 @@ pub(crate) async fn import_rows(
             Opening::Columns { columns, more } => (columns, more),
             Opening::Empty(summary) => return Ok(summary),
         };
-    let plan = Plan::new(table, &columns, options, scope);
+    let plan = Plan::new(table, &columns, options, scope, connection.time_zone());
     let input = Input {
         rows,
         decoded: &mut decoded,
@@ -253,7 +253,14 @@ struct Plan {
 const STAGE: &str = "sluice_import_stage";
 
 impl Plan {
-    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions, scope: Scope) -> Plan {
+    /// `time_zone`: the session's, for the binary encoders.
+    fn new(
+        table: &TableInfo,
+        columns: &[Column],
+        options: &ImportOptions,
+        scope: Scope,
+        time_zone: &str,
+    ) -> Plan {
         let list = column_list(columns);
         let conflict = |select: &str| -> String {
             let keys = options
@@ -316,7 +323,12 @@ impl Plan {
             scope,
             encoders: options
                 .binary_copy
-                .then(|| columns.iter().map(encoder_for_column).collect())
+                .then(|| {
+                    columns
+                        .iter()
+                        .map(|column| encoder_for_column(column, time_zone))
+                        .collect()
+                })
                 .flatten(),
         }
     }

@@ -45,7 +45,12 @@ async fn load_values(
     let batch = batch_of(values);
     let rows = 0..batch.num_rows();
     if binary {
-        let encoders: Vec<_> = table.columns.iter().map(encoder_for_column).collect();
+        let time_zone = connection.time_zone().to_owned();
+        let encoders: Vec<_> = table
+            .columns
+            .iter()
+            .map(|column| encoder_for_column(column, &time_zone))
+            .collect();
         let encoders: Vec<_> = encoders
             .into_iter()
             .map(|encoder| encoder.unwrap_or_else(|| panic!("no binary encoder for {sql_type}")))
@@ -315,6 +320,8 @@ async fn timestamps_with_time_zone_round_trip_odd_offsets() {
         "2024-06-01T12:00:00Z",
         "0044-03-15 12:00:00+00 BC",
         "2024-01-01 00:00:00.123456-12",
+        // No offset: the session's zone, UTC here (else no binary encoder).
+        "2024-01-01 12:00:00",
         "infinity",
         "-infinity",
     ];
@@ -393,8 +400,16 @@ async fn import_csv(
     csv: &str,
     options: ImportOptions,
 ) -> Result<Outcome, Error> {
-    let mut connection = connect(db).await;
-    let info = describe_table(&mut connection, table).await?;
+    import_csv_on(&mut connect(db).await, table, csv, options).await
+}
+
+async fn import_csv_on(
+    connection: &mut Connection,
+    table: &str,
+    csv: &str,
+    options: ImportOptions,
+) -> Result<Outcome, Error> {
+    let info = describe_table(connection, table).await?;
     let mut rejected = Vec::new();
     let mut sink = |record: &Rejected| -> Result<(), Error> {
         rejected.push(record.clone());
@@ -409,7 +424,7 @@ async fn import_csv(
     );
     let mut reader = csv.as_bytes();
     let summary = import(
-        &mut connection,
+        connection,
         &info,
         &mut decoder,
         &mut reader,
@@ -579,4 +594,23 @@ async fn text_copy_stays_available_when_asked_for() {
     };
     import_csv(&db, "t", csv, options).await.unwrap();
     assert_eq!(db.query_text("select id, day from t"), "1|2024-01-05");
+}
+
+#[tokio::test]
+async fn timestamps_without_offset_follow_the_sessions_time_zone() {
+    let db = TestDb::new();
+    db.execute("create table t (id int4, at timestamptz)");
+    let csv = "id,at\n1,2024-01-01 12:00:00\n";
+    let mut config: Config = db.url().parse().unwrap();
+    config
+        .settings
+        .push(("TimeZone".into(), "Asia/Kathmandu".into()));
+    let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    assert_eq!(connection.time_zone(), "Asia/Kathmandu");
+    // Not a UTC session: the column has no binary encoder, text COPY reads it.
+    import_csv_on(&mut connection, "t", csv, ImportOptions::default())
+        .await
+        .unwrap();
+    let utc = "select at at time zone 'UTC' from t";
+    assert_eq!(db.query_text(utc), "2024-01-01 06:15:00");
 }
