@@ -27,6 +27,9 @@ const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 /// The field count that ends the data.
 const TRAILER: i16 = -1;
 
+/// The SQLSTATE of the server's answer to `CopyFail`.
+const QUERY_CANCELED: &str = "57014";
+
 /// An open binary `COPY … FROM STDIN` on a connection.
 pub struct CopyInBinary<'c> {
     connection: &'c mut Connection,
@@ -80,8 +83,10 @@ impl CopyInBinary<'_> {
         for index in rows {
             if let Err((error, column)) = self.encode_row(batch, index) {
                 let refusal = self.refusal(error, column);
-                self.abandon(&refusal.message).await;
-                return Err(Error::db(refusal));
+                // A row sent before may have been refused already: that
+                // error comes first, as over text COPY.
+                let earlier = self.abandon(&refusal.message).await;
+                return Err(earlier.unwrap_or_else(|| Error::db(refusal)));
             }
             let row = &self.row;
             self.connection
@@ -129,17 +134,21 @@ impl CopyInBinary<'_> {
         }
     }
 
-    /// Ends a COPY the server has not refused: it discards everything sent,
-    /// and the connection is ready for the next statement, as after a refusal.
-    async fn abandon(&mut self, reason: &str) {
+    /// Ends the COPY: the server discards everything sent, and the
+    /// connection is ready for the next statement, as after a refusal.
+    /// Returns the server's refusal of a row sent before, if there was one.
+    async fn abandon(&mut self, reason: &str) -> Option<Error> {
         let abandoned = async {
             self.connection.encode_copy_fail(reason)?;
-            self.connection.send().await
+            self.connection.send().await?;
+            self.connection.drain_until_ready().await
         };
-        if abandoned.await.is_ok() {
-            // The server answers with the error it made of our CopyFail.
-            let _ = self.connection.drain_until_ready().await;
-        }
+        // Our CopyFail comes back as `query_canceled`; any other error is
+        // the server's own, about a row it had received before it.
+        abandoned
+            .await
+            .err()
+            .filter(|error| error.code() != Some(QUERY_CANCELED))
     }
 
     /// Ends the data and returns how many rows the server stored.
@@ -153,7 +162,7 @@ impl CopyInBinary<'_> {
 
     /// Abandons the COPY: the server discards everything sent.
     pub async fn fail(mut self, reason: &str) -> Result<(), Error> {
-        self.abandon(reason).await;
+        let _ = self.abandon(reason).await;
         Ok(())
     }
 }

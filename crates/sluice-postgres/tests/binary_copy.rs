@@ -614,3 +614,24 @@ async fn timestamps_without_offset_follow_the_sessions_time_zone() {
     let utc = "select at at time zone 'UTC' from t";
     assert_eq!(db.query_text(utc), "2024-01-01 06:15:00");
 }
+
+#[tokio::test]
+async fn a_row_the_server_refused_first_is_the_error_reported() {
+    let db = TestDb::new();
+    db.execute(TABLE);
+    // Line 3's amount is too large for numeric(12,2) (the server's refusal,
+    // made as it reads the row), line 4 holds a value no encoder reads: the
+    // earlier line is the error, as over text COPY.
+    let csv = "id,small,day,amount,at,tags\n\
+               1,1,2024-01-01,1,2024-01-01 00:00:00+00,{}\n\
+               2,2,2024-01-02,12345678901.5,2024-01-02 00:00:00+00,{}\n\
+               12x,3,2024-01-03,3,2024-01-03 00:00:00+00,{}\n";
+    let error = import_csv(&db, "t", csv, ImportOptions::default())
+        .await
+        .err()
+        .expect("an error");
+    assert_eq!(error.code(), Some("22003"), "{error}");
+    let row = error.as_row_error().expect("a row error");
+    assert_eq!((row.line, row.column.as_deref()), (3, Some("amount")));
+    assert_eq!(db.query_text("select count(*) from t"), "0");
+}
