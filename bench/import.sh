@@ -17,6 +17,8 @@
 #   EXECUTEMANY_ROWS     rows loaded by the psycopg executemany variant (default 100000)
 #   SINGLE_INSERT_ROWS   rows loaded by sluice --batch-size 1 (default 20000)
 #   CONTENT_CHECK=0      skip the row-by-row comparison after each variant's first run
+#   ONLY                 run only these variants (space-separated keys, e.g.
+#                        "psql sluice_csv sluice_csv_text"); default: all
 #
 # What it does, in order:
 #   1. makes sure table payment_events holds exactly ROWS rows of generated,
@@ -165,12 +167,18 @@ reset() {
 
 # Every variant is a key; cmd_for KEY TARGET INPUT_NDJSON sets CMD to the argv
 # that loads it into TARGET, and N_FOR[KEY] is how many rows that loads.
-VARIANTS=(psql sluice_csv sluice_ndjson psycopg_copy psycopg_executemany sluice_insert1000 sluice_insert1)
+VARIANTS=(psql sluice_csv sluice_csv_text sluice_ndjson sluice_ndjson_text psycopg_copy
+          psycopg_executemany sluice_insert1000 sluice_insert1)
+if [[ -n ${ONLY:-} ]]; then
+    read -r -a VARIANTS <<<"$ONLY"
+fi
 # shellcheck disable=SC2016  # the backticks are Markdown code spans
 declare -A LABEL=(
     [psql]='psql `\copy ... from csv` (reference)'
     [sluice_csv]='sluice CSV'
     [sluice_ndjson]='sluice NDJSON'
+    [sluice_csv_text]='sluice CSV `--copy-format text`'
+    [sluice_ndjson_text]='sluice NDJSON `--copy-format text`'
     [psycopg_copy]="psycopg $PSYCOPG_VERSION \`copy.write_row\` from NDJSON"
     [psycopg_executemany]="psycopg $PSYCOPG_VERSION \`executemany\` INSERT from NDJSON"
     [sluice_insert1000]='sluice NDJSON `--method insert --batch-size 1000`'
@@ -178,6 +186,7 @@ declare -A LABEL=(
 )
 declare -A N_FOR=(
     [psql]=$ROWS [sluice_csv]=$ROWS [sluice_ndjson]=$ROWS [psycopg_copy]=$ROWS
+    [sluice_csv_text]=$ROWS [sluice_ndjson_text]=$ROWS
     [psycopg_executemany]=$EXECUTEMANY_ROWS [sluice_insert1000]=$ROWS
     [sluice_insert1]=$SINGLE_INSERT_ROWS
 )
@@ -187,6 +196,10 @@ cmd_for() {
         psql)                CMD=(psql "$URL" -X -c "\\copy $target from '$CSV' csv header") ;;
         sluice_csv)          CMD=("$SLUICE" import --db "$URL" --table "$target" "$CSV" --stats) ;;
         sluice_ndjson)       CMD=("$SLUICE" import --db "$URL" --table "$target" "$ndjson" --stats) ;;
+        sluice_csv_text)     CMD=("$SLUICE" import --db "$URL" --table "$target" "$CSV" --stats
+                                  --copy-format text) ;;
+        sluice_ndjson_text)  CMD=("$SLUICE" import --db "$URL" --table "$target" "$ndjson" --stats
+                                  --copy-format text) ;;
         psycopg_copy)        CMD=("$PY" "$BENCH/psycopg_import.py" "$URL" "$ndjson" --table "$target" --method copy) ;;
         psycopg_executemany) CMD=("$PY" "$BENCH/psycopg_import.py" "$URL" "$ndjson" --table "$target"
                                   --method executemany --limit "$EXECUTEMANY_ROWS") ;;

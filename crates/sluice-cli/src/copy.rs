@@ -133,6 +133,12 @@ impl CopyArgs {
                 ConflictMode::Update => OnConflict::Update,
             },
             key: self.key.clone(),
+            // The binary COPY writer reads the spellings of the target
+            // column's kind, and a copy's values are the source's kind's (a
+            // date into a timestamp, a float into a numeric): text leaves
+            // them to the target's parsers. Values in the source's own binary
+            // form go in binary regardless.
+            binary_copy: false,
             ..ImportOptions::default()
         };
         options.check()?;

@@ -39,6 +39,12 @@ enum MethodName {
     Insert,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CopyFormatName {
+    Binary,
+    Text,
+}
+
 /// Arguments of `sluice import`.
 #[derive(Args)]
 pub struct ImportArgs {
@@ -94,6 +100,13 @@ pub struct ImportArgs {
     /// --batch-size rows, one round trip each (to measure what COPY saves).
     #[arg(long, value_enum, default_value = "copy")]
     method: MethodName,
+
+    /// binary (default): COPY's binary format when sluice has a binary form for
+    /// every column's type (else text), sparing the server its text parsers.
+    /// text: every value parsed by the server, which also reads date and time
+    /// spellings other than ISO 8601 and timestamps without a UTC offset.
+    #[arg(long, value_enum, default_value = "binary")]
+    copy_format: CopyFormatName,
 
     /// Rows per INSERT with --method insert.
     #[arg(long, default_value_t = 1000)]
@@ -275,6 +288,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
             },
         },
         dry_run: arguments.dry_run,
+        binary_copy: arguments.copy_format == CopyFormatName::Binary,
         ..ImportOptions::default()
     };
     options.check()?;

@@ -51,4 +51,4 @@ pub use pump::{pump, Progress, PumpSummary};
 pub use socket::{Keepalive, Socket, TcpSettings};
 pub use source::{BatchSource, Chunk, DynSource, Encoder};
 pub use transfer::{Limits, Transfer, TransferError};
-pub use value::{Column, DecimalShape, Encoding, Field, Kind, Schema};
+pub use value::{Column, DecimalShape, DecimalText, Encoding, Field, Kind, Schema};

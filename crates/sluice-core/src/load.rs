@@ -141,6 +141,10 @@ pub struct ImportOptions {
     /// Check everything, keep nothing: the work is rolled back at the end.
     /// Default: false.
     pub dry_run: bool,
+    /// Send values in the database's binary form when it has one for every
+    /// column (PostgreSQL's binary COPY: the server skips its text parsers),
+    /// as text otherwise. Default: true.
+    pub binary_copy: bool,
 }
 
 impl Default for ImportOptions {
@@ -152,6 +156,7 @@ impl Default for ImportOptions {
             method: Method::Copy,
             chunk_rows: 10_000,
             dry_run: false,
+            binary_copy: true,
         }
     }
 }

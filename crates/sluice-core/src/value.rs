@@ -227,6 +227,65 @@ impl Schema {
     }
 }
 
+/// A decimal's text taken apart: sign, digits around the point, and the
+/// point's position counted in digits from the left (the exponent applied),
+/// for whoever rebuilds the number in another form (Arrow's scaled integers,
+/// PostgreSQL's base-10000 digits).
+pub struct DecimalText<'a> {
+    /// A leading `-`.
+    pub negative: bool,
+    /// The digits before the point.
+    pub integer: &'a [u8],
+    /// The digits after it.
+    pub fraction: &'a [u8],
+    /// Where the point falls, in digits from the first (the exponent applied):
+    /// may be negative or beyond the digits.
+    pub point: i64,
+}
+
+impl<'a> DecimalText<'a> {
+    /// Splits `[sign] digits [. digits] [e [sign] digits]` (an exact decimal's
+    /// canonical text, or the same with an exponent); `None` for anything else.
+    pub fn split(text: &'a [u8]) -> Option<DecimalText<'a>> {
+        let (negative, rest) = match text.split_first()? {
+            (b'-', rest) => (true, rest),
+            (b'+', rest) => (false, rest),
+            _ => (false, text),
+        };
+        let (mantissa, exponent) = match rest.iter().position(|&b| b == b'e' || b == b'E') {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        };
+        let (integer, fraction) = match mantissa.iter().position(|&b| b == b'.') {
+            Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
+            None => (mantissa, &[][..]),
+        };
+        let all_digits = |part: &[u8]| part.iter().all(u8::is_ascii_digit);
+        if integer.len() + fraction.len() == 0 || !all_digits(integer) || !all_digits(fraction) {
+            return None;
+        }
+        let exponent = match exponent {
+            Some(exponent) => std::str::from_utf8(exponent).ok()?.parse::<i32>().ok()?,
+            None => 0,
+        };
+        Some(DecimalText {
+            negative,
+            integer,
+            fraction,
+            point: integer.len() as i64 + i64::from(exponent),
+        })
+    }
+
+    /// Every digit as a number 0–9, integer part first.
+    pub fn digits(&self) -> Vec<u8> {
+        self.integer
+            .iter()
+            .chain(self.fraction)
+            .map(|digit| digit - b'0')
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

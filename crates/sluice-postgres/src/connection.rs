@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use postgres_protocol::authentication::{md5_hash, sasl};
-use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::backend::{Message, ParameterStatusBody};
 use postgres_protocol::message::frontend;
 pub use sluice_core::Socket;
 use sluice_core::{Error, ErrorKind, Meter};
@@ -80,6 +80,8 @@ pub struct Connection {
     process_id: i32,
     secret_key: i32,
     server_version: String,
+    /// The session's `TimeZone`, as the server last reported it.
+    time_zone: String,
     /// How long a wait on the server may go without anything moving (see
     /// [`Connection::set_wait_timeout`]).
     wait_timeout: Option<Duration>,
@@ -243,6 +245,7 @@ impl Connection {
             process_id: 0,
             secret_key: 0,
             server_version: String::new(),
+            time_zone: String::new(),
             wait_timeout: None,
             stalled: None,
         };
@@ -283,11 +286,8 @@ impl Connection {
                     self.process_id = body.process_id();
                     self.secret_key = body.secret_key();
                 }
-                Message::ParameterStatus(body) => {
-                    if body.name().map_err(Error::io)? == "server_version" {
-                        self.server_version = body.value().map_err(Error::io)?.to_owned();
-                    }
-                }
+                // Noted as every message is read (`note_parameter`).
+                Message::ParameterStatus(_) => {}
                 Message::ReadyForQuery(_) => return Ok(()),
                 Message::NoticeResponse(_) => {}
                 Message::ErrorResponse(body) => return Err(login_error(db_error(&body))),
@@ -481,6 +481,24 @@ impl Connection {
     /// The server's version string.
     pub fn server_version(&self) -> &str {
         &self.server_version
+    }
+
+    /// The session's `TimeZone` setting (`Etc/UTC`), as the server reports it
+    /// at login and after every change; empty before it has.
+    pub fn time_zone(&self) -> &str {
+        &self.time_zone
+    }
+
+    /// Keeps the settings the server reports that sluice reads later: its
+    /// version, and the time zone timestamps without an offset are read in.
+    pub(crate) fn note_parameter(&mut self, body: &ParameterStatusBody) -> Result<(), Error> {
+        let value = || body.value().map(str::to_owned).map_err(Error::io);
+        match body.name().map_err(Error::io)? {
+            "server_version" => self.server_version = value()?,
+            "TimeZone" => self.time_zone = value()?,
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The TLS protocol and cipher (`TLSv1_3 TLS13_AES_256_GCM_SHA384`), or

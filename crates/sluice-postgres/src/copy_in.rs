@@ -1,14 +1,10 @@
-//! `COPY … FROM STDIN`: rows of [`Batch`]es streamed into a table, with the
-//! server's errors noticed as soon as they arrive.
+//! `COPY … FROM STDIN`: rows of [`Batch`]es streamed into a table in COPY's text
+//! format, with the server's errors noticed as soon as they arrive.
 //!
-//! Canonical values go in COPY's text format: each is already the server's
+//! Text rather than binary COPY: every canonical value is already the server's
 //! text input form, so encoding is escaping (`\\`, `\t`, `\n`, `\r`) plus hex for
 //! `bytea`, and the server's parsers do the typing, reporting bad values with the
 //! row and column (which sluice maps back to the input line).
-//!
-//! Values already in PostgreSQL's own binary form ([`sluice_core::Encoding::Native`],
-//! read from another PostgreSQL by `sluice copy`) go in COPY's binary format,
-//! framed but never read: neither side spends time printing and parsing them.
 
 use std::time::Duration;
 
@@ -22,26 +18,10 @@ use crate::error::db_error;
 /// Data is sent once this much is queued: large writes, bounded memory.
 const SEND_BYTES: usize = 256 * 1024;
 
-/// The start of a binary COPY's data: signature, flags (none), header
-/// extension length (none).
-const BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
-
-/// A binary COPY's end: a field count of -1.
-const BINARY_TRAILER: &[u8] = &[0xff, 0xff];
-
-/// How rows are spelled on the wire.
-enum RowFormat {
-    /// COPY's text format; `true` marks the `bytea` columns, sent in hex.
-    Text { bytes_columns: Vec<bool> },
-    /// COPY's binary format, every value already in PostgreSQL's binary form
-    /// of its column's type.
-    Native { columns: usize },
-}
-
 /// An open `COPY … FROM STDIN` on a connection.
 pub struct CopyIn<'c> {
     connection: &'c mut Connection,
-    format: RowFormat,
+    bytes_columns: Vec<bool>,
     rows_sent: u64,
 }
 
@@ -49,51 +29,12 @@ impl Connection {
     /// Starts `statement` (a `COPY … FROM STDIN` in text format) and waits for the
     /// server to accept data. `kinds` are the kinds of the copied columns, in order.
     pub async fn copy_in(&mut self, statement: &str, kinds: &[Kind]) -> Result<CopyIn<'_>, Error> {
-        self.start_copy(statement).await?;
+        start_copy(self, statement).await?;
         Ok(CopyIn {
             connection: self,
-            format: RowFormat::Text {
-                bytes_columns: kinds.iter().map(|kind| *kind == Kind::Bytes).collect(),
-            },
+            bytes_columns: kinds.iter().map(|kind| *kind == Kind::Bytes).collect(),
             rows_sent: 0,
         })
-    }
-
-    /// Starts `statement` (a `COPY … FROM STDIN` without options) in binary
-    /// format for rows of `columns` values in PostgreSQL's own binary form
-    /// ([`sluice_core::Encoding::Native`]), and waits for the server to accept data.
-    pub async fn copy_in_native(
-        &mut self,
-        statement: &str,
-        columns: usize,
-    ) -> Result<CopyIn<'_>, Error> {
-        self.start_copy(&format!("{statement} (format binary)"))
-            .await?;
-        self.encode_copy_data(|buffer| buffer.put_slice(BINARY_HEADER))?;
-        Ok(CopyIn {
-            connection: self,
-            format: RowFormat::Native { columns },
-            rows_sent: 0,
-        })
-    }
-
-    /// Sends `statement` and waits for the server's `CopyInResponse`.
-    async fn start_copy(&mut self, statement: &str) -> Result<(), Error> {
-        self.encode_query(statement)?;
-        self.send().await?;
-        loop {
-            match self.read_message().await? {
-                Message::CopyInResponse(_) => break,
-                Message::ErrorResponse(body) => {
-                    let error = db_error(&body);
-                    self.drain_until_ready().await.ok();
-                    return Err(error);
-                }
-                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-                _ => return Err(Error::protocol("expected CopyInResponse")),
-            }
-        }
-        Ok(())
     }
 }
 
@@ -140,24 +81,6 @@ fn encode_row(row: &sluice_core::Row<'_>, bytes_columns: &[bool], buffer: &mut b
     buffer.put_u8(b'\n');
 }
 
-/// Appends one row in COPY's binary format: the field count, then each value
-/// as its length (-1 for NULL) and its bytes, which are already the column
-/// type's binary form.
-fn encode_native_row(row: &sluice_core::Row<'_>, columns: usize, buffer: &mut bytes::BytesMut) {
-    // PostgreSQL caps a table at 1600 columns and a value at 1 GiB, so both
-    // counts fit the format's 16 and 32 bits.
-    buffer.put_i16(columns as i16);
-    for column in 0..columns {
-        match row.get(column) {
-            None => buffer.put_i32(-1),
-            Some(value) => {
-                buffer.put_i32(value.len() as i32);
-                buffer.put_slice(value);
-            }
-        }
-    }
-}
-
 impl CopyIn<'_> {
     /// Rows sent so far.
     pub fn rows_sent(&self) -> u64 {
@@ -173,14 +96,9 @@ impl CopyIn<'_> {
     ) -> Result<(), Error> {
         for index in rows {
             let row = batch.row(index);
-            match &self.format {
-                RowFormat::Text { bytes_columns } => self
-                    .connection
-                    .encode_copy_data(|buffer| encode_row(&row, bytes_columns, buffer))?,
-                RowFormat::Native { columns } => self
-                    .connection
-                    .encode_copy_data(|buffer| encode_native_row(&row, *columns, buffer))?,
-            }
+            let bytes_columns = &self.bytes_columns;
+            self.connection
+                .encode_copy_data(|buffer| encode_row(&row, bytes_columns, buffer))?;
             self.rows_sent += 1;
             if self.connection.queued_bytes() >= SEND_BYTES {
                 self.connection.send().await?;
@@ -193,40 +111,11 @@ impl CopyIn<'_> {
     /// Reads whatever the server has already sent, without waiting: during COPY it
     /// only speaks to refuse a row, and stopping then saves sending the rest.
     async fn check_for_error(&mut self) -> Result<(), Error> {
-        let connection = &mut *self.connection;
-        let mut message = connection.buffered_message()?;
-        if message.is_none() {
-            if tokio::time::timeout(Duration::ZERO, connection.fill())
-                .await
-                .is_err()
-            {
-                return Ok(());
-            }
-            message = connection.buffered_message()?;
-        }
-        while let Some(received) = message.take() {
-            match received {
-                Message::ErrorResponse(body) => {
-                    let error = db_error(&body);
-                    // A COPY begun by a simple query ends at the error; the
-                    // server drops any data still in flight.
-                    connection.drain_until_ready().await.ok();
-                    return Err(error);
-                }
-                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-                _ => return Err(Error::protocol("unexpected message during COPY")),
-            }
-            message = connection.buffered_message()?;
-        }
-        Ok(())
+        check_for_error(self.connection).await
     }
 
     /// Ends the data and returns how many rows the server stored.
     pub async fn finish(self) -> Result<u64, Error> {
-        if let RowFormat::Native { .. } = self.format {
-            self.connection
-                .encode_copy_data(|buffer| buffer.put_slice(BINARY_TRAILER))?;
-        }
         self.connection.encode_copy_done();
         self.connection.send().await?;
         self.connection.command_result().await
@@ -240,6 +129,55 @@ impl CopyIn<'_> {
         let _ = self.connection.drain_until_ready().await;
         Ok(())
     }
+}
+
+/// Sends `statement` (a `COPY … FROM STDIN`) and waits for the server to
+/// accept data.
+pub(crate) async fn start_copy(connection: &mut Connection, statement: &str) -> Result<(), Error> {
+    connection.encode_query(statement)?;
+    connection.send().await?;
+    loop {
+        match connection.read_message().await? {
+            Message::CopyInResponse(_) => return Ok(()),
+            Message::ErrorResponse(body) => {
+                let error = db_error(&body);
+                connection.drain_until_ready().await.ok();
+                return Err(error);
+            }
+            Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+            _ => return Err(Error::protocol("expected CopyInResponse")),
+        }
+    }
+}
+
+/// Reads whatever the server has already sent, without waiting: during COPY it
+/// only speaks to refuse a row, and stopping then saves sending the rest.
+pub(crate) async fn check_for_error(connection: &mut Connection) -> Result<(), Error> {
+    let mut message = connection.buffered_message()?;
+    if message.is_none() {
+        if tokio::time::timeout(Duration::ZERO, connection.fill())
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+        message = connection.buffered_message()?;
+    }
+    while let Some(received) = message.take() {
+        match received {
+            Message::ErrorResponse(body) => {
+                let error = db_error(&body);
+                // A COPY begun by a simple query ends at the error; the
+                // server drops any data still in flight.
+                connection.drain_until_ready().await.ok();
+                return Err(error);
+            }
+            Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+            _ => return Err(Error::protocol("unexpected message during COPY")),
+        }
+        message = connection.buffered_message()?;
+    }
+    Ok(())
 }
 
 /// The 1-based row of a COPY and the column an error points at, from its
@@ -264,18 +202,5 @@ mod tests {
         let mut output = bytes::BytesMut::new();
         escape(b"a\\b\tc\nd\re", &mut output);
         assert_eq!(&output[..], b"a\\\\b\\tc\\nd\\re");
-    }
-
-    #[test]
-    fn native_rows_are_framed_as_binary_copy_tuples() {
-        // Signature (11 bytes), flags and extension length (4 each).
-        assert_eq!(BINARY_HEADER.len(), 19);
-        assert!(BINARY_HEADER.starts_with(b"PGCOPY\n\xff\r\n\0"));
-        let mut batch = Batch::new(2);
-        batch.push_value(&7i32.to_be_bytes());
-        batch.push_null();
-        let mut output = bytes::BytesMut::new();
-        encode_native_row(&batch.row(0), 2, &mut output);
-        assert_eq!(&output[..], b"\0\x02\0\0\0\x04\0\0\0\x07\xff\xff\xff\xff");
     }
 }

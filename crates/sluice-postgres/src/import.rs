@@ -36,7 +36,9 @@ pub use sluice_core::load::{
 };
 use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 
+use crate::binary_encode::{encoder_for_column, native_encoder, ValueEncoder};
 use crate::copy_in::{error_position, CopyIn};
+use crate::copy_in_binary::CopyInBinary;
 use crate::types;
 use crate::Connection;
 
@@ -162,8 +164,8 @@ pub(crate) async fn import_rows(
             Opening::Columns { columns, more } => (columns, more),
             Opening::Empty(summary) => return Ok(summary),
         };
-    let plan = Plan::new(table, &columns, options, scope);
-    if plan.native && matches!(options.method, Method::Insert { .. }) {
+    let plan = Plan::new(table, &columns, options, scope, connection.time_zone());
+    if plan.native() && matches!(options.method, Method::Insert { .. }) {
         return Err(Error::new(
             ErrorKind::Unsupported,
             "rows in PostgreSQL's binary form go in by COPY only, not by INSERT statements",
@@ -246,20 +248,54 @@ struct Plan {
     table: String,
     columns: Vec<Column>,
     kinds: Vec<Kind>,
-    /// Every value arrives in PostgreSQL's own binary form
-    /// ([`sluice_core::Encoding::Native`]): COPY in binary format.
-    native: bool,
     /// Set for upserts: the `INSERT … SELECT … ON CONFLICT` from the staging table.
     upsert: Option<String>,
     /// Roll back instead of committing.
     dry_run: bool,
     scope: Scope,
+    /// One binary encoder per column when the COPY is binary: asked for, and
+    /// every column has one.
+    encoders: Option<Vec<ValueEncoder>>,
 }
 
 const STAGE: &str = "sluice_import_stage";
 
+/// One binary encoder per column, or `None` for a text COPY: values in
+/// PostgreSQL's own binary form ([`Encoding::Native`], all or none) are framed
+/// as they are; others are encoded when binary COPY is asked for and every
+/// column has an encoder.
+fn encoders_for(
+    columns: &[Column],
+    options: &ImportOptions,
+    time_zone: &str,
+) -> Option<Vec<ValueEncoder>> {
+    if columns
+        .iter()
+        .all(|column| column.encoding == Encoding::Native)
+        && !columns.is_empty()
+    {
+        return Some(vec![native_encoder(); columns.len()]);
+    }
+    options
+        .binary_copy
+        .then(|| {
+            columns
+                .iter()
+                .map(|column| encoder_for_column(column, time_zone))
+                .collect()
+        })
+        .flatten()
+}
+
 impl Plan {
-    fn new(table: &TableInfo, columns: &[Column], options: &ImportOptions, scope: Scope) -> Plan {
+    /// `time_zone`: the session's, for the binary encoders.
+    fn new(
+        table: &TableInfo,
+        columns: &[Column],
+        options: &ImportOptions,
+        scope: Scope,
+        time_zone: &str,
+    ) -> Plan {
         let list = column_list(columns);
         let conflict = |select: &str| -> String {
             let keys = options
@@ -316,15 +352,19 @@ impl Plan {
         Plan {
             table: table.name.clone(),
             kinds: columns.iter().map(|column| column.kind.clone()).collect(),
-            native: !columns.is_empty()
-                && columns
-                    .iter()
-                    .all(|column| column.encoding == Encoding::Native),
             columns: columns.to_vec(),
             upsert,
             dry_run: options.dry_run,
             scope,
+            encoders: encoders_for(columns, options, time_zone),
         }
+    }
+
+    /// Whether the values arrive in PostgreSQL's own binary form.
+    fn native(&self) -> bool {
+        self.columns
+            .iter()
+            .any(|column| column.encoding == Encoding::Native)
     }
 
     /// Whether the import begins and ends a transaction of its own: never in
@@ -350,23 +390,28 @@ impl Plan {
         } else {
             &self.table
         };
-        format!("copy {target} ({}) from stdin", column_list(&self.columns))
+        let format = if self.encoders.is_some() {
+            " (format binary)"
+        } else {
+            ""
+        };
+        format!(
+            "copy {target} ({}) from stdin{format}",
+            column_list(&self.columns)
+        )
     }
 
-    /// Starts the COPY, in the format the values arrive in.
-    async fn start_copy<'c>(&self, connection: &'c mut Connection) -> Result<CopyIn<'c>, Error> {
-        match self.native {
-            true => {
+    /// Starts the COPY: binary when every column has an encoder, text otherwise.
+    async fn start_copy<'c>(&self, connection: &'c mut Connection) -> Result<Copier<'c>, Error> {
+        let statement = self.copy_statement();
+        Ok(match &self.encoders {
+            Some(encoders) => Copier::Binary(
                 connection
-                    .copy_in_native(&self.copy_statement(), self.columns.len())
-                    .await
-            }
-            false => {
-                connection
-                    .copy_in(&self.copy_statement(), &self.kinds)
-                    .await
-            }
-        }
+                    .copy_in_binary(&statement, &self.columns, encoders.clone())
+                    .await?,
+            ),
+            None => Copier::Text(connection.copy_in(&statement, &self.kinds).await?),
+        })
     }
 
     fn stage_statement(&self) -> String {
@@ -374,6 +419,39 @@ impl Plan {
             "create temporary table {STAGE} (like {} including defaults) on commit drop",
             self.table
         )
+    }
+}
+
+/// An open COPY in either format.
+enum Copier<'c> {
+    Text(CopyIn<'c>),
+    Binary(CopyInBinary<'c>),
+}
+
+impl Copier<'_> {
+    async fn write_rows(
+        &mut self,
+        batch: &sluice_core::Batch,
+        rows: impl IntoIterator<Item = usize>,
+    ) -> Result<(), Error> {
+        match self {
+            Copier::Text(copy) => copy.write_rows(batch, rows).await,
+            Copier::Binary(copy) => copy.write_rows(batch, rows).await,
+        }
+    }
+
+    async fn finish(self) -> Result<u64, Error> {
+        match self {
+            Copier::Text(copy) => copy.finish().await,
+            Copier::Binary(copy) => copy.finish().await,
+        }
+    }
+
+    async fn fail(self, reason: &str) -> Result<(), Error> {
+        match self {
+            Copier::Text(copy) => copy.fail(reason).await,
+            Copier::Binary(copy) => copy.fail(reason).await,
+        }
     }
 }
 
@@ -466,7 +544,7 @@ async fn copy_everything(
 
 /// Sends every row of `input` into `copy`, noting each row's line.
 async fn send_all(
-    copy: &mut CopyIn<'_>,
+    copy: &mut Copier<'_>,
     input: &mut Input<'_, '_>,
     lines: &mut LineMap,
     summary: &mut ImportSummary,
@@ -539,13 +617,7 @@ async fn copy_chunk(
             continue;
         }
         execute(connection, "savepoint sluice_chunk").await?;
-        let attempt = async {
-            let mut copy = plan.start_copy(connection).await?;
-            copy.write_rows(&decoded.batch, segment.iter().copied())
-                .await?;
-            copy.finish().await
-        }
-        .await;
+        let attempt = copy_segment(connection, plan, decoded, &segment).await;
         match attempt {
             Ok(_) => {
                 execute(connection, "release savepoint sluice_chunk").await?;
@@ -586,6 +658,27 @@ async fn copy_chunk(
         }
     }
     Ok(accepted)
+}
+
+/// One COPY of the rows of `decoded` that `segment` lists. A value the binary
+/// COPY cannot encode abandons it (the caller rolls back to its savepoint).
+async fn copy_segment(
+    connection: &mut Connection,
+    plan: &Plan,
+    decoded: &Decoded,
+    segment: &[usize],
+) -> Result<u64, Error> {
+    let mut copy = plan.start_copy(connection).await?;
+    if let Err(error) = copy
+        .write_rows(&decoded.batch, segment.iter().copied())
+        .await
+    {
+        if error.kind() != ErrorKind::Database {
+            copy.fail(&error.to_string()).await.ok();
+        }
+        return Err(error);
+    }
+    copy.finish().await
 }
 
 /// Multi-row INSERTs of `batch_size` rows, one round trip each, in one transaction.

@@ -20,11 +20,13 @@
 //! `sluice_core::connect`'s traits), [`config`] and [`error`].
 #![warn(missing_docs)]
 
+pub mod binary_encode;
 pub mod cancel;
 pub mod config;
 pub mod connection;
 mod conninfo;
 pub mod copy_in;
+pub mod copy_in_binary;
 mod ddl;
 pub mod driver;
 pub mod error;
@@ -43,6 +45,7 @@ pub use cancel::CancelToken;
 pub use config::Config;
 pub use connection::Connection;
 pub use copy_in::CopyIn;
+pub use copy_in_binary::CopyInBinary;
 pub use driver::PostgresDriver;
 pub use import::{
     describe_table, import, locate_refused_row, ImportFault, ImportOptions, ImportSummary, Method,

@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use sluice_core::DecimalText;
+
 /// Why a value does not convert, for the encoder to tie to its cell.
 pub(crate) type Reason = String;
 
@@ -212,56 +214,6 @@ pub(crate) fn parse_decimal<M: Mantissa>(
     } else {
         value
     })
-}
-
-/// A decimal's parts: sign, digits around the point, and the point's position
-/// counted in digits from the left (the exponent applied).
-struct DecimalText<'a> {
-    negative: bool,
-    integer: &'a [u8],
-    fraction: &'a [u8],
-    point: i64,
-}
-
-impl<'a> DecimalText<'a> {
-    fn split(text: &'a [u8]) -> Option<DecimalText<'a>> {
-        let (negative, rest) = match text.split_first()? {
-            (b'-', rest) => (true, rest),
-            (b'+', rest) => (false, rest),
-            _ => (false, text),
-        };
-        let (mantissa, exponent) = match rest.iter().position(|&b| b == b'e' || b == b'E') {
-            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
-            None => (rest, None),
-        };
-        let (integer, fraction) = match mantissa.iter().position(|&b| b == b'.') {
-            Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
-            None => (mantissa, &[][..]),
-        };
-        let all_digits = |part: &[u8]| part.iter().all(u8::is_ascii_digit);
-        if integer.len() + fraction.len() == 0 || !all_digits(integer) || !all_digits(fraction) {
-            return None;
-        }
-        let exponent = match exponent {
-            Some(exponent) => std::str::from_utf8(exponent).ok()?.parse::<i32>().ok()?,
-            None => 0,
-        };
-        Some(DecimalText {
-            negative,
-            integer,
-            fraction,
-            point: integer.len() as i64 + i64::from(exponent),
-        })
-    }
-
-    /// Every digit as a number 0–9, integer part first.
-    fn digits(&self) -> Vec<u8> {
-        self.integer
-            .iter()
-            .chain(self.fraction)
-            .map(|digit| digit - b'0')
-            .collect()
-    }
 }
 
 /// Reads an unsigned decimal number of at least one digit from the front.

@@ -375,7 +375,11 @@ impl Connection {
     pub(crate) fn buffered_message(&mut self) -> Result<Option<Message>, Error> {
         match self.front_header()? {
             Some((_, total)) if self.read_buffer.len() >= total => {
-                Message::parse(&mut self.read_buffer).map_err(Error::io)
+                let message = Message::parse(&mut self.read_buffer).map_err(Error::io)?;
+                if let Some(Message::ParameterStatus(body)) = &message {
+                    self.note_parameter(body)?;
+                }
+                Ok(message)
             }
             _ => Ok(None),
         }

@@ -1,0 +1,1430 @@
+//! Values in PostgreSQL's binary COPY form: one [`ValueEncoder`] per column,
+//! chosen once from the target column's type and the source column's encoding,
+//! then applied to every value of that column in a tight loop.
+//!
+//! Binary COPY spares the server its text parsers (numeric, timestamps and
+//! integers are most of a load's server time), so the work moves here: each
+//! canonical text form of `sluice_core::value` is parsed into the type's
+//! binary form. The server's receive functions still check what they always
+//! check (typmods such as `char(3)` or `numeric(12,2)`, date ranges, JSON
+//! syntax, UTF-8), so an encoder only has to be exact, not complete.
+//!
+//! A column whose type has no encoder here (interval, timetz, enums, domains,
+//! composites, …) makes the whole COPY text: [`encoder_for`] answers `None`.
+//! A value an encoder cannot read is an [`EncodeError`] naming the value; the
+//! caller ties it to its input line and column.
+//!
+//! The encoders read what the canonical forms allow and the usual ISO
+//! variants PostgreSQL also reads (a `T` between date and time, `Z` for UTC,
+//! surrounding blanks, `yes`/`no` booleans, braces around a UUID), but not
+//! every form of the server's date/time parser: month names, `DateStyle`
+//! orders, two-digit years and zone names are refused. A `timestamptz`
+//! without an offset is in the session's time zone, so `timestamptz` columns
+//! have an encoder only in a session whose zone is UTC.
+
+use std::fmt;
+
+use bytes::{BufMut, BytesMut};
+use postgres_protocol::types as wire;
+use postgres_protocol::Oid;
+use sluice_core::{Column, DecimalText, Encoding, Kind};
+
+use crate::types;
+
+/// Why one value has no binary form: the message and SQLSTATE are the ones
+/// the server gives for the same text (`22P02`, `invalid input syntax for
+/// type integer: "12x"`), so a load reports it as it would over text COPY.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodeError {
+    code: &'static str,
+    reason: String,
+}
+
+/// SQLSTATEs of the errors below, as the server's input functions raise them.
+const INVALID_TEXT_REPRESENTATION: &str = "22P02";
+const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
+const DATETIME_FIELD_OVERFLOW: &str = "22008";
+const INVALID_DATETIME_FORMAT: &str = "22007";
+const INVALID_PARAMETER_VALUE: &str = "22023";
+const INVALID_BINARY_REPRESENTATION: &str = "22P03";
+const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+
+impl EncodeError {
+    fn new(code: &'static str, reason: impl Into<String>) -> EncodeError {
+        EncodeError {
+            code,
+            reason: reason.into(),
+        }
+    }
+
+    fn syntax(type_label: &str, value: &[u8]) -> EncodeError {
+        let code = if type_label.starts_with("date") || type_label.starts_with("time") {
+            INVALID_DATETIME_FORMAT
+        } else {
+            INVALID_TEXT_REPRESENTATION
+        };
+        let reason = format!(
+            "invalid input syntax for type {type_label}: {}",
+            quoted(value)
+        );
+        EncodeError::new(code, reason)
+    }
+
+    fn range(type_label: &str, value: &[u8]) -> EncodeError {
+        let reason = format!(
+            "value {} is out of range for type {type_label}",
+            quoted(value)
+        );
+        EncodeError::new(NUMERIC_VALUE_OUT_OF_RANGE, reason)
+    }
+
+    fn field_range(value: &[u8]) -> EncodeError {
+        let reason = format!("date/time field value out of range: {}", quoted(value));
+        EncodeError::new(DATETIME_FIELD_OVERFLOW, reason)
+    }
+
+    /// What is wrong with the value.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The SQLSTATE the server gives the same fault.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// A value for a message: quoted, cut short when long.
+fn quoted(value: &[u8]) -> String {
+    const SHOWN: usize = 64;
+    let text = String::from_utf8_lossy(&value[..value.len().min(SHOWN)]);
+    let more = if value.len() > SHOWN { "…" } else { "" };
+    format!("\"{text}{more}\"")
+}
+
+/// Integer widths, by the target type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IntWidth {
+    Two,
+    Four,
+    Eight,
+}
+
+impl IntWidth {
+    fn label(self) -> &'static str {
+        match self {
+            IntWidth::Two => "smallint",
+            IntWidth::Four => "integer",
+            IntWidth::Eight => "bigint",
+        }
+    }
+}
+
+/// The binary form one value of a scalar type takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scalar {
+    Int(IntWidth),
+    Float4,
+    Float8,
+    Numeric,
+    Bool,
+    Text,
+    /// `name`: text, clipped to 63 bytes as `namein` clips it (`namerecv`
+    /// would refuse a longer one).
+    Name,
+    Json,
+    Jsonb,
+    Bytea,
+    Date,
+    Time,
+    Timestamp,
+    TimestampTz,
+    Uuid,
+}
+
+/// Scalars and the array type over each, by OID: the one table of which
+/// types have an encoder.
+const SCALAR_TYPES: &[(Oid, Oid, Scalar)] = &[
+    (16, 1000, Scalar::Bool),
+    (17, 1001, Scalar::Bytea),
+    (19, 1003, Scalar::Name),
+    (20, 1016, Scalar::Int(IntWidth::Eight)),
+    (21, 1005, Scalar::Int(IntWidth::Two)),
+    (23, 1007, Scalar::Int(IntWidth::Four)),
+    (25, 1009, Scalar::Text),
+    (114, 199, Scalar::Json),
+    (700, 1021, Scalar::Float4),
+    (701, 1022, Scalar::Float8),
+    (1042, 1014, Scalar::Text),
+    (1043, 1015, Scalar::Text),
+    (1082, 1182, Scalar::Date),
+    (1083, 1183, Scalar::Time),
+    (1114, 1115, Scalar::Timestamp),
+    (1184, 1185, Scalar::TimestampTz),
+    (1700, 1231, Scalar::Numeric),
+    (2950, 2951, Scalar::Uuid),
+    (3802, 3807, Scalar::Jsonb),
+];
+
+/// Extension types that are text on the wire (their receive function is
+/// `textrecv`'s), known by name because their OIDs differ per database.
+const TEXT_EXTENSION_TYPES: &[&str] = &["citext"];
+
+/// How one column's values become binary COPY fields; see the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueEncoder {
+    shape: Shape,
+    /// The source sends values in its binary form (`Encoding::Binary`).
+    binary_source: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shape {
+    /// The value is already PostgreSQL's binary form of the column's type
+    /// ([`Encoding::Native`], from another PostgreSQL): copied as it is.
+    Native,
+    Scalar(Scalar),
+    /// An array literal's elements, each as `element`, of type `element_type`.
+    Array {
+        element: Scalar,
+        element_type: Oid,
+    },
+}
+
+/// The encoder for values of `source` going into a column of type
+/// `target_type`, or `None` when this module has none (then the COPY stays
+/// text). The source's kind must be the one the target type's values have, so
+/// that its canonical form is the one parsed here.
+/// `time_zone` is the session's (`Connection::time_zone`).
+pub fn encoder_for(target_type: Oid, source: &Column, time_zone: &str) -> Option<ValueEncoder> {
+    let expected_kind = types::builtin(target_type).map(|(kind, _)| kind)?;
+    if source.kind != expected_kind {
+        return None;
+    }
+    let zoned = matches!(&expected_kind, Kind::TimestampTz)
+        || matches!(&expected_kind, Kind::Array(element) if **element == Kind::TimestampTz);
+    if zoned && !is_utc(time_zone) {
+        return None;
+    }
+    let shape = SCALAR_TYPES
+        .iter()
+        .find_map(|&(scalar_type, array_type, scalar)| {
+            if target_type == scalar_type {
+                Some(Shape::Scalar(scalar))
+            } else if target_type == array_type {
+                Some(Shape::Array {
+                    element: scalar,
+                    element_type: scalar_type,
+                })
+            } else {
+                None
+            }
+        })?;
+    let binary_source = source.encoding == Encoding::Binary;
+    if binary_source && !reads_binary(&shape) {
+        return None;
+    }
+    Some(ValueEncoder {
+        shape,
+        binary_source,
+    })
+}
+
+/// The encoder for a table column as [`crate::describe_table`] describes it:
+/// its type is known by the name the built-in table gives its OID
+/// (`types::name_of`), so no further catalog query is needed; an extension's
+/// text type is known by its name.
+pub fn encoder_for_column(column: &Column, time_zone: &str) -> Option<ValueEncoder> {
+    if column.kind == Kind::Text && TEXT_EXTENSION_TYPES.contains(&column.type_name.as_str()) {
+        return Some(ValueEncoder {
+            shape: Shape::Scalar(Scalar::Text),
+            binary_source: false,
+        });
+    }
+    let oid = SCALAR_TYPES
+        .iter()
+        .flat_map(|&(scalar_type, array_type, _)| [scalar_type, array_type])
+        .find(|&oid| types::builtin(oid).is_some_and(|(_, name)| name == column.type_name))?;
+    encoder_for(oid, column, time_zone)
+}
+
+/// Whether a session in `time_zone` reads a timestamp without an offset as
+/// UTC: the zone names PostgreSQL gives UTC itself.
+fn is_utc(time_zone: &str) -> bool {
+    const UTC_NAMES: &[&str] = &[
+        "UTC",
+        "Etc/UTC",
+        "UCT",
+        "Etc/UCT",
+        "GMT",
+        "Etc/GMT",
+        "Universal",
+        "Etc/Universal",
+        "Zulu",
+        "Etc/Zulu",
+    ];
+    UTC_NAMES
+        .iter()
+        .any(|name| time_zone.eq_ignore_ascii_case(name))
+}
+
+/// Whether a source's binary values (value.rs's binary table) can feed `shape`.
+fn reads_binary(shape: &Shape) -> bool {
+    matches!(
+        shape,
+        Shape::Scalar(
+            Scalar::Int(_)
+                | Scalar::Float4
+                | Scalar::Float8
+                | Scalar::Bool
+                | Scalar::Date
+                | Scalar::Time
+                | Scalar::Timestamp
+                | Scalar::TimestampTz
+                | Scalar::Uuid
+        )
+    )
+}
+
+/// The encoder for values already in PostgreSQL's binary form of the target
+/// column's type ([`Encoding::Native`]): they are framed, never read.
+pub fn native_encoder() -> ValueEncoder {
+    ValueEncoder {
+        shape: Shape::Native,
+        binary_source: true,
+    }
+}
+
+/// Appends a NULL field: length -1 and no bytes.
+pub fn encode_null(out: &mut BytesMut) {
+    out.put_i32(-1);
+}
+
+impl ValueEncoder {
+    /// Appends one field: the value's length as an `i32`, then its binary
+    /// form. On an error `out` is left as it was.
+    pub fn encode(&self, value: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+        let start = out.len();
+        let written = with_length(out, |out| self.write(value, out));
+        if written.is_err() {
+            out.truncate(start);
+        }
+        written
+    }
+
+    fn write(&self, value: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+        match &self.shape {
+            Shape::Native => {
+                out.put_slice(value);
+                Ok(())
+            }
+            Shape::Scalar(scalar) if self.binary_source => write_from_binary(*scalar, value, out),
+            Shape::Scalar(scalar) => write_text(*scalar, value, out, Context::Column),
+            Shape::Array {
+                element,
+                element_type,
+            } => write_array(*element, *element_type, value, out),
+        }
+    }
+}
+
+/// Writes an `i32` length and then what `write` appends.
+fn with_length(
+    out: &mut BytesMut,
+    write: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let length_at = out.len();
+    out.put_i32(0);
+    write(out)?;
+    let length = i32::try_from(out.len() - length_at - 4).map_err(|_| {
+        EncodeError::new(
+            PROGRAM_LIMIT_EXCEEDED,
+            "a value too large for one COPY field (1 GiB or more)",
+        )
+    })?;
+    out[length_at..length_at + 4].copy_from_slice(&length.to_be_bytes());
+    Ok(())
+}
+
+/// Where a text value stands: a column's own value, or an array element
+/// (where `bytea` is spelled in hex).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Context {
+    Column,
+    Element,
+}
+
+fn write_text(
+    scalar: Scalar,
+    text: &[u8],
+    out: &mut BytesMut,
+    context: Context,
+) -> Result<(), EncodeError> {
+    match scalar {
+        Scalar::Int(width) => write_int(width, parse_integer(text, width.label())?, text, out)?,
+        Scalar::Float4 => wire::float4_to_sql(parse_float4(text)?, out),
+        Scalar::Float8 => wire::float8_to_sql(parse_float8(text)?, out),
+        Scalar::Numeric => write_numeric(text, out)?,
+        Scalar::Bool => wire::bool_to_sql(parse_bool(text)?, out),
+        Scalar::Text | Scalar::Json => out.put_slice(text),
+        Scalar::Name => out.put_slice(clip_name(text)),
+        Scalar::Jsonb => {
+            // jsonb's binary form: a version byte, then the JSON text.
+            out.put_u8(1);
+            out.put_slice(text);
+        }
+        Scalar::Bytea if context == Context::Column => wire::bytea_to_sql(text, out),
+        Scalar::Bytea => write_hex_bytea(text, out)?,
+        Scalar::Date => wire::date_to_sql(parse_date(text)?, out),
+        Scalar::Time => wire::time_to_sql(parse_time_only(text)?, out),
+        Scalar::Timestamp => wire::timestamp_to_sql(parse_timestamp(text, Zone::Ignored)?, out),
+        Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::Utc)?, out),
+        Scalar::Uuid => wire::uuid_to_sql(parse_uuid(text)?, out),
+    }
+    Ok(())
+}
+
+/// The longest `name` is 63 bytes; `namein` cuts a longer one at the last
+/// whole UTF-8 character that fits.
+fn clip_name(text: &[u8]) -> &[u8] {
+    const NAME_BYTES: usize = 63;
+    if text.len() <= NAME_BYTES {
+        return text;
+    }
+    let mut end = NAME_BYTES;
+    while end > 0 && text[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+// ------------------------------------------------------------ binary sources --
+
+/// A source's binary value (value.rs's binary table) into the target's form:
+/// integers and floats change width (narrowing checks the range), the rest
+/// is already PostgreSQL's form once its length is right.
+fn write_from_binary(scalar: Scalar, value: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+    let wrong_length = || {
+        EncodeError::new(
+            INVALID_BINARY_REPRESENTATION,
+            format!(
+                "a binary value of {} bytes cannot be a {scalar:?} value",
+                value.len()
+            ),
+        )
+    };
+    match scalar {
+        Scalar::Int(width) => {
+            let number = match *value {
+                [a, b] => i64::from(i16::from_be_bytes([a, b])),
+                [a, b, c, d] => i64::from(i32::from_be_bytes([a, b, c, d])),
+                _ => i64::from_be_bytes(value.try_into().map_err(|_| wrong_length())?),
+            };
+            write_int(
+                width,
+                i128::from(number),
+                number.to_string().as_bytes(),
+                out,
+            )?;
+        }
+        Scalar::Float4 | Scalar::Float8 => {
+            let number = match *value {
+                [a, b, c, d] => f64::from(f32::from_be_bytes([a, b, c, d])),
+                _ => f64::from_be_bytes(value.try_into().map_err(|_| wrong_length())?),
+            };
+            write_float_binary(scalar, number, out)?;
+        }
+        Scalar::Bool => match value {
+            [flag] => wire::bool_to_sql(*flag != 0, out),
+            _ => return Err(wrong_length()),
+        },
+        Scalar::Date if value.len() == 4 => out.put_slice(value),
+        Scalar::Time | Scalar::Timestamp | Scalar::TimestampTz if value.len() == 8 => {
+            out.put_slice(value)
+        }
+        Scalar::Uuid if value.len() == 16 => out.put_slice(value),
+        _ => return Err(wrong_length()),
+    }
+    Ok(())
+}
+
+fn write_float_binary(scalar: Scalar, number: f64, out: &mut BytesMut) -> Result<(), EncodeError> {
+    if scalar == Scalar::Float8 {
+        wire::float8_to_sql(number, out);
+        return Ok(());
+    }
+    let narrow = number as f32;
+    if narrow.is_infinite() && number.is_finite() {
+        return Err(EncodeError::range("real", number.to_string().as_bytes()));
+    }
+    wire::float4_to_sql(narrow, out);
+    Ok(())
+}
+
+// ------------------------------------------------------------------- numbers --
+
+/// Text with PostgreSQL's `isspace` blanks trimmed from both ends.
+fn trim(text: &[u8]) -> &[u8] {
+    let blank = |byte: &u8| matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let start = text
+        .iter()
+        .position(|byte| !blank(byte))
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|byte| !blank(byte))
+        .map_or(start, |end| end + 1);
+    &text[start..end]
+}
+
+/// An optional sign, then digits: as `int2in`/`int4in`/`int8in` read them.
+fn parse_integer(text: &[u8], type_label: &str) -> Result<i128, EncodeError> {
+    let body = trim(text);
+    let (negative, digits) = match body {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, body),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(EncodeError::syntax(type_label, text));
+    }
+    let mut number: i128 = 0;
+    for digit in digits {
+        number = number
+            .checked_mul(10)
+            .and_then(|number| number.checked_add(i128::from(digit - b'0')))
+            .ok_or_else(|| EncodeError::range(type_label, text))?;
+    }
+    Ok(if negative { -number } else { number })
+}
+
+fn write_int(
+    width: IntWidth,
+    number: i128,
+    text: &[u8],
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let range = || EncodeError::range(width.label(), text);
+    match width {
+        IntWidth::Two => wire::int2_to_sql(i16::try_from(number).map_err(|_| range())?, out),
+        IntWidth::Four => wire::int4_to_sql(i32::try_from(number).map_err(|_| range())?, out),
+        IntWidth::Eight => wire::int8_to_sql(i64::try_from(number).map_err(|_| range())?, out),
+    }
+    Ok(())
+}
+
+/// A float's text as `float8in` reads it: decimal or exponent notation, or
+/// `NaN`, `Infinity`, `inf` in any case, with a sign. A finite text too
+/// large (or a nonzero one too small) is out of range, not rounded to
+/// infinity or zero.
+fn parse_float8(text: &[u8]) -> Result<f64, EncodeError> {
+    let body = float_body(text, "double precision")?;
+    let number: f64 = body
+        .parse()
+        .map_err(|_| EncodeError::syntax("double precision", text))?;
+    check_float_range(
+        number.is_infinite(),
+        number == 0.0,
+        body,
+        text,
+        "double precision",
+    )?;
+    Ok(number)
+}
+
+fn parse_float4(text: &[u8]) -> Result<f32, EncodeError> {
+    let body = float_body(text, "real")?;
+    let number: f32 = body
+        .parse()
+        .map_err(|_| EncodeError::syntax("real", text))?;
+    check_float_range(number.is_infinite(), number == 0.0, body, text, "real")?;
+    Ok(number)
+}
+
+/// The trimmed text of a float, refusing what Rust would read but PostgreSQL
+/// would not (`infinity` spelled otherwise is fine for both).
+fn float_body<'t>(text: &'t [u8], type_label: &str) -> Result<&'t str, EncodeError> {
+    std::str::from_utf8(trim(text))
+        .ok()
+        .filter(|body| !body.is_empty())
+        .ok_or_else(|| EncodeError::syntax(type_label, text))
+}
+
+fn check_float_range(
+    infinite: bool,
+    zero: bool,
+    body: &str,
+    text: &[u8],
+    type_label: &str,
+) -> Result<(), EncodeError> {
+    let mantissa = body.split(['e', 'E']).next().unwrap_or(body);
+    let spelled_infinite = body.bytes().any(|byte| byte.eq_ignore_ascii_case(&b'i'));
+    let nonzero_digits = mantissa.bytes().any(|byte| matches!(byte, b'1'..=b'9'));
+    if (infinite && !spelled_infinite) || (zero && nonzero_digits) {
+        return Err(EncodeError::new(
+            NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("{} is out of range for type {type_label}", quoted(text)),
+        ));
+    }
+    Ok(())
+}
+
+/// numeric's sign words (`NUMERIC_POS`, `NUMERIC_NEG`, …).
+const NUMERIC_POSITIVE: u16 = 0x0000;
+const NUMERIC_NEGATIVE: u16 = 0x4000;
+const NUMERIC_NAN: u16 = 0xC000;
+const NUMERIC_PLUS_INFINITY: u16 = 0xD000;
+const NUMERIC_MINUS_INFINITY: u16 = 0xF000;
+/// The largest display scale numeric stores.
+const NUMERIC_DSCALE_MAX: i64 = 0x3FFF;
+
+/// A numeric's text in PostgreSQL's binary form: the number of base-10000
+/// digits, the weight of the first, the sign, the display scale, the digits.
+fn write_numeric(text: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+    let body = trim(text);
+    if let Some(sign) = numeric_special(body) {
+        for word in [0, 0, sign, 0] {
+            out.put_u16(word);
+        }
+        return Ok(());
+    }
+    let decimal = DecimalText::split(body).ok_or_else(|| EncodeError::syntax("numeric", text))?;
+    let exponent = decimal.point - decimal.integer.len() as i64;
+    let scale = (decimal.fraction.len() as i64 - exponent).max(0);
+    let overflow = || {
+        EncodeError::new(
+            NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("value overflows numeric format: {}", quoted(text)),
+        )
+    };
+    if scale > NUMERIC_DSCALE_MAX {
+        return Err(overflow());
+    }
+    let header_at = out.len();
+    out.put_bytes(0, 8);
+    let (weight, count) = write_base_10000(&decimal, out);
+    let weight = i16::try_from(weight).map_err(|_| overflow())?;
+    let count = i16::try_from(count).map_err(|_| overflow())?;
+    let sign = if decimal.negative && count > 0 {
+        NUMERIC_NEGATIVE
+    } else {
+        NUMERIC_POSITIVE
+    };
+    let header = &mut out[header_at..header_at + 8];
+    header[0..2].copy_from_slice(&count.to_be_bytes());
+    header[2..4].copy_from_slice(&weight.to_be_bytes());
+    header[4..6].copy_from_slice(&sign.to_be_bytes());
+    header[6..8].copy_from_slice(&(scale as u16).to_be_bytes());
+    Ok(())
+}
+
+/// numeric's words for NaN and the infinities, in any case.
+fn numeric_special(body: &[u8]) -> Option<u16> {
+    let is = |words: &[&[u8]]| words.iter().any(|word| body.eq_ignore_ascii_case(word));
+    if body.first().is_some_and(u8::is_ascii_digit) {
+        None
+    } else if is(&[b"nan", b"+nan", b"-nan"]) {
+        Some(NUMERIC_NAN)
+    } else if is(&[b"infinity", b"+infinity", b"inf", b"+inf"]) {
+        Some(NUMERIC_PLUS_INFINITY)
+    } else if is(&[b"-infinity", b"-inf"]) {
+        Some(NUMERIC_MINUS_INFINITY)
+    } else {
+        None
+    }
+}
+
+/// Appends the base-10000 digits of `decimal` without leading or trailing
+/// zero groups; returns the weight of the first (its power of 10000) and how
+/// many there are (0 and 0 for zero).
+fn write_base_10000(decimal: &DecimalText<'_>, out: &mut BytesMut) -> (i64, usize) {
+    // Zeros before the first digit so the point falls on a group boundary.
+    let lead = (4 - decimal.point.rem_euclid(4)) % 4;
+    let mut weight = (decimal.point + lead) / 4 - 1;
+    let digits = std::iter::repeat_n(&b'0', lead as usize)
+        .chain(decimal.integer)
+        .chain(decimal.fraction);
+    let start = out.len();
+    let (mut written, mut kept) = (0, 0);
+    let mut emit = |group: u16, weight: &mut i64| {
+        if written == 0 && group == 0 {
+            *weight -= 1;
+            return;
+        }
+        out.put_u16(group);
+        written += 1;
+        if group != 0 {
+            kept = written;
+        }
+    };
+    let (mut group, mut in_group) = (0u16, 0);
+    for digit in digits {
+        group = group * 10 + u16::from(digit - b'0');
+        in_group += 1;
+        if in_group == 4 {
+            emit(group, &mut weight);
+            (group, in_group) = (0, 0);
+        }
+    }
+    if in_group > 0 {
+        emit(group * 10u16.pow(4 - in_group), &mut weight);
+    }
+    out.truncate(start + 2 * kept);
+    if kept == 0 {
+        return (0, 0);
+    }
+    (weight, kept)
+}
+
+/// `boolin`'s words: `t`/`f`, `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`,
+/// any case, any unambiguous prefix.
+fn parse_bool(text: &[u8]) -> Result<bool, EncodeError> {
+    let word = trim(text);
+    let prefix_of = |full: &[u8], shortest: usize| {
+        word.len() >= shortest
+            && word.len() <= full.len()
+            && full[..word.len()].eq_ignore_ascii_case(word)
+    };
+    if prefix_of(b"true", 1) || prefix_of(b"yes", 1) || prefix_of(b"on", 2) || word == b"1" {
+        Ok(true)
+    } else if prefix_of(b"false", 1) || prefix_of(b"no", 1) || prefix_of(b"off", 2) || word == b"0"
+    {
+        Ok(false)
+    } else {
+        Err(EncodeError::syntax("boolean", text))
+    }
+}
+
+// ------------------------------------------------------------ dates and times --
+
+const MICROS_PER_SECOND: i128 = 1_000_000;
+const SECONDS_PER_DAY: i128 = 86_400;
+/// The Julian day of 2000-01-01, PostgreSQL's epoch.
+const POSTGRES_EPOCH_JULIAN_DAY: i64 = 2_451_545;
+/// 1970-01-01 in days since 2000-01-01 (`epoch`).
+const UNIX_EPOCH_DAYS: i64 = -10_957;
+
+/// PostgreSQL's `date2j`: the Julian day of a proleptic Gregorian date
+/// (astronomical year: 1 BC is 0).
+fn julian_day(year: i64, month: i64, day: i64) -> i64 {
+    let (month, year) = if month > 2 {
+        (month + 1, year + 4800)
+    } else {
+        (month + 13, year + 4799)
+    };
+    let century = year / 100;
+    year * 365 - 32167 + year / 4 - century + century / 4 + 7834 * month / 256 + day
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// A date/time value: a finite number, or one of the infinities.
+enum Moment<T> {
+    Finite(T),
+    Infinity,
+    MinusInfinity,
+}
+
+/// The special words every date/time type reads, in any case.
+fn special_word(body: &[u8]) -> Option<Moment<()>> {
+    if body.first().is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    let is = |word: &[u8]| body.eq_ignore_ascii_case(word);
+    if is(b"infinity") || is(b"+infinity") {
+        Some(Moment::Infinity)
+    } else if is(b"-infinity") {
+        Some(Moment::MinusInfinity)
+    } else if is(b"epoch") {
+        Some(Moment::Finite(()))
+    } else {
+        None
+    }
+}
+
+/// Unsigned decimal digits, at least one.
+fn number(digits: &[u8]) -> Option<i64> {
+    if digits.is_empty() || digits.len() > 12 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        digits
+            .iter()
+            .fold(0, |number, digit| number * 10 + i64::from(digit - b'0')),
+    )
+}
+
+/// A date's fields as written (the year before any ` BC`).
+struct CalendarDate {
+    year: i64,
+    month: i64,
+    day: i64,
+}
+
+/// `YYYY-MM-DD` at the start of `text` (the year may be longer), and the rest
+/// of the text.
+fn split_date(text: &[u8]) -> Option<(CalendarDate, &[u8])> {
+    let mut parts = text.splitn(3, |&byte| byte == b'-');
+    // A shorter year means another one to the server (`24-01-05` is 2024).
+    let year = number(parts.next().filter(|year| year.len() >= 4)?)?;
+    let month = number(parts.next()?)?;
+    let tail = parts.next()?;
+    let day_end = tail
+        .iter()
+        .position(|byte| !byte.is_ascii_digit())
+        .unwrap_or(tail.len());
+    if !(1..=2).contains(&day_end) {
+        return None;
+    }
+    let day = number(&tail[..day_end])?;
+    Some((CalendarDate { year, month, day }, &tail[day_end..]))
+}
+
+/// A trailing ` BC` (any case), removed.
+fn strip_era(text: &[u8]) -> (&[u8], bool) {
+    let Some(split) = text.len().checked_sub(3) else {
+        return (text, false);
+    };
+    let (rest, era) = text.split_at(split);
+    if era.eq_ignore_ascii_case(b" bc") {
+        (trim(rest), true)
+    } else if era.eq_ignore_ascii_case(b" ad") {
+        (trim(rest), false)
+    } else {
+        (text, false)
+    }
+}
+
+/// Days since 2000-01-01 of a checked calendar date; `Err` when the day does
+/// not exist (`2024-02-30`, year 0).
+fn days_of(date: &CalendarDate, before_christ: bool, text: &[u8]) -> Result<i64, EncodeError> {
+    let year = if before_christ {
+        1 - date.year
+    } else {
+        date.year
+    };
+    if date.year < 1
+        || !(1..=12).contains(&date.month)
+        || date.day < 1
+        || date.day > days_in_month(year, date.month)
+    {
+        return Err(EncodeError::field_range(text));
+    }
+    Ok(julian_day(year, date.month, date.day) - POSTGRES_EPOCH_JULIAN_DAY)
+}
+
+fn parse_date(text: &[u8]) -> Result<i32, EncodeError> {
+    let body = trim(text);
+    let days = match special_word(body) {
+        Some(Moment::Infinity) => return Ok(i32::MAX),
+        Some(Moment::MinusInfinity) => return Ok(i32::MIN),
+        Some(Moment::Finite(())) => UNIX_EPOCH_DAYS,
+        None => {
+            let (body, before_christ) = strip_era(body);
+            let (date, rest) = split_date(body).ok_or_else(|| EncodeError::syntax("date", text))?;
+            if !rest.is_empty() {
+                return Err(EncodeError::syntax("date", text));
+            }
+            days_of(&date, before_christ, text)?
+        }
+    };
+    i32::try_from(days).map_err(|_| {
+        EncodeError::new(
+            DATETIME_FIELD_OVERFLOW,
+            format!("date out of range: {}", quoted(text)),
+        )
+    })
+}
+
+/// `HH:MM[:SS[.fraction]]` as microseconds since midnight (`24:00:00` and a
+/// 60th second allowed, as PostgreSQL allows them); the fraction is rounded
+/// to microseconds half to even, as the server's `rint` does.
+fn parse_clock(clock: &[u8]) -> Option<i128> {
+    let (whole, fraction) = match clock.iter().position(|&byte| byte == b'.') {
+        Some(at) => (&clock[..at], Some(&clock[at..])),
+        None => (clock, None),
+    };
+    let mut fields = whole.split(|&byte| byte == b':');
+    let hour = number(fields.next()?)?;
+    let minute = number(fields.next()?)?;
+    let second = fields.next().map_or(Some(0), number)?;
+    if fields.next().is_some() || (fraction.is_some() && whole.len() < 7) {
+        return None;
+    }
+    let micros = match fraction {
+        Some(fraction) if (2..=7).contains(&fraction.len()) => {
+            // Up to six digits are whole microseconds: no rounding.
+            let digits = &fraction[1..];
+            let padding = 10i128.pow(6 - digits.len() as u32);
+            i128::from(number(digits)?) * padding
+        }
+        Some(fraction) if fraction.len() > 1 && fraction[1..].iter().all(u8::is_ascii_digit) => {
+            let value: f64 = std::str::from_utf8(fraction).ok()?.parse().ok()?;
+            (value * 1_000_000.0).round_ties_even() as i128
+        }
+        Some(_) => return None,
+        None => 0,
+    };
+    let past_midnight = hour == 24 && (minute > 0 || second > 0 || micros > 0);
+    if hour > 24 || minute > 59 || second > 60 || past_midnight {
+        return None;
+    }
+    Some((i128::from(hour * 3600 + minute * 60 + second)) * MICROS_PER_SECOND + micros)
+}
+
+fn parse_time_only(text: &[u8]) -> Result<i64, EncodeError> {
+    let body = trim(text);
+    let micros = parse_clock(body).ok_or_else(|| EncodeError::syntax("time", text))?;
+    i64::try_from(micros).map_err(|_| EncodeError::field_range(text))
+}
+
+/// What a timestamp's UTC offset means for its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Zone {
+    /// `timestamp`: an offset is read and ignored, as the server does.
+    Ignored,
+    /// `timestamptz`: the offset says which instant, and a time without one
+    /// is UTC (as the server reads it: the encoder exists only in a session
+    /// whose time zone is UTC, see [`encoder_for`]).
+    Utc,
+}
+
+/// A UTC offset at the end of a time (`+05:45`, `-03`, `+0530`, `Z`), in
+/// seconds east of UTC, and the time before it.
+fn split_offset(time: &[u8]) -> Option<(&[u8], Option<i64>)> {
+    if let Some(clock) = time.strip_suffix(b"Z").or_else(|| time.strip_suffix(b"z")) {
+        return Some((clock, Some(0)));
+    }
+    let Some(at) = time.iter().rposition(|&byte| byte == b'+' || byte == b'-') else {
+        return Some((time, None));
+    };
+    let (clock, offset) = (trim(&time[..at]), &time[at + 1..]);
+    let seconds = offset_seconds(offset)?;
+    let sign = if time[at] == b'-' { -1 } else { 1 };
+    Some((clock, Some(sign * seconds)))
+}
+
+/// `hh[:mm[:ss]]` or `hh[mm[ss]]` as seconds.
+fn offset_seconds(offset: &[u8]) -> Option<i64> {
+    let separated = offset.contains(&b':');
+    let mut rest = offset;
+    let mut seconds = 0;
+    for (index, unit) in [3600, 60, 1].into_iter().enumerate() {
+        if rest.is_empty() {
+            break;
+        }
+        let field_end = if separated {
+            rest.iter()
+                .position(|&byte| byte == b':')
+                .unwrap_or(rest.len())
+        } else {
+            rest.len().min(2)
+        };
+        let value = number(&rest[..field_end]).filter(|_| field_end <= 2)?;
+        if index > 0 && value > 59 {
+            return None;
+        }
+        seconds += value * unit;
+        rest = &rest[field_end..];
+        if separated && !rest.is_empty() {
+            rest = rest.strip_prefix(b":").filter(|after| !after.is_empty())?;
+        }
+    }
+    (rest.is_empty() && !offset.is_empty()).then_some(seconds)
+}
+
+/// A timestamp's text as microseconds since 2000-01-01 (UTC for `Zone::Utc`):
+/// `YYYY-MM-DD[( |T)HH:MM[:SS[.f]][offset]][ BC]`, or a special word.
+fn parse_timestamp(text: &[u8], zone: Zone) -> Result<i64, EncodeError> {
+    let body = trim(text);
+    let type_label = match zone {
+        Zone::Ignored => "timestamp",
+        Zone::Utc => "timestamp with time zone",
+    };
+    let syntax = || EncodeError::syntax(type_label, text);
+    let micros = match special_word(body) {
+        Some(Moment::Infinity) => return Ok(i64::MAX),
+        Some(Moment::MinusInfinity) => return Ok(i64::MIN),
+        Some(Moment::Finite(())) => {
+            i128::from(UNIX_EPOCH_DAYS) * SECONDS_PER_DAY * MICROS_PER_SECOND
+        }
+        None => {
+            let (body, before_christ) = strip_era(body);
+            let (date, rest) = split_date(body).ok_or_else(syntax)?;
+            let days = days_of(&date, before_christ, text)?;
+            let (clock, offset) = match rest {
+                [] => (rest, None),
+                [b' ' | b'T' | b't', time @ ..] => split_offset(trim(time)).ok_or_else(syntax)?,
+                _ => return Err(syntax()),
+            };
+            let since_midnight = match clock {
+                [] => 0,
+                _ => parse_clock(clock).ok_or_else(syntax)?,
+            };
+            let offset = match zone {
+                Zone::Ignored => 0,
+                Zone::Utc => offset.unwrap_or(0),
+            };
+            if offset.abs() > 15 * 3600 + 59 * 60 + 59 {
+                return Err(EncodeError::new(
+                    INVALID_DATETIME_FORMAT,
+                    format!("time zone displacement out of range: {}", quoted(text)),
+                ));
+            }
+            (i128::from(days) * SECONDS_PER_DAY - i128::from(offset)) * MICROS_PER_SECOND
+                + since_midnight
+        }
+    };
+    i64::try_from(micros).map_err(|_| {
+        EncodeError::new(
+            DATETIME_FIELD_OVERFLOW,
+            format!("timestamp out of range: {}", quoted(text)),
+        )
+    })
+}
+
+// ------------------------------------------------------------ uuid and bytea --
+
+fn hex_value(byte: u8) -> Option<u8> {
+    char::from(byte).to_digit(16).map(|digit| digit as u8)
+}
+
+/// A UUID as `uuid_in` reads it: 32 hex digits, any case, a hyphen allowed
+/// after any group of four, optionally inside braces.
+fn parse_uuid(text: &[u8]) -> Result<[u8; 16], EncodeError> {
+    let syntax = || EncodeError::syntax("uuid", text);
+    let body = trim(text);
+    let body = match body {
+        [b'{', inner @ .., b'}'] => inner,
+        _ => body,
+    };
+    let mut bytes = [0u8; 16];
+    let mut digits = 0;
+    for (index, &byte) in body.iter().enumerate() {
+        if byte == b'-' && digits % 4 == 0 && digits > 0 && digits < 32 && body[index - 1] != b'-' {
+            continue;
+        }
+        let value = hex_value(byte).ok_or_else(syntax)?;
+        let slot = bytes.get_mut(digits / 2).ok_or_else(syntax)?;
+        *slot = (*slot << 4) | value;
+        digits += 1;
+    }
+    if digits != 32 || body.last() == Some(&b'-') {
+        return Err(syntax());
+    }
+    Ok(bytes)
+}
+
+/// A `bytea` array element, in the hex form `\x…` arrays spell it.
+fn write_hex_bytea(text: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
+    let hex = text
+        .strip_prefix(b"\\x")
+        .filter(|hex| hex.len() % 2 == 0)
+        .ok_or_else(|| {
+            EncodeError::new(
+                INVALID_PARAMETER_VALUE,
+                format!("a bytea element not in hex form: {}", quoted(text)),
+            )
+        })?;
+    out.reserve(hex.len() / 2);
+    for pair in hex.chunks(2) {
+        let (Some(high), Some(low)) = (hex_value(pair[0]), hex_value(pair[1])) else {
+            return Err(EncodeError::new(
+                INVALID_PARAMETER_VALUE,
+                format!("invalid hexadecimal digit in {}", quoted(text)),
+            ));
+        };
+        out.put_u8((high << 4) | low);
+    }
+    Ok(())
+}
+
+// -------------------------------------------------------------------- arrays --
+
+/// An array literal read: the length of each dimension, its lower bounds,
+/// and the elements in order (`None`: NULL).
+struct ArrayLiteral {
+    lengths: Vec<i32>,
+    lower_bounds: Vec<i32>,
+    elements: Vec<Option<Vec<u8>>>,
+}
+
+/// A dimension whose length no sub-array has set yet.
+const UNSET: i32 = -1;
+
+/// PostgreSQL allows six dimensions.
+const MAX_DIMENSIONS: usize = 6;
+
+fn write_array(
+    element: Scalar,
+    element_type: Oid,
+    text: &[u8],
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let malformed = |why: &str| {
+        EncodeError::new(
+            INVALID_TEXT_REPRESENTATION,
+            format!("malformed array literal: {} ({why})", quoted(text)),
+        )
+    };
+    let literal = parse_array(text).map_err(malformed)?;
+    let has_nulls = literal.elements.iter().any(Option::is_none);
+    out.put_i32(literal.lengths.len() as i32);
+    out.put_i32(i32::from(has_nulls));
+    out.put_u32(element_type);
+    for (length, lower_bound) in literal.lengths.iter().zip(&literal.lower_bounds) {
+        out.put_i32(*length);
+        out.put_i32(*lower_bound);
+    }
+    for value in &literal.elements {
+        match value {
+            None => encode_null(out),
+            Some(value) => {
+                with_length(out, |out| write_text(element, value, out, Context::Element))?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `[lower:upper]…={…}` or `{…}`: nested braces, elements separated by
+/// commas, quoted with `"` (backslash escapes inside and out), `NULL`
+/// unquoted for a null; every sub-array of a level the same length.
+fn parse_array(text: &[u8]) -> Result<ArrayLiteral, &'static str> {
+    let body = trim(text);
+    let (declared, body) = split_bounds(body)?;
+    let mut reader = ArrayReader {
+        text: body,
+        at: 0,
+        lengths: Vec::new(),
+        elements: Vec::new(),
+        leaf_depth: None,
+    };
+    reader.level(0)?;
+    if reader.at != body.len() {
+        return Err("text after the closing brace");
+    }
+    // `{}` is an empty array: no dimensions at all.
+    if reader.elements.is_empty() {
+        return Ok(ArrayLiteral {
+            lengths: Vec::new(),
+            lower_bounds: Vec::new(),
+            elements: Vec::new(),
+        });
+    }
+    let lower_bounds = match declared {
+        None => vec![1; reader.lengths.len()],
+        Some(bounds) => {
+            let fits = bounds.len() == reader.lengths.len()
+                && bounds
+                    .iter()
+                    .zip(&reader.lengths)
+                    .all(|((lower, upper), length)| {
+                        i64::from(*upper) - i64::from(*lower) + 1 == i64::from(*length)
+                    });
+            if !fits {
+                return Err("the dimensions do not match the elements");
+            }
+            bounds.iter().map(|(lower, _)| *lower).collect()
+        }
+    };
+    Ok(ArrayLiteral {
+        lengths: reader.lengths,
+        lower_bounds,
+        elements: reader.elements,
+    })
+}
+
+/// Optional explicit bounds `[1:3][0:1]=` before the braces.
+type Bounds = Vec<(i32, i32)>;
+
+fn split_bounds(body: &[u8]) -> Result<(Option<Bounds>, &[u8]), &'static str> {
+    if body.first() != Some(&b'[') {
+        return Ok((None, body));
+    }
+    let equals = body
+        .iter()
+        .position(|&byte| byte == b'=')
+        .ok_or("dimensions without \"=\"")?;
+    let mut bounds = Vec::new();
+    for part in body[..equals].split(|&byte| byte == b']') {
+        let part = trim(part);
+        if part.is_empty() {
+            continue;
+        }
+        let inner = part.strip_prefix(b"[").ok_or("bad dimensions")?;
+        let text = std::str::from_utf8(inner).map_err(|_| "bad dimensions")?;
+        let (lower, upper) = text.split_once(':').ok_or("bad dimensions")?;
+        let lower = lower.trim().parse().map_err(|_| "bad dimensions")?;
+        let upper = upper.trim().parse().map_err(|_| "bad dimensions")?;
+        bounds.push((lower, upper));
+    }
+    Ok((Some(bounds), trim(&body[equals + 1..])))
+}
+
+struct ArrayReader<'t> {
+    text: &'t [u8],
+    at: usize,
+    /// The length of each dimension, set by its first sub-array.
+    lengths: Vec<i32>,
+    elements: Vec<Option<Vec<u8>>>,
+    /// The depth elements stand at, once one is read.
+    leaf_depth: Option<usize>,
+}
+
+impl ArrayReader<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn skip_blanks(&mut self) {
+        while self.peek().is_some_and(|byte| trim(&[byte]).is_empty()) {
+            self.at += 1;
+        }
+    }
+
+    /// One `{…}` at `depth`, its items counted against that dimension.
+    fn level(&mut self, depth: usize) -> Result<(), &'static str> {
+        if depth >= MAX_DIMENSIONS {
+            return Err("more than six dimensions");
+        }
+        self.skip_blanks();
+        if self.peek() != Some(b'{') {
+            return Err("expected \"{\"");
+        }
+        self.at += 1;
+        self.skip_blanks();
+        let mut items = 0i32;
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+        } else {
+            loop {
+                self.skip_blanks();
+                self.item(depth)?;
+                items += 1;
+                self.skip_blanks();
+                match self.peek() {
+                    Some(b',') => self.at += 1,
+                    Some(b'}') => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return Err("expected \",\" or \"}\""),
+                }
+            }
+        }
+        self.count(depth, items)?;
+        self.skip_blanks();
+        Ok(())
+    }
+
+    /// One item of a sub-array at `depth`: a deeper sub-array or an element;
+    /// elements stand only at the deepest level, the same for all.
+    fn item(&mut self, depth: usize) -> Result<(), &'static str> {
+        let nested = self.peek() == Some(b'{');
+        let fits = match self.leaf_depth {
+            None => true,
+            Some(leaf) if nested => leaf > depth,
+            Some(leaf) => leaf == depth,
+        };
+        if !fits {
+            return Err("sub-arrays of different depths");
+        }
+        if nested {
+            return self.level(depth + 1);
+        }
+        self.leaf_depth = Some(depth);
+        let element = self.element()?;
+        self.elements.push(element);
+        Ok(())
+    }
+
+    /// Records that a sub-array at `depth` held `items`: the first sets the
+    /// dimension's length, the rest must match it.
+    fn count(&mut self, depth: usize, items: i32) -> Result<(), &'static str> {
+        if self.lengths.len() <= depth {
+            self.lengths.resize(depth + 1, UNSET);
+        }
+        match self.lengths[depth] {
+            UNSET => {
+                self.lengths[depth] = items;
+                Ok(())
+            }
+            length if length == items => Ok(()),
+            _ => Err("sub-arrays of different lengths"),
+        }
+    }
+
+    /// One element: quoted (never NULL) or bare (blanks around it dropped,
+    /// `NULL` in any case a null); a backslash takes the next byte as is.
+    fn element(&mut self) -> Result<Option<Vec<u8>>, &'static str> {
+        let mut value = Vec::new();
+        if self.peek() == Some(b'"') {
+            self.at += 1;
+            loop {
+                match self.peek().ok_or("unterminated quoted element")? {
+                    b'"' => break,
+                    b'\\' => {
+                        self.at += 1;
+                        value.push(self.peek().ok_or("unterminated quoted element")?);
+                    }
+                    byte => value.push(byte),
+                }
+                self.at += 1;
+            }
+            self.at += 1;
+            return Ok(Some(value));
+        }
+        let mut escaped = false;
+        // The length of `value` up to its last byte that is not a bare blank.
+        let mut kept = 0;
+        while let Some(byte) = self.peek() {
+            match byte {
+                b',' | b'}' => break,
+                b'{' | b'"' => return Err("unexpected character in an element"),
+                b'\\' => {
+                    self.at += 1;
+                    value.push(self.peek().ok_or("unterminated element")?);
+                    escaped = true;
+                    kept = value.len();
+                }
+                byte => {
+                    value.push(byte);
+                    if !trim(&[byte]).is_empty() {
+                        kept = value.len();
+                    }
+                }
+            }
+            self.at += 1;
+        }
+        value.truncate(kept);
+        if value.is_empty() && !escaped {
+            return Err("an empty element");
+        }
+        if !escaped && value.eq_ignore_ascii_case(b"NULL") {
+            return Ok(None);
+        }
+        Ok(Some(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(type_oid: Oid, kind: Kind, value: &str) -> Result<Vec<u8>, EncodeError> {
+        let column = Column::new("c", kind, "");
+        let encoder = encoder_for(type_oid, &column, "UTC").expect("an encoder");
+        let mut out = BytesMut::new();
+        encoder.encode(value.as_bytes(), &mut out)?;
+        Ok(out[4..].to_vec())
+    }
+
+    fn numeric(value: &str) -> Vec<u16> {
+        let bytes = encoded(1700, Kind::Decimal, value).unwrap();
+        bytes
+            .chunks(2)
+            .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
+            .collect()
+    }
+
+    #[test]
+    fn numerics_are_base_10000_digits_around_the_point() {
+        assert_eq!(numeric("123.45"), [2, 0, 0, 2, 123, 4500]);
+        assert_eq!(numeric("-0.0005"), [1, (-1i16) as u16, 0x4000, 4, 5]);
+        assert_eq!(numeric("5e10"), [1, 2, 0, 0, 500]);
+        assert_eq!(numeric("0.000"), [0, 0, 0, 3]);
+        assert_eq!(numeric("10000"), [1, 1, 0, 0, 1]);
+        assert_eq!(numeric("NaN"), [0, 0, 0xC000, 0]);
+    }
+
+    #[test]
+    fn integers_are_range_checked() {
+        assert_eq!(encoded(21, Kind::Integer, "-32768").unwrap(), [0x80, 0]);
+        let error = encoded(21, Kind::Integer, "40000").unwrap_err();
+        assert_eq!(
+            error.reason(),
+            "value \"40000\" is out of range for type smallint"
+        );
+        let error = encoded(23, Kind::Integer, "12x").unwrap_err();
+        assert_eq!(
+            error.reason(),
+            "invalid input syntax for type integer: \"12x\""
+        );
+    }
+
+    #[test]
+    fn dates_count_days_from_2000() {
+        assert_eq!(parse_date(b"2000-01-01").unwrap(), 0);
+        assert_eq!(parse_date(b"1970-01-01").unwrap(), -10957);
+        assert!(parse_date(b"2024-02-30").is_err());
+        assert!(parse_date(b"2023-02-29").is_err());
+        assert!(parse_date(b"2024-02-29").is_ok());
+    }
+
+    #[test]
+    fn short_years_and_long_names_read_as_the_server_reads_them() {
+        assert!(parse_date(b"24-01-05").is_err());
+        let long = "é".repeat(40);
+        assert_eq!(clip_name(long.as_bytes()).len(), 62);
+    }
+
+    #[test]
+    fn binary_sources_change_width_with_a_range_check() {
+        let column = Column::new("c", Kind::Integer, "int8").with_encoding(Encoding::Binary);
+        let encoder = encoder_for(23, &column, "UTC").expect("an encoder");
+        let mut out = BytesMut::new();
+        encoder.encode(&7i64.to_be_bytes(), &mut out).unwrap();
+        assert_eq!(&out[..], [0, 0, 0, 4, 0, 0, 0, 7]);
+        let error = encoder
+            .encode(&(1i64 << 40).to_be_bytes(), &mut out)
+            .unwrap_err();
+        assert_eq!(error.code(), "22003");
+        assert_eq!(out.len(), 8, "a failed value leaves nothing behind");
+        let text = Column::new("c", Kind::Text, "text").with_encoding(Encoding::Binary);
+        assert!(encoder_for(25, &text, "UTC").is_none());
+    }
+
+    #[test]
+    fn timestamptz_has_an_encoder_only_in_a_utc_session() {
+        let column = Column::new("c", Kind::TimestampTz, "timestamptz");
+        assert!(encoder_for(1184, &column, "Etc/UTC").is_some());
+        assert!(encoder_for(1184, &column, "Asia/Kathmandu").is_none());
+        let array = Column::new(
+            "c",
+            Kind::Array(Box::new(Kind::TimestampTz)),
+            "_timestamptz",
+        );
+        assert!(encoder_for(1185, &array, "Europe/Paris").is_none());
+    }
+
+    #[test]
+    fn array_literals_nest_and_quote() {
+        let literal = parse_array(br#"{{1,NULL},{"a b","\"q\""}}"#).unwrap();
+        assert_eq!(literal.lengths, [2, 2]);
+        assert_eq!(literal.elements[1], None);
+        assert_eq!(literal.elements[3].as_deref(), Some(&b"\"q\""[..]));
+        assert!(parse_array(b"{{1},{2,3}}").is_err());
+        assert!(parse_array(b"{{1},2}").is_err());
+        assert!(parse_array(b"{}").unwrap().lengths.is_empty());
+    }
+}
