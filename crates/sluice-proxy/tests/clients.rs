@@ -1,16 +1,17 @@
-//! Real clients through the real proxy against a real PostgreSQL: psql, psycopg 3
-//! and SQLAlchemy 2 (over psycopg) commit the round-trip sins, and the proxy
-//! names each one; their good versions (COPY, one multi-row insert, a join,
-//! `= any($1)`, `selectinload`, prepared statements, one transaction) are not
-//! named. Every test has its own schema; the Python clients come from the test
-//! kit's pinned virtual environment.
+//! Real clients through the real proxy against a real PostgreSQL: psql, psycopg 3,
+//! SQLAlchemy 2 (over psycopg) and pgjdbc commit the round-trip sins, and the
+//! proxy names each one; their good versions (COPY, one multi-row insert, a join,
+//! `= any($1)`, `selectinload`, prepared statements, one transaction, a JDBC
+//! batch) are not named. Every test has its own schema; the Python clients come
+//! from the test kit's pinned virtual environment, the Java one is compiled by
+//! the test kit against Debian's pgjdbc.
 
 use std::process::Command;
 use std::time::Duration;
 
 use sluice_proxy::{Finding, Proxy, ProxyHandle, Shaping};
 use sluice_testkit::run_python;
-use sluice_testkit::TestDb;
+use sluice_testkit::{jdbc_url, JavaProgram, TestDb};
 
 /// A proxy in front of the test server (no delay: the tests count, they do not time).
 fn proxy_for(db: &TestDb) -> ProxyHandle {
@@ -154,6 +155,21 @@ fn n_plus_ones(found: &[Finding]) -> Vec<(String, u64, String, u64)> {
         .collect()
 }
 
+/// Asserts that the findings are one N+1: the 40 customers of a shop, then
+/// their orders customer by customer.
+fn assert_orders_per_customer(found: &[Finding]) {
+    assert_eq!(
+        n_plus_ones(found),
+        [(
+            "select id from customers order by id".to_owned(),
+            40,
+            "select total from orders where customer_id = $1".to_owned(),
+            40
+        )],
+        "{found:#?}"
+    );
+}
+
 #[test]
 fn psycopg_loading_orders_per_customer_is_an_n_plus_one_and_any_is_not() {
     let db = TestDb::new();
@@ -163,16 +179,7 @@ fn psycopg_loading_orders_per_customer_is_an_n_plus_one_and_any_is_not() {
     let printed = run_python(PSYCOPG_SHOP, &[&url, "n_plus_one"], b"");
     assert_eq!(String::from_utf8_lossy(&printed).trim(), "120");
     let found = findings(&proxy);
-    assert_eq!(
-        n_plus_ones(&found),
-        [(
-            "select id from customers order by id".to_owned(),
-            40,
-            "select total from orders where customer_id = $1".to_owned(),
-            40
-        )],
-        "{found:?}"
-    );
+    assert_orders_per_customer(&found);
     let words = found.iter().map(Finding::describe).collect::<Vec<_>>();
     assert!(
         words.iter().any(|w| w.contains("N+1 query")
@@ -315,4 +322,183 @@ fn chatty_psycopg_sessions_are_named_and_quiet_ones_are_not() {
         let found = findings(&proxy);
         assert_eq!(kinds(&found), expected, "{mode}: {found:#?}");
     }
+}
+
+/// A JDBC application's data access, written the slow way and the fast way.
+/// pgjdbc sends every statement with the extended protocol (`?` becomes `$1`),
+/// with an unnamed statement for the first four executions of a
+/// `PreparedStatement` text and a named server-side one from the fifth on
+/// (`prepareThreshold`, default 5): the proxy keys both by their text.
+const JDBC_SHOP: &str = r#"
+import java.sql.*;
+import java.util.*;
+
+public class Shop {
+    public static void main(String[] args) throws SQLException {
+        try (Connection connection = DriverManager.getConnection(args[0])) {
+            switch (args[1]) {
+                case "row_by_row" -> insert(connection, false);
+                case "batch" -> insert(connection, true);
+                case "n_plus_one" -> System.out.println(ordersPerCustomer(connection));
+                case "join" -> System.out.println(ordersJoined(connection));
+                default -> throw new IllegalArgumentException(args[1]);
+            }
+        }
+    }
+
+    /** 200 rows in one transaction, one executeUpdate each or one batch. */
+    static void insert(Connection connection, boolean batch) throws SQLException {
+        connection.setAutoCommit(false);
+        try (PreparedStatement insert = connection.prepareStatement("insert into items values (?)")) {
+            for (int n = 0; n < 200; n++) {
+                insert.setInt(1, n);
+                if (batch) {
+                    insert.addBatch();
+                } else {
+                    insert.executeUpdate();
+                }
+            }
+            if (batch) {
+                insert.executeBatch();
+            }
+        }
+        connection.commit();
+    }
+
+    /** The customers, then each one's orders: a DAO method called in a loop. */
+    static long ordersPerCustomer(Connection connection) throws SQLException {
+        List<Integer> ids = new ArrayList<>();
+        try (Statement statement = connection.createStatement();
+             ResultSet rows = statement.executeQuery("select id from customers order by id")) {
+            while (rows.next()) {
+                ids.add(rows.getInt(1));
+            }
+        }
+        long orders = 0;
+        for (int id : ids) {
+            try (PreparedStatement lookup =
+                     connection.prepareStatement("select total from orders where customer_id = ?")) {
+                lookup.setInt(1, id);
+                try (ResultSet rows = lookup.executeQuery()) {
+                    while (rows.next()) {
+                        orders++;
+                    }
+                }
+            }
+        }
+        return orders;
+    }
+
+    /** The customers with their orders, in one statement. */
+    static long ordersJoined(Connection connection) throws SQLException {
+        long orders = 0;
+        try (Statement statement = connection.createStatement();
+             ResultSet rows = statement.executeQuery(
+                 "select c.id, o.total from customers c join orders o on o.customer_id = c.id order by c.id")) {
+            while (rows.next()) {
+                orders++;
+            }
+        }
+        return orders;
+    }
+}
+"#;
+
+/// The shop program, compiled.
+fn jdbc_shop() -> JavaProgram {
+    JavaProgram::compile("Shop", JDBC_SHOP)
+}
+
+/// The pgjdbc URL of the test database through the proxy.
+fn jdbc_through(db: &TestDb, proxy: &ProxyHandle) -> String {
+    jdbc_url(&url_through(db, proxy, "postgresql"))
+}
+
+/// The proxy's figures for one fingerprint: (executions, parses, round trips).
+fn figures(proxy: &ProxyHandle, fingerprint: &str) -> (u64, u64, u64) {
+    let statements = proxy.report().statements();
+    let stats = statements
+        .iter()
+        .find(|s| s.statement == fingerprint)
+        .unwrap_or_else(|| panic!("no {fingerprint:?} in {statements:#?}"));
+    (stats.executions, stats.parses, stats.round_trips)
+}
+
+#[test]
+fn pgjdbc_inserting_row_by_row_is_named_and_a_batch_is_not() {
+    let db = TestDb::new();
+    db.execute("create table items (n int)");
+    let proxy = proxy_for(&db);
+    let url = jdbc_through(&db, &proxy);
+    let shop = jdbc_shop();
+    const INSERT: &str = "insert into items values ($1)";
+
+    shop.run(&[&url, "row_by_row"]);
+    let found = findings(&proxy);
+    assert!(
+        matches!(&found[..],
+            [Finding::RowByRow { statement, executions: 200, round_trips: 200, .. }]
+                if statement == INSERT),
+        "{found:#?}"
+    );
+    // Parsed unnamed four times, then once as a named statement (prepareThreshold 5):
+    // not "parsed every time".
+    assert_eq!(figures(&proxy, INSERT), (200, 5, 200));
+
+    // The batch goes out as one pipeline (a Bind and an Execute per row, one
+    // Sync), prepared once: 200 executions in a round trip (a few, should the
+    // driver flush its buffer before the Sync).
+    proxy.reset();
+    shop.run(&[&url, "batch"]);
+    let found = findings(&proxy);
+    assert!(found.is_empty(), "{found:#?}");
+    let (executions, parses, round_trips) = figures(&proxy, INSERT);
+    assert_eq!((executions, parses), (200, 1));
+    assert!(round_trips <= 5, "{round_trips} round trips");
+
+    // Never prepared on the server (prepareThreshold=0): parsed on every execution too.
+    proxy.reset();
+    shop.run(&[&format!("{url}&prepareThreshold=0"), "row_by_row"]);
+    let found = findings(&proxy);
+    assert!(
+        matches!(
+            &found[..],
+            [
+                Finding::RowByRow { .. },
+                Finding::ParsedEveryTime {
+                    parses: 200,
+                    executions: 200,
+                    ..
+                }
+            ]
+        ),
+        "{found:#?}"
+    );
+    assert_eq!(db.query_text("select count(*) from items"), "600");
+}
+
+#[test]
+fn pgjdbc_loading_orders_per_customer_is_an_n_plus_one_and_a_join_is_not() {
+    let db = TestDb::new();
+    create_shop(&db, 40);
+    let proxy = proxy_for(&db);
+    let url = jdbc_through(&db, &proxy);
+    let shop = jdbc_shop();
+
+    let printed = shop.run(&[&url, "n_plus_one"]);
+    assert_eq!(String::from_utf8_lossy(&printed).trim(), "120");
+    let found = findings(&proxy);
+    assert_orders_per_customer(&found);
+    // A new PreparedStatement per customer, yet server-prepared from the fifth:
+    // pgjdbc keeps prepared statements per connection, by their text.
+    assert_eq!(
+        figures(&proxy, "select total from orders where customer_id = $1"),
+        (40, 5, 40)
+    );
+
+    proxy.reset();
+    let printed = shop.run(&[&url, "join"]);
+    assert_eq!(String::from_utf8_lossy(&printed).trim(), "120");
+    let found = findings(&proxy);
+    assert!(found.is_empty(), "{found:#?}");
 }

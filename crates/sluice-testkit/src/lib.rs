@@ -93,6 +93,7 @@
 
 mod cluster;
 mod http;
+mod java;
 mod mariadb;
 mod process;
 mod python;
@@ -100,6 +101,7 @@ mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder};
 pub use http::http_exchange;
+pub use java::{jdbc_url, JavaProgram, JDBC_JAR};
 pub use mariadb::{mariadb_server_url, MariaDbServer, TestMariaDb};
 pub use python::{python_oracle, python_output, run_python, REQUIREMENTS as PYTHON_REQUIREMENTS};
 pub use tls::{CertificateFiles, TestCertificates};

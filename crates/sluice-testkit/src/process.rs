@@ -18,7 +18,8 @@
 //! - **starting** it ([`start_on_free_port`]): a free port of 127.0.0.1, retried
 //!   when another process took the port in between, polled until it answers;
 //! - running **setup commands** ([`run_setup`]) and **clients** fed SQL on their
-//!   standard input ([`run_with_input`]), and finding executables ([`find_in`]).
+//!   standard input ([`run_with_input`]), checking helper programs succeeded
+//!   ([`stdout_of_success`]), and finding executables ([`find_in`]).
 //!
 //! What differs between the databases comes in as parameters: the directory prefix
 //! and socket, the [`Watch`], the death signal, the server's name and readiness
@@ -32,7 +33,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::thread;
@@ -563,6 +564,18 @@ pub(crate) fn run_with_input(mut cmd: Command, input: &str) -> Result<Vec<u8>, S
         output.status,
         String::from_utf8_lossy(&output.stderr).trim_end()
     ))
+}
+
+/// The stdout of a test's helper program (a Python script, a Java program or
+/// its compiler) that must succeed; panics saying `what` failed, with its stderr.
+pub(crate) fn stdout_of_success(output: Output, what: &str) -> Vec<u8> {
+    assert!(
+        output.status.success(),
+        "sluice-testkit: {what} failed with {}; stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
 }
 
 // ---------------------------------------------------------------------------

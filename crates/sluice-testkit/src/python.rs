@@ -60,14 +60,7 @@ pub fn python_oracle() -> &'static Path {
 ///
 /// If the environment cannot be made, or the script fails (with its stderr).
 pub fn run_python(script: &str, args: &[&str], stdin: &[u8]) -> Vec<u8> {
-    let output = python_output(script, args, stdin);
-    assert!(
-        output.status.success(),
-        "sluice-testkit: the Python script failed with {}; stderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
+    crate::process::stdout_of_success(python_output(script, args, stdin), "the Python script")
 }
 
 /// Like [`run_python`], but returns the whole outcome, failures included, for
