@@ -13,7 +13,7 @@ use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 pub use sluice_core::Socket;
-use sluice_core::{Error, ErrorKind, Meter};
+use sluice_core::{Error, ErrorKind, Meter, WaitLimit};
 
 use crate::passfile::{look_up, Lookup};
 use crate::tls::{ChannelBinding, SslMode};
@@ -80,11 +80,9 @@ pub struct Connection {
     process_id: i32,
     secret_key: i32,
     server_version: String,
-    /// How long a wait on the server may go without anything moving (see
-    /// [`Connection::set_wait_timeout`]).
-    wait_timeout: Option<Duration>,
-    /// Set once a wait timed out: the connection is given up.
-    stalled: Option<Duration>,
+    /// How long a wait on the server may go without anything moving, and
+    /// whether one already timed out (see [`Connection::set_wait_timeout`]).
+    wait_limit: WaitLimit,
 }
 
 impl Connection {
@@ -243,8 +241,7 @@ impl Connection {
             process_id: 0,
             secret_key: 0,
             server_version: String::new(),
-            wait_timeout: None,
-            stalled: None,
+            wait_limit: WaitLimit::default(),
         };
         connection.startup(config).await?;
         Ok(connection)
@@ -500,7 +497,7 @@ impl Connection {
     /// carrying [`sluice_core::Stalled`], and so does every later one: the
     /// connection is spent.
     pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
-        self.wait_timeout = timeout;
+        self.wait_limit.set(timeout);
     }
 
     /// Says goodbye and closes the socket (a connection given up as stalled
@@ -509,9 +506,7 @@ impl Connection {
         frontend::terminate(&mut self.write_buffer);
         let _ = self.send().await;
         let _ = self
-            .bounded(async |connection: &mut Connection| {
-                connection.stream.shutdown().await.map_err(Error::io)
-            })
+            .bounded(async |stream, _, _| stream.shutdown().await.map_err(Error::io))
             .await;
     }
 }
