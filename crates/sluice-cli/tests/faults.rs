@@ -8,24 +8,12 @@
 
 mod support;
 
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sluice_testkit::TestDb;
 use support::proxy::RunningProxy;
-use support::{assert_exit, run, sluice};
-
-/// The test server's `host:port`, and the rest of its URL around it.
-fn split_url(url: &str) -> (&str, &str, &str) {
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    let before = &url[..scheme.len() + 3 + authority.len() - host_port.len()];
-    let after = &rest[authority_end..];
-    (before, host_port, after)
-}
+use support::{assert_exit, export, rows_in_order, run, sluice, split_url};
 
 /// `sluice proxy` in front of the test server with these options.
 fn start_proxy(db: &TestDb, options: &[&str]) -> RunningProxy {
@@ -40,15 +28,6 @@ fn url_through(db: &TestDb, proxy: &mut RunningProxy, extra: &str) -> String {
     let address = proxy.address();
     let separator = if after.contains('?') { '&' } else { '?' };
     format!("{before}{address}{after}{separator}sslmode=disable{extra}")
-}
-
-fn export(url: &str, query: &str, extra: &[&str]) -> Output {
-    run(
-        sluice()
-            .args(["export", "--db", url, "--query", query])
-            .args(extra),
-        b"",
-    )
 }
 
 /// NDJSON lines `{"n": …}` for `rows` rows.
@@ -80,17 +59,8 @@ fn an_export_cut_mid_stream_exits_3_saying_the_output_is_incomplete() {
         );
         // Whatever reached standard output is whole rows, in order, and fewer
         // than the cut let through.
-        let stdout = String::from_utf8(output.stdout).unwrap();
-        let rows: Vec<u64> = stdout
-            .lines()
-            .map(|line| {
-                serde_json::from_str::<Value>(line).expect("whole rows")["n"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .collect();
-        assert!(rows.len() < 20000, "{fault}: {} rows", rows.len());
-        assert!(rows.iter().copied().eq(1..=rows.len() as u64), "{fault}");
+        let rows = rows_in_order(&output.stdout);
+        assert!(rows < 20000, "{fault}: {rows} rows");
     }
 
     // To a file: nothing is left under its name, or only FILE.partial when asked.

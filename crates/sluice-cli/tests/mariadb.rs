@@ -9,16 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use sluice_testkit::TestMariaDb;
-use support::{assert_exit, run, sluice};
-
-fn export(url: &str, query: &str, extra: &[&str]) -> std::process::Output {
-    let mut command = sluice();
-    command
-        .args(["export", "--db", url, "--query", query])
-        .args(extra)
-        .env_remove("MYSQL_PWD");
-    run(&mut command, b"")
-}
+use support::{assert_exit, export, sluice};
 
 /// Statements of other sessions whose text contains `marker`.
 fn running(db: &TestMariaDb, marker: &str) -> usize {

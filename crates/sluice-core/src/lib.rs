@@ -21,7 +21,8 @@
 //!   table and of running one statement for many parameter sets, [`split`] that
 //!   of reading one snapshot in parallel parts;
 //! - [`pool`]: the gateway's pool of sessions, one for every database crate;
-//! - [`Error`]: one opaque error type with kind accessors;
+//! - [`Error`]: one opaque error type with kind accessors; [`WaitLimit`]: the
+//!   one way a session gives a silent server up ([`Stalled`]);
 //! - [`parse_duration`]: the one spelling of durations people write.
 #![warn(missing_docs)]
 
@@ -41,6 +42,7 @@ pub mod source;
 pub mod split;
 pub mod transfer;
 pub mod value;
+pub mod wait;
 
 pub use batch::{Batch, BatchMark, Row};
 pub use decode::{Decoded, Decoder, Rejected, RowError, RowFault};
@@ -52,3 +54,4 @@ pub use socket::{Keepalive, Socket, TcpSettings};
 pub use source::{BatchSource, Chunk, DynSource, Encoder};
 pub use transfer::{Limits, Transfer, TransferError};
 pub use value::{Column, DecimalShape, DecimalText, Encoding, Field, Kind, Schema};
+pub use wait::WaitLimit;

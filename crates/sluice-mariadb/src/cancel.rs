@@ -3,6 +3,14 @@
 //! MariaDB and MySQL have no out-of-band cancel message: a second session
 //! sends `KILL QUERY <id>`. The statement ends with error 1317 on its own
 //! session, which stays usable.
+//!
+//! The second session never touches the first one's connection, so a cancel
+//! works, or fails, the same whether that connection is busy or given up as
+//! stalled; with a wait timeout its own waits are bounded by it too, so a
+//! server that stopped answering cannot hold a command that already reported
+//! the stall.
+
+use std::time::Duration;
 
 use sluice_core::{Error, Meter};
 
@@ -14,6 +22,8 @@ use crate::connection::Connection;
 pub struct CancelToken {
     config: Config,
     connection_id: u32,
+    /// The session's wait timeout, for the cancel's own waits.
+    wait_timeout: Option<Duration>,
 }
 
 impl CancelToken {
@@ -22,6 +32,16 @@ impl CancelToken {
         CancelToken {
             config,
             connection_id,
+            wait_timeout: None,
+        }
+    }
+
+    /// The same token, its own login and `KILL QUERY` bounded by `timeout`
+    /// (the cancelled session's, see [`Connection::set_wait_timeout`]).
+    pub fn with_wait_timeout(self, timeout: Option<Duration>) -> CancelToken {
+        CancelToken {
+            wait_timeout: timeout.filter(|timeout| !timeout.is_zero()),
+            ..self
         }
     }
 
@@ -29,7 +49,12 @@ impl CancelToken {
     /// when nothing runs. (Not counted on the session's meter: a cancel is no
     /// part of its work.)
     pub async fn cancel(&self) -> Result<(), Error> {
-        let mut connection = Connection::connect(&self.config, &Meter::new()).await?;
+        let mut config = self.config.clone();
+        if let Some(limit) = self.wait_timeout {
+            config.connect_timeout = config.connect_timeout.min(limit);
+        }
+        let mut connection = Connection::connect(&config, &Meter::new()).await?;
+        connection.set_wait_timeout(self.wait_timeout);
         let killed = connection
             .simple_query(&format!("KILL QUERY {}", self.connection_id))
             .await;

@@ -119,7 +119,6 @@ pub struct Connection {
     pub(crate) wire: Wire,
     pub(crate) capabilities: CapabilityFlags,
     server: ServerInfo,
-    target: Target,
     /// Settings queued to travel with the next command, whose answers (OK
     /// packets) are read before that command's.
     unanswered_settings: usize,
@@ -183,7 +182,7 @@ impl Connection {
         tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> Result<Opened, Error> {
         let socket = open_socket(&config.target, config.connect_timeout).await?;
-        let mut wire = Wire::new(socket, meter);
+        let mut wire = Wire::new(socket, meter, &config.target);
         let greeting = wire.read_payload().await?;
         let handshake = read_greeting(&greeting)?;
         let mut capabilities = wanted_capabilities() & handshake.capabilities();
@@ -238,7 +237,7 @@ impl Connection {
 
     /// Where the session is connected.
     pub fn target(&self) -> &Target {
-        &self.target
+        self.wire.target()
     }
 
     /// How the connection is encrypted (`TLSv1_3 TLS13_AES_256_GCM_SHA384`),
@@ -252,7 +251,23 @@ impl Connection {
         self.wire.meter()
     }
 
-    /// Ends the session politely (`COM_QUIT`) and closes the socket.
+    /// Gives the server up once a wait on it (for an answer, or for room to
+    /// send) sees nothing move for `timeout`; `None` (the default) waits for
+    /// ever. A wait that times out fails with an [`ErrorKind::Closed`] error
+    /// carrying [`sluice_core::Stalled`], and so does every later one: the
+    /// connection is spent.
+    pub fn set_wait_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.wire.set_wait_timeout(timeout);
+    }
+
+    /// Whether a wait timed out ([`Connection::set_wait_timeout`]): the
+    /// connection must not be used again, nor pooled.
+    pub fn is_spent(&self) -> bool {
+        self.wire.is_spent()
+    }
+
+    /// Ends the session politely (`COM_QUIT`) and closes the socket (a
+    /// connection given up as stalled is only dropped).
     pub async fn close(mut self) {
         self.wire.start_command();
         self.wire.queue(&[COM_QUIT]);
@@ -286,7 +301,6 @@ impl Connection {
                 extended_metadata: mariadb_capabilities
                     .contains(MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA),
             },
-            target: config.target.clone(),
             unanswered_settings: 0,
             notices: Vec::new(),
         };
@@ -371,7 +385,7 @@ impl Connection {
         let context = Credentials {
             password: config.password.as_deref().unwrap_or("").as_bytes(),
             scramble,
-            local_socket: matches!(self.target, Target::Unix(_)),
+            local_socket: matches!(self.wire.target(), Target::Unix(_)),
             tls: self.wire.encryption().is_some(),
         };
         procedure

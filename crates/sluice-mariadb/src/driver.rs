@@ -4,6 +4,7 @@
 //! ([`Config`]), and opens sessions whose exports are [`QueryStream`]s.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_core::connect::{
     Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions, Session, Target,
@@ -100,6 +101,8 @@ pub(crate) struct MariaDbSession {
     /// The load's unit of work ([`Session::begin_load`]) while one is open:
     /// imports join its transaction.
     load: Option<LoadUnit>,
+    /// The wait timeout set on the connection, for the canceller's own waits.
+    wait_timeout: Option<Duration>,
 }
 
 impl MariaDbSession {
@@ -110,6 +113,7 @@ impl MariaDbSession {
             config,
             slot: None,
             load: None,
+            wait_timeout: None,
         }
     }
 
@@ -128,6 +132,7 @@ impl MariaDbSession {
             start,
             slot: Some(slot),
             load: None,
+            wait_timeout: None,
         }
     }
 
@@ -141,11 +146,13 @@ impl MariaDbSession {
     }
 }
 
-/// Ends `connection`'s use: back into its pool slot, or closed.
+/// Ends `connection`'s use: back into its pool slot, or closed. A connection
+/// given up as stalled is closed (without waiting) and its slot left empty,
+/// so the pool discards it.
 async fn finish(connection: Connection, slot: Option<PooledSlot>) {
     match slot {
-        Some(mut slot) => slot.connection = Some(connection),
-        None => connection.close().await,
+        Some(mut slot) if !connection.is_spent() => slot.connection = Some(connection),
+        _ => connection.close().await,
     }
 }
 
@@ -181,8 +188,15 @@ impl Session for MariaDbSession {
             token: CancelToken::new(
                 (*self.config).clone(),
                 self.connection.server().connection_id,
-            ),
+            )
+            .with_wait_timeout(self.wait_timeout),
         })
+    }
+
+    fn set_wait_timeout(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        self.connection.set_wait_timeout(timeout);
+        self.wait_timeout = timeout;
+        Ok(())
     }
 
     fn export(

@@ -5,13 +5,18 @@
 //! Packets are read into one buffer and parsed in place, so a result row is
 //! copied once, from the buffer into a batch. Commands reset the sequence; each
 //! packet of an exchange takes the next number.
+//!
+//! Every wait on the socket after the login (`flush`, `fill`, the goodbye) is
+//! bounded by the session's wait limit, when one is set
+//! ([`sluice_core::WaitLimit`], shared with PostgreSQL): a server, or a
+//! network, that stops moving bytes fails the work instead of hanging it.
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use sluice_core::{Error, ErrorKind, Meter, Socket};
+use sluice_core::{Error, ErrorKind, Meter, Socket, WaitLimit};
 use sluice_tls::Transport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -31,14 +36,18 @@ pub(crate) async fn open_socket(target: &Target, timeout: Duration) -> Result<So
     }
 }
 
-/// A metered socket, plain or inside TLS, with the read buffer and the
-/// packet sequence.
+/// A metered socket, plain or inside TLS, with the read buffer, the packet
+/// sequence and the limit on each wait.
 #[derive(Debug)]
 pub(crate) struct Wire {
     stream: Transport,
     read_buffer: BytesMut,
     write_buffer: Vec<u8>,
     sequence: u8,
+    /// The server at the other end, as errors name it.
+    target: Target,
+    /// How long one wait may see nothing move; spent once one timed out.
+    wait_limit: WaitLimit,
 }
 
 /// A packet at the front of the read buffer.
@@ -51,13 +60,30 @@ pub(crate) struct Header {
 }
 
 impl Wire {
-    pub(crate) fn new(socket: Socket, meter: &Meter) -> Wire {
+    pub(crate) fn new(socket: Socket, meter: &Meter, target: &Target) -> Wire {
         Wire {
             stream: Transport::Plain(meter.wrap(socket)),
             read_buffer: BytesMut::with_capacity(READ_CHUNK),
             write_buffer: Vec::with_capacity(8 * 1024),
             sequence: 0,
+            target: target.clone(),
+            wait_limit: WaitLimit::default(),
         }
+    }
+
+    /// The server at the other end.
+    pub(crate) fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Bounds every later wait on the server (see [`WaitLimit::set`]).
+    pub(crate) fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
+        self.wait_limit.set(timeout);
+    }
+
+    /// Whether a wait timed out: the connection is given up.
+    pub(crate) fn is_spent(&self) -> bool {
+        self.wait_limit.is_spent()
     }
 
     pub(crate) fn meter(&self) -> &Meter {
@@ -142,33 +168,51 @@ impl Wire {
         }
     }
 
-    /// Writes what is queued.
+    /// Writes what is queued. Each write is a wait of its own: a slow link
+    /// that keeps taking bytes is not a stalled one.
     pub(crate) async fn flush(&mut self) -> Result<(), Error> {
-        if !self.write_buffer.is_empty() {
-            self.stream
-                .write_all(&self.write_buffer)
-                .await
-                .map_err(Error::io)?;
-            self.write_buffer.clear();
+        let Wire {
+            stream,
+            write_buffer,
+            target,
+            wait_limit,
+            ..
+        } = self;
+        let mut sent = 0;
+        while sent < write_buffer.len() {
+            let write = async {
+                match stream.write(&write_buffer[sent..]).await {
+                    Ok(0) => Err(lost()),
+                    Ok(written) => Ok(written),
+                    Err(error) => Err(Error::io(error)),
+                }
+            };
+            sent += wait_limit.run(target, write).await?;
         }
-        self.stream.flush().await.map_err(Error::io)
+        write_buffer.clear();
+        // TLS may hold the last records back until flushed.
+        let flush = async { stream.flush().await.map_err(Error::io) };
+        wait_limit.run(target, flush).await
     }
 
     /// Reads more bytes from the socket; the server closing is an error.
     pub(crate) async fn fill(&mut self) -> Result<(), Error> {
-        self.read_buffer.reserve(READ_CHUNK);
-        let read = self
-            .stream
-            .read_buf(&mut self.read_buffer)
-            .await
-            .map_err(Error::io)?;
-        if read == 0 {
-            return Err(Error::new(
-                ErrorKind::Closed,
-                "connection to the database was lost: the server closed it",
-            ));
-        }
-        Ok(())
+        let Wire {
+            stream,
+            read_buffer,
+            target,
+            wait_limit,
+            ..
+        } = self;
+        read_buffer.reserve(READ_CHUNK);
+        let read = async {
+            match stream.read_buf(read_buffer).await {
+                Ok(0) => Err(lost()),
+                Ok(_) => Ok(()),
+                Err(error) => Err(Error::io(error)),
+            }
+        };
+        wait_limit.run(target, read).await
     }
 
     /// The header of the packet at the front of the buffer, once it is whole.
@@ -246,10 +290,18 @@ impl Wire {
         }
     }
 
-    /// Closes the socket after sending what is queued.
+    /// Closes the socket after sending what is queued. On a spent connection
+    /// nothing waits: the socket is only dropped.
     pub(crate) async fn shutdown(&mut self) {
         let _ = self.flush().await;
-        let _ = self.stream.shutdown().await;
+        let Wire {
+            stream,
+            target,
+            wait_limit,
+            ..
+        } = self;
+        let close = async { stream.shutdown().await.map_err(Error::io) };
+        let _ = wait_limit.run(target, close).await;
     }
 
     /// Whether the socket of an idle session is still quiet, found without
@@ -260,4 +312,12 @@ impl Wire {
     pub(crate) fn check_idle(&mut self) -> Result<(), Error> {
         sluice_core::socket::check_idle(&mut self.stream, !self.read_buffer.is_empty())
     }
+}
+
+/// The server closed the connection.
+fn lost() -> Error {
+    Error::new(
+        ErrorKind::Closed,
+        "connection to the database was lost: the server closed it",
+    )
 }

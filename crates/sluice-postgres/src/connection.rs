@@ -13,7 +13,7 @@ use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::{Message, ParameterStatusBody};
 use postgres_protocol::message::frontend;
 pub use sluice_core::Socket;
-use sluice_core::{Error, ErrorKind, Meter};
+use sluice_core::{Error, ErrorKind, Meter, WaitLimit};
 
 use crate::passfile::{look_up, Lookup};
 use crate::tls::{ChannelBinding, SslMode};
@@ -82,11 +82,9 @@ pub struct Connection {
     server_version: String,
     /// The session's `TimeZone`, as the server last reported it.
     time_zone: String,
-    /// How long a wait on the server may go without anything moving (see
-    /// [`Connection::set_wait_timeout`]).
-    wait_timeout: Option<Duration>,
-    /// Set once a wait timed out: the connection is given up.
-    stalled: Option<Duration>,
+    /// How long a wait on the server may go without anything moving, and
+    /// whether one already timed out (see [`Connection::set_wait_timeout`]).
+    wait_limit: WaitLimit,
 }
 
 impl Connection {
@@ -246,8 +244,7 @@ impl Connection {
             secret_key: 0,
             server_version: String::new(),
             time_zone: String::new(),
-            wait_timeout: None,
-            stalled: None,
+            wait_limit: WaitLimit::default(),
         };
         connection.startup(config).await?;
         Ok(connection)
@@ -518,7 +515,7 @@ impl Connection {
     /// carrying [`sluice_core::Stalled`], and so does every later one: the
     /// connection is spent.
     pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
-        self.wait_timeout = timeout;
+        self.wait_limit.set(timeout);
     }
 
     /// Says goodbye and closes the socket (a connection given up as stalled
@@ -527,9 +524,7 @@ impl Connection {
         frontend::terminate(&mut self.write_buffer);
         let _ = self.send().await;
         let _ = self
-            .bounded(async |connection: &mut Connection| {
-                connection.stream.shutdown().await.map_err(Error::io)
-            })
+            .bounded(async |stream, _, _| stream.shutdown().await.map_err(Error::io))
             .await;
     }
 }

@@ -1,17 +1,59 @@
 //! Running the `sluice` binary from tests: a clean environment, input streamed from
 //! a generator, output counted rather than held, and the child's own peak memory
 //! (from `wait4`, so other tests in this process do not count); [`server`] runs
-//! `sluice serve` for the gateway tests.
+//! `sluice serve` for the gateway tests, [`proxy`] and [`relay`] stand between
+//! a command and its database.
 
 #![allow(dead_code)] // each test file uses a different part of this module
 
 pub mod proxy;
+pub mod relay;
 pub mod server;
 
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::thread;
+
+/// A database URL split around its `host:port`: what comes before it, the
+/// address, and the rest, so a test can point the URL at a stand-in.
+pub fn split_url(url: &str) -> (&str, &str, &str) {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let before = &url[..scheme.len() + 3 + authority.len() - host_port.len()];
+    let after = &rest[authority_end..];
+    (before, host_port, after)
+}
+
+/// `sluice export --db URL --query QUERY EXTRA…`, run to its end (no MariaDB
+/// password from the environment: the URL says what to log in with).
+pub fn export(url: &str, query: &str, extra: &[&str]) -> std::process::Output {
+    let mut command = sluice();
+    command
+        .args(["export", "--db", url, "--query", query])
+        .args(extra)
+        .env_remove("MYSQL_PWD");
+    run(&mut command, b"")
+}
+
+/// The rows of an NDJSON export of `n` = 1, 2, 3…, cut short or not: asserts
+/// each line is a whole row and they come in order from 1, and returns how
+/// many there are.
+pub fn rows_in_order(stdout: &[u8]) -> usize {
+    let stdout = std::str::from_utf8(stdout).unwrap();
+    let rows: Vec<u64> = stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).expect("whole rows")["n"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(rows.iter().copied().eq(1..=rows.len() as u64));
+    rows.len()
+}
 
 /// A `sluice` command with a clean environment for the variables it reads.
 pub fn sluice() -> Command {

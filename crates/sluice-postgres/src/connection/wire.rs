@@ -20,9 +20,10 @@ use bytes::{Buf, BufMut, BytesMut};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use sluice_core::{Batch, Error, ErrorKind, Stalled};
+use sluice_core::{Batch, Error, ErrorKind};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::transport::Transport;
 use super::{Connection, READ_CHUNK};
 
 /// What the front of the read buffer held.
@@ -209,70 +210,58 @@ impl Connection {
 
 /// Moving bytes between the buffers and the socket.
 impl Connection {
-    /// Runs `wait` (on the socket) within the wait timeout. Once a wait has
-    /// timed out the connection is spent: what was half sent or half read is
-    /// unknown, so every later wait fails at once, a rollback or a goodbye
-    /// included, rather than waiting again on a server already given up.
+    /// Runs `wait` (on the socket and the read and write buffers) within the
+    /// wait limit ([`sluice_core::WaitLimit::run`]): once a wait has timed out the
+    /// connection is spent and every later wait fails at once. The wait gets
+    /// those parts rather than the connection because the limit, held across
+    /// the wait, is a part of the connection too.
     pub(crate) async fn bounded<T>(
         &mut self,
-        wait: impl AsyncFnOnce(&mut Connection) -> Result<T, Error>,
+        wait: impl AsyncFnOnce(&mut Transport, &mut BytesMut, &mut BytesMut) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        if let Some(after) = self.stalled {
-            return Err(Stalled { after }.into_error(&self.target));
-        }
-        let Some(limit) = self.wait_timeout else {
-            return wait(self).await;
-        };
-        match tokio::time::timeout(limit, wait(self)).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.stalled = Some(limit);
-                Err(Stalled { after: limit }.into_error(&self.target))
-            }
-        }
+        let Connection {
+            stream,
+            read_buffer,
+            write_buffer,
+            target,
+            wait_limit,
+            ..
+        } = self;
+        wait_limit
+            .run(target, wait(stream, read_buffer, write_buffer))
+            .await
     }
 
     /// Writes everything queued in the write buffer. Each write is a wait of
     /// its own: a slow link that keeps taking bytes is not a stalled one.
     pub(crate) async fn send(&mut self) -> Result<(), Error> {
         while !self.write_buffer.is_empty() {
-            self.bounded(async |connection: &mut Connection| {
-                let written = connection
-                    .stream
-                    .write(&connection.write_buffer)
-                    .await
-                    .map_err(Error::io)?;
+            self.bounded(async |stream, _, write_buffer| {
+                let written = stream.write(write_buffer).await.map_err(Error::io)?;
                 if written == 0 {
                     return Err(closed());
                 }
-                connection.write_buffer.advance(written);
+                write_buffer.advance(written);
                 Ok(())
             })
             .await?;
         }
         // TLS may hold the last records back until flushed.
-        self.bounded(async |connection: &mut Connection| {
-            connection.stream.flush().await.map_err(Error::io)
-        })
-        .await
+        self.bounded(async |stream, _, _| stream.flush().await.map_err(Error::io))
+            .await
     }
 
     /// Reads more bytes from the socket into the read buffer; EOF is an error.
     pub(crate) async fn fill(&mut self) -> Result<(), Error> {
-        self.bounded(Connection::fill_now).await
-    }
-
-    async fn fill_now(&mut self) -> Result<(), Error> {
-        self.read_buffer.reserve(READ_CHUNK);
-        let read = self
-            .stream
-            .read_buf(&mut self.read_buffer)
-            .await
-            .map_err(Error::io)?;
-        if read == 0 {
-            return Err(closed());
-        }
-        Ok(())
+        self.bounded(async |stream, read_buffer, _| {
+            read_buffer.reserve(READ_CHUNK);
+            let read = stream.read_buf(read_buffer).await.map_err(Error::io)?;
+            if read == 0 {
+                return Err(closed());
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Waits until the read buffer holds at least `bytes` bytes.
@@ -297,48 +286,54 @@ impl Connection {
     /// either made progress: the two directions never wait on each other, so the
     /// server keeps answering while more requests go out.
     pub(crate) async fn exchange(&mut self) -> Result<(), Error> {
-        self.bounded(async |connection: &mut Connection| {
-            std::future::poll_fn(|context| connection.poll_exchange(context)).await
+        self.bounded(async |stream, read_buffer, write_buffer| {
+            std::future::poll_fn(|context| {
+                poll_exchange(stream, read_buffer, write_buffer, context)
+            })
+            .await
         })
         .await
     }
+}
 
-    fn poll_exchange(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        let mut progressed = false;
-        while !self.write_buffer.is_empty() {
-            match Pin::new(&mut self.stream).poll_write(context, &self.write_buffer) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed())),
-                Poll::Ready(Ok(count)) => {
-                    self.write_buffer.advance(count);
-                    progressed = true;
-                }
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
-                Poll::Pending => break,
-            }
-        }
-        if self.write_buffer.is_empty() {
-            // TLS may hold the last records back until flushed; pending is
-            // fine (the flush resumes with the next poll), an error is not.
-            if let Poll::Ready(Err(error)) = Pin::new(&mut self.stream).poll_flush(context) {
-                return Poll::Ready(Err(Error::io(error)));
-            }
-        }
-        self.read_buffer.reserve(READ_CHUNK);
-        match tokio_util::io::poll_read_buf(
-            Pin::new(&mut self.stream),
-            context,
-            &mut self.read_buffer,
-        ) {
+/// One poll of [`Connection::exchange`]: writes what it can, reads what has
+/// arrived, ready once either moved.
+fn poll_exchange(
+    stream: &mut Transport,
+    read_buffer: &mut BytesMut,
+    write_buffer: &mut BytesMut,
+    context: &mut Context<'_>,
+) -> Poll<Result<(), Error>> {
+    let mut progressed = false;
+    while !write_buffer.is_empty() {
+        match Pin::new(&mut *stream).poll_write(context, write_buffer) {
             Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed())),
-            Poll::Ready(Ok(_)) => progressed = true,
+            Poll::Ready(Ok(count)) => {
+                write_buffer.advance(count);
+                progressed = true;
+            }
             Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
-            Poll::Pending => {}
+            Poll::Pending => break,
         }
-        if progressed {
-            Poll::Ready(Ok(()))
-        } else {
-            Poll::Pending
+    }
+    if write_buffer.is_empty() {
+        // TLS may hold the last records back until flushed; pending is
+        // fine (the flush resumes with the next poll), an error is not.
+        if let Poll::Ready(Err(error)) = Pin::new(&mut *stream).poll_flush(context) {
+            return Poll::Ready(Err(Error::io(error)));
         }
+    }
+    read_buffer.reserve(READ_CHUNK);
+    match tokio_util::io::poll_read_buf(Pin::new(&mut *stream), context, read_buffer) {
+        Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed())),
+        Poll::Ready(Ok(_)) => progressed = true,
+        Poll::Ready(Err(error)) => return Poll::Ready(Err(Error::io(error))),
+        Poll::Pending => {}
+    }
+    if progressed {
+        Poll::Ready(Ok(()))
+    } else {
+        Poll::Pending
     }
 }
 
