@@ -15,6 +15,7 @@ use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, Inpu
 use tokio::io::AsyncRead;
 
 use crate::console::err_line;
+use crate::machine;
 use crate::report::{
     error_text, exit_code, import_message, row_line, row_reason, ProgressLine, Stats,
 };
@@ -197,6 +198,10 @@ async fn load<D: Decoder + 'static>(
 pub async fn run(arguments: ImportArgs) -> u8 {
     match run_import(&arguments).await {
         Ok(()) => 0,
+        Err(error) if machine::enabled() => {
+            machine::print_error(&error, &message(&error), "");
+            exit_code(&error)
+        }
         Err(error) => {
             err_line!("sluice: {}", message(&error));
             exit_code(&error)
