@@ -314,6 +314,65 @@ def read_polars(url: str, query: str, params: Sequence[Any] | None = None, **set
     return polars.from_arrow(_storage_types(read_arrow(url, query, params, **settings)))
 
 
+def write(
+    url: str,
+    table: str,
+    data: Any,
+    on_conflict: str = "error",
+    key: Sequence[str] | None = None,
+) -> None:
+    """Loads ``data`` into ``table`` (optionally schema-qualified) through COPY,
+    atomically: every row or none. ``data`` is a ``pyarrow.Table``,
+    ``RecordBatch`` or ``RecordBatchReader``, a pandas or polars DataFrame, or
+    anything with ``__arrow_c_stream__``; its column names name the table's
+    columns it fills. ``on_conflict`` is ``error``, ``ignore`` (keep existing
+    rows) or ``update`` (overwrite them, by the columns of ``key``).
+
+    A row the table refuses raises :class:`DatabaseError` (or :class:`BadInput`)
+    whose ``row`` is its 0-based index in ``data`` and ``column_name`` its column.
+    Memory holds one record batch: a ``RecordBatchReader`` streams."""
+    import pyarrow.ipc
+
+    reader = _record_batch_reader(data)
+    arguments = [
+        "import",
+        f"--db={url}",
+        f"--table={table}",
+        "--format=arrow",
+        f"--on-conflict={on_conflict}",
+        "--stats",
+    ]
+    if key:
+        arguments.append("--key=" + ",".join(key))
+    run = _Run(arguments, reads=False)
+    with _watched(run):
+        with pyarrow.ipc.new_stream(run.process.stdin, reader.schema) as stream:
+            for batch in reader:
+                stream.write_batch(batch)
+        # The end of the input is what lets sluice commit.
+        run.process.stdin.close()
+
+
+def _record_batch_reader(data: Any) -> "pyarrow.RecordBatchReader":
+    """``data`` as a stream of record batches, without copying Arrow data."""
+    import pyarrow
+
+    if isinstance(data, pyarrow.RecordBatchReader):
+        return data
+    if isinstance(data, pyarrow.RecordBatch):
+        data = pyarrow.Table.from_batches([data])
+    if isinstance(data, pyarrow.Table):
+        return data.to_reader()
+    module = type(data).__module__
+    if module.startswith("pandas"):
+        return pyarrow.Table.from_pandas(data, preserve_index=False).to_reader()
+    if module.startswith("polars"):
+        return data.to_arrow().to_reader()
+    if hasattr(data, "__arrow_c_stream__"):
+        return pyarrow.RecordBatchReader.from_stream(data)
+    raise UsageError(f"cannot write a {type(data).__name__}: pass a pyarrow Table, a pandas or polars DataFrame")
+
+
 def _storage_types(table: "pyarrow.Table") -> "pyarrow.Table":
     """The table with extension types (``arrow.uuid``, ``arrow.json``) as their
     storage, which every reader knows."""
