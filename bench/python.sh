@@ -45,14 +45,7 @@ if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$U
 ensure_tables
 build_sluice
 
-PY="$PYTHON_VENV/bin/python"
-if ! [[ -x $PY ]] || ! "$PY" -c 'import connectorx, polars, pandas, psycopg, sqlalchemy' 2>/dev/null; then
-    log "creating $PYTHON_VENV with ${PEER_PINS[*]}"
-    "${PYTHON:-python3}" -m venv "$PYTHON_VENV"
-    "$PY" -m pip install --quiet "${PEER_PINS[@]}"
-fi
-PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
-peer_version() { "$PY" -c "import importlib.metadata as m; print(m.version('$1'))"; }
+ensure_peer_venv "$PYTHON_VENV" "connectorx, polars, pandas, psycopg, sqlalchemy" "${PEER_PINS[@]}"
 # The package from the source tree, driving the release binary (what the wheel holds).
 export PYTHONPATH="$ROOT/python" SLUICE_BIN="$SLUICE"
 
