@@ -74,15 +74,7 @@ build_sluice() {
 
 # ensure_psycopg: PY, the interpreter of bench/.venv with psycopg 3 (the venv
 # made with PYTHON, default python3, on first use), and PSYCOPG_VERSION.
-ensure_psycopg() {
-    PY="$VENV/bin/python"
-    if ! [[ -x $PY ]] || ! "$PY" -c 'import psycopg' 2>/dev/null; then
-        log "creating $VENV with psycopg[binary]"
-        "${PYTHON:-python3}" -m venv "$VENV"
-        "$PY" -m pip install --quiet 'psycopg[binary]>=3.1,<4'
-    fi
-    PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
-}
+ensure_psycopg() { ensure_peer_venv "$VENV" psycopg 'psycopg[binary]>=3.1,<4'; }
 
 # ensure_peer_venv DIR IMPORTS PIN...: PY, the interpreter of the virtualenv
 # DIR with the pinned PINs (made with PYTHON, default python3, unless IMPORTS,
