@@ -44,14 +44,7 @@ LOAD_AVG_START=$(load_average)
 ensure_tables
 build_sluice
 
-PY="$COLUMNAR_VENV/bin/python"
-if ! [[ -x $PY ]] || ! "$PY" -c 'import connectorx, polars, psycopg, adbc_driver_postgresql' 2>/dev/null; then
-    log "creating $COLUMNAR_VENV with ${PEER_PINS[*]}"
-    "${PYTHON:-python3}" -m venv "$COLUMNAR_VENV"
-    "$PY" -m pip install --quiet "${PEER_PINS[@]}"
-fi
-PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
-peer_version() { "$PY" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null || echo "?"; }
+ensure_peer_venv "$COLUMNAR_VENV" "connectorx, polars, psycopg, adbc_driver_postgresql" "${PEER_PINS[@]}"
 
 # --------------------------------------------------------------- variants --
 

@@ -74,15 +74,25 @@ build_sluice() {
 
 # ensure_psycopg: PY, the interpreter of bench/.venv with psycopg 3 (the venv
 # made with PYTHON, default python3, on first use), and PSYCOPG_VERSION.
-ensure_psycopg() {
-    PY="$VENV/bin/python"
-    if ! [[ -x $PY ]] || ! "$PY" -c 'import psycopg' 2>/dev/null; then
-        log "creating $VENV with psycopg[binary]"
-        "${PYTHON:-python3}" -m venv "$VENV"
-        "$PY" -m pip install --quiet 'psycopg[binary]>=3.1,<4'
+ensure_psycopg() { ensure_peer_venv "$VENV" psycopg 'psycopg[binary]>=3.1,<4'; }
+
+# ensure_peer_venv DIR IMPORTS PIN...: PY, the interpreter of the virtualenv
+# DIR with the pinned PINs (made with PYTHON, default python3, unless IMPORTS,
+# a comma-separated module list, already import), and PSYCOPG_VERSION.
+ensure_peer_venv() {
+    local venv=$1 imports=$2
+    shift 2
+    PY="$venv/bin/python"
+    if ! [[ -x $PY ]] || ! "$PY" -c "import $imports" 2>/dev/null; then
+        log "creating $venv with $*"
+        "${PYTHON:-python3}" -m venv "$venv"
+        "$PY" -m pip install --quiet "$@"
     fi
     PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
 }
+
+# peer_version NAME: the version of package NAME in PY's environment, or "?".
+peer_version() { "$PY" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null || echo "?"; }
 
 # load_average: the 1, 5 and 15 minute load averages, or "?".
 load_average() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }

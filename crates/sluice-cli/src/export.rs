@@ -13,8 +13,9 @@ use sluice_formats::{
 };
 
 use crate::interrupt::Interrupt;
+use crate::machine;
 use crate::output::{BlockingWriter, StagedFile};
-use crate::report::{exit_code, print_error, ProgressLine, Stats};
+use crate::report::{error_text, exit_code, print_error, ProgressLine, Stats};
 use crate::wait::WaitArgs;
 
 /// Arguments of `sluice export`.
@@ -191,7 +192,13 @@ pub async fn run(arguments: ExportArgs) -> u8 {
         Written::Unstaged => Some("the output is incomplete".to_owned()),
         Written::Staged(staged) => staged.abandon(arguments.keep_partial),
     };
-    print_error(&error, &arguments.query, note.as_deref());
+    if machine::enabled() {
+        let text = error_text(&error);
+        let message = note.map_or(text.clone(), |note| format!("{text}; {note}"));
+        machine::print_error(&error, &message, &arguments.query);
+    } else {
+        print_error(&error, &arguments.query, note.as_deref());
+    }
     exit_code(&error)
 }
 

@@ -1,4 +1,5 @@
-//! `sluice import`: NDJSON or CSV from a file or standard input into a table.
+//! `sluice import`: NDJSON, CSV or an Arrow IPC stream from a file or standard
+//! input into a table.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, Inpu
 use tokio::io::AsyncRead;
 
 use crate::console::err_line;
+use crate::machine;
 use crate::report::{
     error_text, exit_code, import_message, row_line, row_reason, ProgressLine, Stats,
 };
@@ -60,8 +62,10 @@ pub struct ImportArgs {
     #[arg(value_name = "FILE")]
     input: Option<PathBuf>,
 
-    /// Input format: ndjson or csv. Default: csv for a file ending in .csv, ndjson otherwise.
-    #[arg(long, value_name = "ndjson|csv", value_parser = parse_input_format)]
+    /// Input format: ndjson, csv or arrow (an Arrow IPC stream, its fields
+    /// naming the columns). Default: csv for a file ending in .csv, arrow for
+    /// .arrows, ndjson otherwise.
+    #[arg(long, value_name = "ndjson|csv|arrow", value_parser = parse_input_format)]
     format: Option<InputFormat>,
 
     /// The columns to fill, comma-separated. NDJSON default: the keys of the first
@@ -210,6 +214,10 @@ async fn load<D: Decoder + 'static>(
 pub async fn run(arguments: ImportArgs) -> u8 {
     match run_import(&arguments).await {
         Ok(()) => 0,
+        Err(error) if machine::enabled() => {
+            machine::print_error(&error, &message(&error), "");
+            exit_code(&error)
+        }
         Err(error) => {
             err_line!("sluice: {}", message(&error));
             exit_code(&error)

@@ -12,6 +12,7 @@ mod export;
 mod import;
 mod interrupt;
 mod lab;
+mod machine;
 mod output;
 mod proxy;
 mod report;

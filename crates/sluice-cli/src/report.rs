@@ -65,18 +65,27 @@ pub fn print_error(error: &Error, sql: &str, note: Option<&str>) {
     let Some(position) = error.as_db_error().and_then(|db| db.position) else {
         return;
     };
-    // The server counts characters from 1.
-    let mut remaining = position.saturating_sub(1) as usize;
-    for line in sql.split('\n') {
+    let Some((line, column)) = line_and_column(sql, position) else {
+        return;
+    };
+    if let Some(text) = sql.split('\n').nth(line - 1) {
+        err_line!("  {}", text.trim_end_matches('\r'));
+        err_line!("  {}^", " ".repeat(column - 1));
+    }
+}
+
+/// Line and column (both from 1) of the 1-based character `position` the
+/// server points at in `sql`.
+pub fn line_and_column(sql: &str, position: u32) -> Option<(usize, usize)> {
+    let mut remaining = (position as usize).checked_sub(1)?;
+    for (index, line) in sql.split('\n').enumerate() {
         let characters = line.chars().count();
         if remaining <= characters {
-            let line = line.trim_end_matches('\r');
-            err_line!("  {line}");
-            err_line!("  {}^", " ".repeat(remaining));
-            return;
+            return Some((index + 1, remaining + 1));
         }
         remaining -= characters + 1;
     }
+    None
 }
 
 /// An import error in this command's terms, when a setting is at fault (the
@@ -172,6 +181,15 @@ impl Stats {
     /// Prints the figures to standard error.
     pub fn print(&self) {
         let total = self.connect + self.operation;
+        if crate::machine::enabled() {
+            crate::machine::print_stats(
+                &self.figures,
+                (self.connect.round_trips, self.operation.round_trips),
+                (total.bytes_sent, total.bytes_received),
+                self.elapsed,
+            );
+            return;
+        }
         for (key, value) in &self.figures {
             err_line!("{key}: {value}");
         }
@@ -462,5 +480,13 @@ mod tests {
         assert_eq!(row_reason(&plain), "invalid JSON");
         assert_eq!(import_message(&Error::bad_row(plain)), None);
         assert_eq!(import_message(&Error::config("no such table")), None);
+    }
+
+    #[test]
+    fn positions_count_characters_not_bytes() {
+        assert_eq!(line_and_column("é x", 3), Some((1, 3)));
+        assert_eq!(line_and_column("a\nb", 3), Some((2, 1)));
+        assert_eq!(line_and_column("a", 0), None);
+        assert_eq!(line_and_column("a", 9), None);
     }
 }

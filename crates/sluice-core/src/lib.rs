@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod calendar;
 pub mod calls;
 pub mod connect;
 pub mod database;

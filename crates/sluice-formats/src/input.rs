@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use sluice_core::{Column, Decoder, Error};
 
-use crate::{CsvDecoder, CsvHeader, CsvOptions, NdjsonDecoder, NdjsonOptions};
+use crate::{ArrowDecoder, CsvDecoder, CsvHeader, CsvOptions, NdjsonDecoder, NdjsonOptions};
 
 /// An input format sluice can read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub enum InputFormat {
     Ndjson,
     /// CSV by PostgreSQL's rules, with a header line unless told otherwise.
     Csv,
+    /// An Arrow IPC stream, its fields naming the columns (the settings of
+    /// the text formats do not apply).
+    Arrow,
 }
 
 /// Settings of the decoder [`InputFormat::decoder`] makes; each states its default.
@@ -88,10 +91,12 @@ impl fmt::Display for InputFault {
 impl std::error::Error for InputFault {}
 
 impl InputFormat {
-    /// The format a file's name suggests: CSV for `.csv` (any case), NDJSON otherwise.
+    /// The format a file's name suggests: CSV for `.csv` (any case), an Arrow
+    /// stream for `.arrows`, NDJSON otherwise.
     pub fn for_path(path: &Path) -> InputFormat {
         match path.extension() {
             Some(extension) if extension.eq_ignore_ascii_case("csv") => InputFormat::Csv,
+            Some(extension) if extension.eq_ignore_ascii_case("arrows") => InputFormat::Arrow,
             _ => InputFormat::Ndjson,
         }
     }
@@ -153,6 +158,7 @@ impl InputFormat {
                     keep_records: options.keep_records,
                 },
             )),
+            InputFormat::Arrow => Box::new(ArrowDecoder::new(table)),
         })
     }
 }
@@ -164,8 +170,9 @@ impl FromStr for InputFormat {
         match name.to_ascii_lowercase().as_str() {
             "ndjson" | "jsonl" | "jsonlines" => Ok(InputFormat::Ndjson),
             "csv" => Ok(InputFormat::Csv),
+            "arrow" | "arrows" => Ok(InputFormat::Arrow),
             other => Err(format!(
-                "unknown input format {other:?}: expected ndjson or csv"
+                "unknown input format {other:?}: expected ndjson, csv or arrow"
             )),
         }
     }
@@ -206,7 +213,7 @@ mod tests {
         assert!("xml"
             .parse::<InputFormat>()
             .unwrap_err()
-            .contains("ndjson or csv"));
+            .contains("ndjson, csv or arrow"));
         assert_eq!(
             InputFormat::for_path(Path::new("a/b.CSV")),
             InputFormat::Csv

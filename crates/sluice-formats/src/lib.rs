@@ -22,6 +22,7 @@
 //! caller flushes in chunks.
 #![warn(missing_docs)]
 
+mod arrow_decode;
 mod call_lines;
 pub mod columnar;
 mod csv;
@@ -39,6 +40,7 @@ mod test_support;
 
 use std::str::FromStr;
 
+pub use crate::arrow_decode::ArrowDecoder;
 pub use crate::call_lines::CallLines;
 pub use crate::columnar::{ColumnarEncoder, ColumnarOptions, ParquetCompression};
 pub use crate::csv::CsvEncoder;

@@ -4,6 +4,8 @@
 //! offset in a value. And ISO 8601 durations (`PT-838H-59M-59S`, what sluice's
 //! JSON writes for a `TIME`), turned into the `-838:59:59` a `TIME` column reads.
 
+use sluice_core::calendar::{civil_from_days, days_from_civil};
+
 /// `value` in UTC without an offset, or `None` when it has no offset (it is
 /// then passed on as it is) or is not a moment sluice can read (the server
 /// judges it).
@@ -139,35 +141,6 @@ fn split_offset(text: &str) -> Option<(&str, i64)> {
         + minutes.parse::<i64>().ok()? * 60
         + seconds.parse::<i64>().ok()?;
     Some((local.trim_end(), sign * total))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date `days` after 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

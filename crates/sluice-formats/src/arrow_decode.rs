@@ -1,0 +1,679 @@
+//! [`ArrowDecoder`]: an Arrow IPC stream into rows of a table, each value
+//! written in the canonical text of [`sluice_core::value`] (what COPY reads),
+//! so pyarrow, pandas and polars data loads through the same import as CSV.
+//!
+//! arrow-rs's [`StreamDecoder`] is pushed bytes as they arrive and hands back
+//! whole record batches, which fits [`Decoder::decode`]: every byte is consumed
+//! (the stream decoder keeps a partial message itself) and memory holds one
+//! record batch. The stream's fields name the table's columns it fills, in the
+//! stream's order. Records are numbered from 1 across the stream's batches (a
+//! DataFrame's row index plus one), standing where other formats put the line.
+//!
+//! Types: booleans, integers, floats (`NaN`, `Infinity`), decimals, strings and
+//! binaries of every offset width and view, dates, times, timestamps (with a
+//! zone, in UTC with `+00`), durations and month-day-nano intervals, and
+//! dictionaries of any of these (pandas categoricals). A 16-byte binary into a
+//! `uuid` column is written as a UUID. Lists and structs are refused when the
+//! stream's schema arrives, naming the column.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Date64Type, Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type,
+    DecimalType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType,
+    DurationSecondType, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, IntervalMonthDayNanoType, Time32MillisecondType, Time32SecondType,
+    Time64MicrosecondType, Time64NanosecondType, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::StreamDecoder;
+use arrow_schema::{DataType, Schema, TimeUnit};
+use sluice_core::calendar::civil_from_days;
+use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Rejected, RowError};
+
+/// Decodes an Arrow IPC stream into rows of `table`.
+pub struct ArrowDecoder {
+    table: Vec<Column>,
+    stream: StreamDecoder,
+    /// The table's columns the stream's fields fill, once its schema arrived.
+    target: Option<Vec<Column>>,
+    records: u64,
+}
+
+impl ArrowDecoder {
+    /// A decoder filling columns of `table`, chosen by the stream's field names.
+    pub fn new(table: Vec<Column>) -> ArrowDecoder {
+        ArrowDecoder {
+            table,
+            stream: StreamDecoder::new(),
+            target: None,
+            records: 0,
+        }
+    }
+
+    /// The table's columns of the stream's fields; a field the table lacks, or
+    /// of a type this decoder cannot write, fails the whole input.
+    fn resolve(&self, schema: &Schema) -> Result<Vec<Column>, Error> {
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let column = self
+                .table
+                .iter()
+                .find(|column| column.name == *field.name())
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "the data has a column {:?} that the table does not have",
+                        field.name()
+                    ))
+                })?;
+            if !writable(field.data_type()) {
+                return Err(Error::new(
+                    ErrorKind::Data,
+                    format!(
+                        "column {:?}: Arrow type {} cannot be loaded (lists and structs are not supported)",
+                        field.name(),
+                        field.data_type()
+                    ),
+                ));
+            }
+            columns.push(column.clone());
+        }
+        Ok(columns)
+    }
+
+    /// Appends the batch's rows; a value that cannot be written rejects its row.
+    fn rows(&mut self, batch: &RecordBatch, output: &mut Decoded) -> Result<(), Error> {
+        if self.target.is_none() {
+            self.target = Some(self.resolve(&batch.schema())?);
+        }
+        let columns = self.target.as_ref().expect("resolved above");
+        if output.batch.num_columns() != columns.len() {
+            output.batch.reset(columns.len());
+        }
+        let arrays: Vec<Values> = batch.columns().iter().map(Values::new).collect();
+        for row in 0..batch.num_rows() {
+            self.records += 1;
+            let mark = output.batch.mark();
+            let failure = arrays.iter().zip(columns).find_map(|(values, column)| {
+                push(values, row, column, output)
+                    .err()
+                    .map(|reason| (column, reason))
+            });
+            match failure {
+                None => output.lines.push(self.records),
+                Some((column, reason)) => {
+                    output.batch.rollback(mark);
+                    output.rejected.push(Rejected {
+                        error: RowError::new(self.records, Some(column.name.clone()), reason),
+                        record: Vec::new(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Decoder for ArrowDecoder {
+    fn decode(
+        &mut self,
+        input: &[u8],
+        end_of_input: bool,
+        output: &mut Decoded,
+    ) -> Result<usize, Error> {
+        let mut buffer = Buffer::from(input);
+        loop {
+            match self.stream.decode(&mut buffer).map_err(invalid)? {
+                Some(batch) => self.rows(&batch, output)?,
+                None if buffer.is_empty() => break,
+                None => continue,
+            }
+        }
+        if end_of_input {
+            self.stream.finish().map_err(invalid)?;
+            if self.target.is_none() {
+                // A stream of no batches still names its columns.
+                if let Some(schema) = self.stream.schema() {
+                    self.target = Some(self.resolve(&schema)?);
+                }
+            }
+        }
+        Ok(input.len())
+    }
+
+    fn target_columns(&self) -> Option<&[Column]> {
+        self.target.as_deref()
+    }
+
+    fn records_seen(&self) -> u64 {
+        self.records
+    }
+}
+
+fn invalid(error: arrow_schema::ArrowError) -> Error {
+    Error::new(
+        ErrorKind::Data,
+        format!("the input is not a valid Arrow IPC stream: {error}"),
+    )
+}
+
+/// Whether [`push`] can write values of `data_type`.
+fn writable(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(_, values) => writable(values),
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::ListView(_)
+        | DataType::LargeListView(_)
+        | DataType::FixedSizeList(..)
+        | DataType::Struct(_)
+        | DataType::Map(..)
+        | DataType::Union(..)
+        | DataType::RunEndEncoded(..) => false,
+        _ => true,
+    }
+}
+
+/// A column's array, with a dictionary's keys resolved once per batch.
+struct Values {
+    array: ArrayRef,
+    /// For a dictionary: the values, and each row's index into them.
+    dictionary: Option<(ArrayRef, Vec<usize>)>,
+}
+
+impl Values {
+    fn new(array: &ArrayRef) -> Values {
+        let dictionary = array
+            .as_any_dictionary_opt()
+            .map(|dictionary| (dictionary.values().clone(), dictionary.normalized_keys()));
+        Values {
+            array: Arc::clone(array),
+            dictionary,
+        }
+    }
+}
+
+/// Appends row `row`'s value (or NULL) to the batch; `Err` says why it cannot be written.
+fn push(values: &Values, row: usize, column: &Column, output: &mut Decoded) -> Result<(), String> {
+    // A null-typed array (an all-None pandas column) has no validity bitmap.
+    if values.array.data_type() == &DataType::Null || values.array.is_null(row) {
+        output.batch.push_null();
+        return Ok(());
+    }
+    let (array, index) = match &values.dictionary {
+        Some((dictionary, keys)) => (dictionary, keys[row]),
+        None => (&values.array, row),
+    };
+    if array.is_null(index) {
+        output.batch.push_null();
+        return Ok(());
+    }
+    let start = output.batch.begin_value();
+    write_value(array.as_ref(), index, column, output.batch.value_buffer())?;
+    output.batch.end_value(start);
+    Ok(())
+}
+
+/// Writes `array[index]` (not null) in the canonical text for `column`.
+fn write_value(
+    array: &dyn Array,
+    index: usize,
+    column: &Column,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    use std::io::Write as _;
+    macro_rules! number {
+        ($type:ty) => {{
+            let _ = write!(out, "{}", array.as_primitive::<$type>().value(index));
+        }};
+    }
+    match array.data_type() {
+        DataType::Boolean => out.push(if array.as_boolean().value(index) {
+            b't'
+        } else {
+            b'f'
+        }),
+        DataType::Int8 => number!(Int8Type),
+        DataType::Int16 => number!(Int16Type),
+        DataType::Int32 => number!(Int32Type),
+        DataType::Int64 => number!(Int64Type),
+        DataType::UInt8 => number!(UInt8Type),
+        DataType::UInt16 => number!(UInt16Type),
+        DataType::UInt32 => number!(UInt32Type),
+        DataType::UInt64 => number!(UInt64Type),
+        DataType::Float16 => float(
+            f64::from(array.as_primitive::<Float16Type>().value(index)),
+            out,
+        ),
+        DataType::Float32 => float32(array.as_primitive::<Float32Type>().value(index), out),
+        DataType::Float64 => float(array.as_primitive::<Float64Type>().value(index), out),
+        DataType::Decimal32(..) => decimal::<Decimal32Type>(array, index, out),
+        DataType::Decimal64(..) => decimal::<Decimal64Type>(array, index, out),
+        DataType::Decimal128(..) => decimal::<Decimal128Type>(array, index, out),
+        DataType::Decimal256(..) => decimal::<Decimal256Type>(array, index, out),
+        DataType::Utf8 => out.extend_from_slice(array.as_string::<i32>().value(index).as_bytes()),
+        DataType::LargeUtf8 => {
+            out.extend_from_slice(array.as_string::<i64>().value(index).as_bytes())
+        }
+        DataType::Utf8View => out.extend_from_slice(array.as_string_view().value(index).as_bytes()),
+        DataType::Binary => out.extend_from_slice(array.as_binary::<i32>().value(index)),
+        DataType::LargeBinary => out.extend_from_slice(array.as_binary::<i64>().value(index)),
+        DataType::BinaryView => out.extend_from_slice(array.as_binary_view().value(index)),
+        DataType::FixedSizeBinary(16) if column.type_name == "uuid" => {
+            uuid(array.as_fixed_size_binary().value(index), out)
+        }
+        DataType::FixedSizeBinary(_) => {
+            out.extend_from_slice(array.as_fixed_size_binary().value(index))
+        }
+        DataType::Date32 => date(
+            i64::from(array.as_primitive::<Date32Type>().value(index)),
+            out,
+        )?,
+        DataType::Date64 => {
+            let milliseconds = array.as_primitive::<Date64Type>().value(index);
+            date(milliseconds.div_euclid(86_400_000), out)?
+        }
+        DataType::Time32(TimeUnit::Second) => time_of_day(
+            i64::from(array.as_primitive::<Time32SecondType>().value(index)) * 1_000_000_000,
+            out,
+        ),
+        DataType::Time32(_) => time_of_day(
+            i64::from(array.as_primitive::<Time32MillisecondType>().value(index)) * 1_000_000,
+            out,
+        ),
+        DataType::Time64(TimeUnit::Microsecond) => time_of_day(
+            array.as_primitive::<Time64MicrosecondType>().value(index) * 1_000,
+            out,
+        ),
+        DataType::Time64(_) => time_of_day(
+            array.as_primitive::<Time64NanosecondType>().value(index),
+            out,
+        ),
+        DataType::Timestamp(unit, zone) => timestamp(
+            timestamp_nanoseconds(array, index, *unit),
+            zone.is_some(),
+            out,
+        )?,
+        DataType::Duration(unit) => interval(0, 0, duration_nanoseconds(array, index, *unit), out),
+        DataType::Interval(arrow_schema::IntervalUnit::MonthDayNano) => {
+            let value = array
+                .as_primitive::<IntervalMonthDayNanoType>()
+                .value(index);
+            interval(value.months, value.days, i128::from(value.nanoseconds), out);
+        }
+        DataType::Null => unreachable!("a null array's values are all null"),
+        other => return Err(format!("Arrow type {other} cannot be loaded")),
+    }
+    Ok(())
+}
+
+/// The exact digits, with the type's scale.
+fn decimal<T: DecimalType>(array: &dyn Array, index: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(array.as_primitive::<T>().value_as_string(index).as_bytes());
+}
+
+/// The shortest text that reads back as the same double, with PostgreSQL's
+/// spelling of the infinities.
+fn float(value: f64, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    match value {
+        f64::INFINITY => out.extend_from_slice(b"Infinity"),
+        f64::NEG_INFINITY => out.extend_from_slice(b"-Infinity"),
+        _ => {
+            let _ = write!(out, "{value:?}");
+        }
+    }
+}
+
+/// As [`float`], with the shortest text of the single-precision value (its
+/// widening to double would print digits the value never had).
+fn float32(value: f32, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    if value.is_infinite() {
+        return float(f64::from(value), out);
+    }
+    let _ = write!(out, "{value:?}");
+}
+
+fn uuid(bytes: &[u8], out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    for (index, byte) in bytes.iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            out.push(b'-');
+        }
+        let _ = write!(out, "{byte:02x}");
+    }
+}
+
+/// The date's text; PostgreSQL's dates end in 5874897 AD.
+fn date(days: i64, out: &mut Vec<u8>) -> Result<(), String> {
+    date_parts(days, out, |out| out)
+}
+
+/// Writes `YYYY-MM-DD`, then what `middle` adds, then ` BC` for years before 1 AD.
+fn date_parts(
+    days: i64,
+    out: &mut Vec<u8>,
+    middle: impl FnOnce(&mut Vec<u8>) -> &mut Vec<u8>,
+) -> Result<(), String> {
+    use std::io::Write as _;
+    let (year, month, day) = civil_from_days(days);
+    if year > 5_874_897 {
+        return Err(format!(
+            "year {year} is past the latest date the database holds"
+        ));
+    }
+    let era_year = if year <= 0 { 1 - year } else { year };
+    let _ = write!(out, "{era_year:04}-{month:02}-{day:02}");
+    let out = middle(out);
+    if year <= 0 {
+        out.extend_from_slice(b" BC");
+    }
+    Ok(())
+}
+
+/// `HH:MM:SS` and up to nine digits of fraction (the server rounds to microseconds).
+fn time_of_day(nanoseconds: i64, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let seconds = nanoseconds / 1_000_000_000;
+    let fraction = nanoseconds % 1_000_000_000;
+    let _ = write!(
+        out,
+        "{:02}:{:02}:{:02}",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    );
+    if fraction != 0 {
+        let digits = format!("{fraction:09}");
+        let _ = write!(out, ".{}", digits.trim_end_matches('0'));
+    }
+}
+
+/// A timestamp's text; `zoned` (the value is in UTC) adds the offset `+00`.
+fn timestamp(nanoseconds: i128, zoned: bool, out: &mut Vec<u8>) -> Result<(), String> {
+    let days = nanoseconds.div_euclid(86_400_000_000_000);
+    let of_day = nanoseconds.rem_euclid(86_400_000_000_000) as i64;
+    let days = i64::try_from(days).map_err(|_| "the timestamp is out of range".to_owned())?;
+    date_parts(days, out, |out| {
+        out.push(b' ');
+        time_of_day(of_day, out);
+        if zoned {
+            out.extend_from_slice(b"+00");
+        }
+        out
+    })
+}
+
+fn timestamp_nanoseconds(array: &dyn Array, index: usize, unit: TimeUnit) -> i128 {
+    match unit {
+        TimeUnit::Second => {
+            i128::from(array.as_primitive::<TimestampSecondType>().value(index)) * 1_000_000_000
+        }
+        TimeUnit::Millisecond => {
+            i128::from(
+                array
+                    .as_primitive::<TimestampMillisecondType>()
+                    .value(index),
+            ) * 1_000_000
+        }
+        TimeUnit::Microsecond => {
+            i128::from(
+                array
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .value(index),
+            ) * 1_000
+        }
+        TimeUnit::Nanosecond => {
+            i128::from(array.as_primitive::<TimestampNanosecondType>().value(index))
+        }
+    }
+}
+
+fn duration_nanoseconds(array: &dyn Array, index: usize, unit: TimeUnit) -> i128 {
+    match unit {
+        TimeUnit::Second => {
+            i128::from(array.as_primitive::<DurationSecondType>().value(index)) * 1_000_000_000
+        }
+        TimeUnit::Millisecond => {
+            i128::from(array.as_primitive::<DurationMillisecondType>().value(index)) * 1_000_000
+        }
+        TimeUnit::Microsecond => {
+            i128::from(array.as_primitive::<DurationMicrosecondType>().value(index)) * 1_000
+        }
+        TimeUnit::Nanosecond => {
+            i128::from(array.as_primitive::<DurationNanosecondType>().value(index))
+        }
+    }
+}
+
+/// PostgreSQL interval input: `N mons N days N.NNNNNNNNN secs`.
+fn interval(months: i32, days: i32, nanoseconds: i128, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let sign = if nanoseconds < 0 { "-" } else { "" };
+    let magnitude = nanoseconds.unsigned_abs();
+    let _ = write!(
+        out,
+        "{months} mons {days} days {sign}{}.{:09} secs",
+        magnitude / 1_000_000_000,
+        magnitude % 1_000_000_000
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{
+        BooleanArray, Date32Array, Decimal128Array, DictionaryArray, FixedSizeBinaryArray,
+        Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
+    use arrow_ipc::writer::StreamWriter;
+    use sluice_core::Kind;
+
+    use crate::test_support::assert_split_reads_agree;
+
+    fn table() -> Vec<Column> {
+        vec![
+            Column::new("id", Kind::Integer, "int8"),
+            Column::new("name", Kind::Text, "text"),
+            Column::new("amount", Kind::Decimal, "numeric"),
+            Column::new("ok", Kind::Bool, "bool"),
+            Column::new("at", Kind::TimestampTz, "timestamptz"),
+            Column::new("day", Kind::Date, "date"),
+            Column::new("ratio", Kind::Float, "float8"),
+            Column::new("ref", Kind::Other, "uuid"),
+            Column::new("kind", Kind::Text, "text"),
+        ]
+    }
+
+    fn stream(batches: &[RecordBatch]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut writer = StreamWriter::try_new(&mut bytes, &batches[0].schema()).unwrap();
+        for batch in batches {
+            writer.write(batch).unwrap();
+        }
+        writer.finish().unwrap();
+        drop(writer);
+        bytes
+    }
+
+    fn sample() -> RecordBatch {
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("id", Arc::new(Int64Array::from(vec![Some(1), None]))),
+            ("name", Arc::new(StringArray::from(vec!["a \"b\"", "é"]))),
+            (
+                "amount",
+                Arc::new(
+                    Decimal128Array::from(vec![12345, -5])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+            ("ok", Arc::new(BooleanArray::from(vec![true, false]))),
+            (
+                "at",
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![1_500_000, -62_135_596_800_000_001])
+                        .with_timezone("UTC"),
+                ),
+            ),
+            ("day", Arc::new(Date32Array::from(vec![19782, -719_162]))),
+            (
+                "ratio",
+                Arc::new(Float64Array::from(vec![f64::NAN, f64::NEG_INFINITY])),
+            ),
+            (
+                "ref",
+                Arc::new(
+                    FixedSizeBinaryArray::try_from_iter([[0xa0u8; 16], [1; 16]].into_iter())
+                        .unwrap(),
+                ),
+            ),
+            (
+                "kind",
+                Arc::new(DictionaryArray::<Int32Type>::from_iter([Some("x"), None])),
+            ),
+        ];
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    fn decode(input: &[u8]) -> Result<Decoded, Error> {
+        let mut decoder = ArrowDecoder::new(table());
+        let mut output = Decoded::default();
+        decoder.decode(input, true, &mut output)?;
+        Ok(output)
+    }
+
+    fn text(value: Option<&[u8]>) -> Option<String> {
+        value.map(|value| String::from_utf8(value.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn every_type_becomes_its_canonical_text() {
+        let output = decode(&stream(&[sample()])).unwrap();
+        let rows: Vec<Vec<Option<String>>> = output
+            .batch
+            .rows()
+            .map(|row| (0..row.len()).map(|index| text(row.get(index))).collect())
+            .collect();
+        let expected =
+            |values: [Option<&str>; 9]| values.map(|value| value.map(str::to_owned)).to_vec();
+        assert_eq!(
+            rows,
+            [
+                expected([
+                    Some("1"),
+                    Some("a \"b\""),
+                    Some("123.45"),
+                    Some("t"),
+                    Some("1970-01-01 00:00:01.5+00"),
+                    Some("2024-02-29"),
+                    Some("NaN"),
+                    Some("a0a0a0a0-a0a0-a0a0-a0a0-a0a0a0a0a0a0"),
+                    Some("x"),
+                ]),
+                expected([
+                    None,
+                    Some("é"),
+                    Some("-0.05"),
+                    Some("f"),
+                    Some("0001-12-31 23:59:59.999999+00 BC"),
+                    Some("0001-01-01"),
+                    Some("-Infinity"),
+                    Some("01010101-0101-0101-0101-010101010101"),
+                    None,
+                ]),
+            ]
+        );
+        assert_eq!(output.lines, [1, 2]);
+        assert!(output.rejected.is_empty());
+    }
+
+    #[test]
+    fn records_are_numbered_across_batches_and_reads() {
+        let input = stream(&[sample(), sample(), sample()]);
+        let mut decoder = ArrowDecoder::new(table());
+        let mut output = Decoded::default();
+        let (first, second) = input.split_at(input.len() / 2);
+        assert_eq!(
+            decoder.decode(first, false, &mut output).unwrap(),
+            first.len()
+        );
+        assert_eq!(
+            decoder.decode(second, true, &mut output).unwrap(),
+            second.len()
+        );
+        assert_eq!(output.lines, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(decoder.records_seen(), 6);
+        assert_eq!(decoder.target_columns().unwrap().len(), 9);
+    }
+
+    #[test]
+    fn split_reads_agree() {
+        let batch = sample();
+        let small = batch.project(&[0, 1]).unwrap();
+        assert_split_reads_agree(|| Box::new(ArrowDecoder::new(table())), &stream(&[small]));
+    }
+
+    #[test]
+    fn a_stream_of_no_batches_names_its_columns() {
+        let empty = sample().slice(0, 0);
+        let mut bytes = Vec::new();
+        let mut writer = StreamWriter::try_new(&mut bytes, &empty.schema()).unwrap();
+        writer.finish().unwrap();
+        drop(writer);
+        let mut decoder = ArrowDecoder::new(table());
+        let mut output = Decoded::default();
+        decoder.decode(&bytes, true, &mut output).unwrap();
+        assert_eq!(output.batch.num_rows(), 0);
+        assert_eq!(decoder.target_columns().unwrap()[0].name, "id");
+    }
+
+    #[test]
+    fn unknown_columns_and_broken_streams_fail_the_input() {
+        let batch = RecordBatch::try_from_iter([(
+            "colour",
+            Arc::new(StringArray::from(vec!["red"])) as ArrayRef,
+        )])
+        .unwrap();
+        let error = decode(&stream(&[batch])).err().unwrap();
+        assert!(error.to_string().contains("\"colour\""), "{error}");
+        let input = stream(&[sample()]);
+        let error = decode(&input[..input.len() - 20]).err().unwrap();
+        assert_eq!(error.kind(), ErrorKind::Data);
+        assert!(
+            error.to_string().contains("not a valid Arrow IPC stream"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_date_past_the_database_s_range_rejects_its_row() {
+        let batch = RecordBatch::try_from_iter([(
+            "day",
+            Arc::new(Date32Array::from(vec![0, i32::MAX])) as ArrayRef,
+        )])
+        .unwrap();
+        let output = decode(&stream(&[batch])).unwrap();
+        assert_eq!(output.batch.num_rows(), 1);
+        let rejected = &output.rejected[0].error;
+        assert_eq!(
+            (rejected.line, rejected.column.as_deref()),
+            (2, Some("day"))
+        );
+    }
+
+    #[test]
+    fn intervals_and_times_of_day_keep_their_digits() {
+        let mut out = Vec::new();
+        interval(1, -2, -3_500_000_000, &mut out);
+        assert_eq!(out, b"1 mons -2 days -3.500000000 secs");
+        out.clear();
+        time_of_day(45_296_000_001_000, &mut out);
+        assert_eq!(out, b"12:34:56.000001");
+    }
+}

@@ -1,0 +1,158 @@
+"""Reading: every type sluice maps to Arrow, NULLs, empty results, parameters,
+streaming in bounded batches, pandas and polars, and the stats of a read."""
+
+import datetime
+import decimal
+import math
+import uuid
+
+import pyarrow as pa
+import pytest
+
+import sluice
+
+EVERY_TYPE = """
+select true as b, 32767::int2 as i2, '-2147483648'::int4 as i4, 9007199254740993::int8 as i8,
+       1.5::float4 as f4, 'NaN'::float8 as f8_nan, '-Infinity'::float8 as f8_inf,
+       12345678.91::numeric(10,2) as dec, 1.000000000000000000000000000001::numeric as num,
+       'héllo "x"'::text as t, 'v'::varchar(3) as vc, 'a'::char(2) as ch,
+       'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid as id, '\\x00ff'::bytea as bin,
+       '{"a": [1, null]}'::jsonb as doc, '2024-02-29'::date as d, 'infinity'::date as d_inf,
+       '13:14:15.123456'::time as tm, '13:14:15+02'::timetz as ttz,
+       '2024-02-29 13:14:15.5'::timestamp as ts, '2024-02-29 13:14:15+02'::timestamptz as tstz,
+       '1 mon 2 days 00:00:03.5'::interval as iv, array[[1, 2], [3, null]]::int4[] as arr,
+       row(1, 'x')::record is not null as rec_ok
+"""
+
+
+def test_every_type_maps_as_the_readme_says(url):
+    table = sluice.read_arrow(url, EVERY_TYPE)
+    types = {field.name: field.type for field in table.schema}
+    assert types["b"] == pa.bool_()
+    assert (types["i2"], types["i4"], types["i8"]) == (pa.int16(), pa.int32(), pa.int64())
+    assert (types["f4"], types["f8_nan"]) == (pa.float32(), pa.float64())
+    assert types["dec"] == pa.decimal128(10, 2)
+    assert types["num"] == pa.string()
+    assert types["bin"] == pa.binary()
+    assert types["d"] == pa.date32()
+    assert types["tm"] == pa.time64("us")
+    assert types["ttz"] == pa.string()
+    assert types["ts"] == pa.timestamp("us")
+    assert types["tstz"] == pa.timestamp("us", tz="UTC")
+    assert types["iv"] == pa.month_day_nano_interval()
+    assert types["arr"] == pa.list_(pa.list_(pa.int32()))
+    # Python's dates end at 9999: infinity is checked as days below.
+    row = table.drop_columns(["d_inf"]).to_pylist()[0]
+    assert row["b"] is True and row["i2"] == 32767 and row["i4"] == -(2**31)
+    assert row["i8"] == 9007199254740993  # beyond a double's exact integers
+    assert row["f4"] == 1.5 and math.isnan(row["f8_nan"]) and row["f8_inf"] == -math.inf
+    assert row["dec"] == decimal.Decimal("12345678.91")
+    assert row["num"] == "1.000000000000000000000000000001"
+    assert (row["t"], row["vc"], row["ch"]) == ('héllo "x"', "v", "a ")
+    assert uuid.UUID(bytes=bytes(table.column("id").combine_chunks().storage[0].as_py())) == uuid.UUID(
+        "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+    )
+    assert row["bin"] == b"\x00\xff"
+    assert row["doc"] == '{"a": [1, null]}'
+    assert row["d"] == datetime.date(2024, 2, 29)
+    assert table.column("d_inf").cast(pa.int32())[0].as_py() == 2**31 - 1
+    assert row["tm"] == datetime.time(13, 14, 15, 123456)
+    assert row["ttz"] == "13:14:15+02"
+    assert row["ts"] == datetime.datetime(2024, 2, 29, 13, 14, 15, 500000)
+    assert row["tstz"] == datetime.datetime(2024, 2, 29, 11, 14, 15, tzinfo=datetime.timezone.utc)
+    interval = row["iv"]
+    assert (interval.months, interval.days, interval.nanoseconds) == (1, 2, 3_500_000_000)
+    assert row["arr"] == [[1, 2], [3, None]]
+
+
+def test_nulls_of_every_kind_are_nulls(url):
+    table = sluice.read_arrow(
+        url,
+        "select null::int4 as i, null::numeric(5,1) as n, null::text as t, null::timestamptz as ts, "
+        "null::bytea as b from generate_series(1, 3)",
+    )
+    assert table.num_rows == 3
+    assert all(table.column(name).null_count == 3 for name in table.column_names)
+
+
+def test_an_empty_result_keeps_its_schema(url):
+    table = sluice.read_arrow(url, "select 1::int8 as a, 'x'::text as b where false")
+    assert table.num_rows == 0
+    assert table.schema.names == ["a", "b"]
+    assert table.schema.field("a").type == pa.int64()
+    assert sluice.read_pandas(url, "select 1 as a where false").shape == (0, 1)
+
+
+def test_parameters_are_bound_as_text_the_server_converts(url):
+    table = sluice.read_arrow(
+        url,
+        "select $1::int4 + 1 as n, $2::text as t, $3::bool as b, $4::date as d, $5::bytea as raw",
+        params=[-41, "-- not a flag", False, datetime.date(2020, 1, 2), b"\x01\x02"],
+    )
+    assert table.to_pylist() == [
+        {"n": -40, "t": "-- not a flag", "b": False, "d": datetime.date(2020, 1, 2), "raw": b"\x01\x02"}
+    ]
+
+
+def test_a_query_opening_with_a_comment_or_a_dash_is_not_a_flag(url):
+    assert sluice.read_arrow(url, "-- leading comment\nselect 1 as one").column("one").to_pylist() == [1]
+
+
+def test_read_batches_streams_in_bounded_batches(url):
+    batches = 0
+    rows = 0
+    for batch in sluice.read_batches(
+        url, "select g as id, md5(g::text) as h from generate_series(1, 200000) g", batch_rows=10000
+    ):
+        assert isinstance(batch, pa.RecordBatch)
+        assert batch.num_rows <= 10000
+        batches += 1
+        rows += batch.num_rows
+    assert rows == 200000
+    assert batches >= 20
+    stats = sluice.last_stats()
+    assert stats.rows == 200000 and stats.round_trips >= 1 and stats.elapsed > 0
+
+
+def test_pandas_and_polars_get_the_same_rows(url):
+    query = "select g as id, (g * 1.25)::numeric(10,2) as amount, 'n' || g as name, " \
+            "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid as ref from generate_series(1, 5) g"
+    frame = sluice.read_pandas(url, query)
+    assert list(frame["id"]) == [1, 2, 3, 4, 5]
+    assert frame["amount"][1] == decimal.Decimal("2.50")
+    polars_frame = sluice.read_polars(url, query)
+    assert polars_frame["id"].to_list() == [1, 2, 3, 4, 5]
+    assert str(polars_frame.schema["amount"]).startswith("Decimal")
+    assert polars_frame["name"].to_list()[-1] == "n5"
+    assert polars_frame["ref"][0] == uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").bytes
+
+
+def test_settings_are_export_flags(url):
+    table = sluice.read_arrow(url, "select 1.5::numeric as n", numeric_scale=2, fetch_size=100)
+    assert table.schema.field("n").type == pa.decimal128(38, 2)
+
+
+def test_stats_count_the_last_read(url):
+    sluice.read_arrow(url, "select g from generate_series(1, 1234) g")
+    stats = sluice.last_stats()
+    assert stats.rows == 1234
+    assert stats.bytes > 0 and stats.wire_bytes_received > 0
+    assert stats.round_trips > stats.round_trips_connecting >= 1
+
+
+def test_streaming_memory_stays_flat(url):
+    # 500,000 rows of 128 characters: about 64 MB if they were held.
+    import resource
+
+    def peak_mb():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    batches = sluice.read_batches(
+        url, "select g, repeat(md5(g::text), 4) as text from generate_series(1, 500000) g", batch_rows=10000
+    )
+    rows = next(batches).num_rows
+    baseline = peak_mb()
+    for batch in batches:
+        rows += batch.num_rows
+    assert rows == 500000
+    assert peak_mb() - baseline < 24, "memory grew with the rows read"
