@@ -5,9 +5,8 @@
 # virtualenv of the pinned requirements.txt made once under the target
 # directory (a new one whenever the pins change).
 #
-# The database is SLUICE_TEST_PG_URL when set; otherwise a throwaway PostgreSQL
-# cluster in a temporary directory (run as `nobody` when this is root, since
-# initdb refuses root), stopped on exit. Anything missing is a loud failure.
+# The database is SLUICE_TEST_PG_URL when set; otherwise the test kit's
+# throwaway PostgreSQL, stopped on exit. Anything missing is a loud failure.
 #
 #   bash python/tests/run.sh [pytest arguments…]
 set -euo pipefail
@@ -34,43 +33,16 @@ if ! [[ -f $venv/.sluice-ready ]]; then
   touch "$venv/.sluice-ready"
 fi
 
-find_bin() {
-  command -v "$1" 2>/dev/null && return
-  compgen -G "/usr/lib/postgresql/*/bin/$1" | sort -V | tail -n 1
-}
-
-# A throwaway cluster on a free port, trust authentication on 127.0.0.1.
-run_as=()
-start_cluster() {
-  local initdb
-  initdb=$(find_bin initdb) pg_ctl=$(find_bin pg_ctl)
-  if [[ -z $initdb || -z $pg_ctl ]]; then
-    echo "python tests: PostgreSQL's initdb and pg_ctl are missing (apt-get install postgresql), or set SLUICE_TEST_PG_URL" >&2
-    exit 1
-  fi
-  cluster=$(mktemp -d /tmp/sluice-python-tests.XXXXXX)
-  if [[ $(id -u) -eq 0 ]]; then
-    chown nobody "$cluster"
-    run_as=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --)
-  fi
-  local port
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "${run_as[@]}" "$initdb" -D "$cluster/data" -U postgres -A trust --no-sync >"$cluster/initdb.log" 2>&1 || {
-    cat "$cluster/initdb.log" >&2
-    exit 1
-  }
-  trap '"${run_as[@]}" "$pg_ctl" -D "$cluster/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$cluster"' EXIT
-  "${run_as[@]}" "$pg_ctl" -D "$cluster/data" -l "$cluster/server.log" -w \
-    -o "-p $port -k $cluster -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100" start >/dev/null || {
-    cat "$cluster/server.log" >&2
-    exit 1
-  }
-  "${run_as[@]}" psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc 'create database test' >/dev/null
-  export SLUICE_TEST_PG_URL="postgres://postgres@127.0.0.1:$port/test"
-}
-
+# Without a server named, the test kit's throwaway PostgreSQL
+# (sluice-test-servers, built beside sluice by `cargo test --workspace`), which
+# stops when this script ends and closes its standard input.
 if [[ -z ${SLUICE_TEST_PG_URL:-} ]]; then
-  start_cluster
+  servers="$target/debug/sluice-test-servers"
+  [[ -x $servers ]] || { echo "python tests: no $servers: run cargo test --workspace --no-run first" >&2; exit 1; }
+  coproc SERVERS { exec "$servers"; }
+  read -r -t 300 line <&"${SERVERS[0]}" || { echo "python tests: the test servers did not start" >&2; exit 1; }
+  [[ $line =~ ^export\ SLUICE_TEST_PG_URL=\'[^\']*\'$ ]] || { echo "python tests: unexpected: $line" >&2; exit 1; }
+  eval "$line"
 fi
 
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
