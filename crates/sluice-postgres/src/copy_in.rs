@@ -100,18 +100,9 @@ impl CopyIn<'_> {
             self.connection
                 .encode_copy_data(|buffer| encode_row(&row, bytes_columns, buffer))?;
             self.rows_sent += 1;
-            if self.connection.queued_bytes() >= SEND_BYTES {
-                self.connection.send().await?;
-                self.check_for_error().await?;
-            }
+            send_when_full(self.connection).await?;
         }
         Ok(())
-    }
-
-    /// Reads whatever the server has already sent, without waiting: during COPY it
-    /// only speaks to refuse a row, and stopping then saves sending the rest.
-    async fn check_for_error(&mut self) -> Result<(), Error> {
-        check_for_error(self.connection).await
     }
 
     /// Ends the data and returns how many rows the server stored.
@@ -148,6 +139,16 @@ pub(crate) async fn start_copy(connection: &mut Connection, statement: &str) -> 
             _ => return Err(Error::protocol("expected CopyInResponse")),
         }
     }
+}
+
+/// Sends the queued rows once [`SEND_BYTES`] are queued (large writes,
+/// bounded memory), then reads whatever the server has said meanwhile.
+pub(crate) async fn send_when_full(connection: &mut Connection) -> Result<(), Error> {
+    if connection.queued_bytes() < SEND_BYTES {
+        return Ok(());
+    }
+    connection.send().await?;
+    check_for_error(connection).await
 }
 
 /// Reads whatever the server has already sent, without waiting: during COPY it

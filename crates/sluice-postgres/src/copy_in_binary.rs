@@ -16,10 +16,7 @@ use sluice_core::{Batch, Column, DbError, Error};
 
 use crate::binary_encode::{encode_null, EncodeError, ValueEncoder};
 use crate::connection::Connection;
-use crate::copy_in::{check_for_error, start_copy};
-
-/// Data is sent once this much is queued: large writes, bounded memory.
-const SEND_BYTES: usize = 256 * 1024;
+use crate::copy_in::{send_when_full, start_copy};
 
 /// The binary COPY signature, then flags (no OIDs) and an empty header extension.
 const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
@@ -92,10 +89,7 @@ impl CopyInBinary<'_> {
             self.connection
                 .encode_copy_data(|buffer| buffer.put_slice(row))?;
             self.rows_sent += 1;
-            if self.connection.queued_bytes() >= SEND_BYTES {
-                self.connection.send().await?;
-                check_for_error(self.connection).await?;
-            }
+            send_when_full(self.connection).await?;
         }
         Ok(())
     }
