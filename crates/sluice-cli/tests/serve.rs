@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_testkit::{CertificateFiles, TestCertificates, TestDb};
+use support::relay::Relay;
 use support::server::{quoted, wait_for_metric, write_config, Server};
 
 #[test]
@@ -520,4 +521,81 @@ fn worker_threads_follow_the_flag_then_the_file_then_the_cpus() {
         )),
         "{stderr}"
     );
+}
+
+#[test]
+fn replicas_behind_a_round_robin_answer_alike_and_a_killed_one_aborts_its_stream() {
+    let db = TestDb::new();
+    db.execute(
+        "create table t (id int primary key, name text);
+         insert into t select g, 'name ' || g from generate_series(1, 50) g;",
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &directory,
+        &format!(
+            "[databases.main]\nurl = {}\n[queries.names]\nsql = \"select id, name from t order by id\"\n\
+             [queries.many]\nsql = \"select g, repeat('x', 200) as pad from generate_series(1, 5000000) g\"\n",
+            quoted(db.url())
+        ),
+    );
+    // Two replicas of one configuration: no state is kept between requests,
+    // so any of them answers any request.
+    let replicas = [
+        Server::start(&["--config", &path]),
+        Server::start(&["--config", &path]),
+    ];
+    let relay = Relay::round_robin(
+        replicas
+            .iter()
+            .map(|replica| replica.address.to_string())
+            .collect(),
+    );
+    let base = format!("http://{}", relay.address());
+    // A connection per request, so that each goes to the next replica.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut bodies = Vec::new();
+        for _ in 0..4 {
+            let response = client.get(format!("{base}/queries/names")).send().await;
+            bodies.push(response.unwrap().text().await.unwrap());
+        }
+        assert_eq!(bodies[0].lines().count(), 50);
+        assert!(bodies.iter().all(|body| body == &bodies[0]));
+    });
+    assert_eq!(relay.chosen(), [0, 1, 0, 1]);
+
+    // A long stream whose replica dies under it: the client sees the body
+    // break off, never a shorter body that ends like a complete one.
+    let (received, ending) = runtime.block_on(async {
+        let mut response = client
+            .get(format!("{base}/queries/many"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut received = response.chunk().await.unwrap().unwrap().len();
+        let serving = *relay.chosen().last().unwrap();
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+        assert_eq!(
+            unsafe { libc::kill(replicas[serving].pid(), libc::SIGKILL) },
+            0
+        );
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => received += chunk.len(),
+                Ok(None) => break (received, Ok(())),
+                Err(error) => break (received, Err(error)),
+            }
+        }
+    });
+    assert!(
+        ending.is_err(),
+        "the cut stream ended like a complete one after {received} bytes"
+    );
+    assert!(received < 5_000_000 * 200, "{received} bytes arrived");
 }

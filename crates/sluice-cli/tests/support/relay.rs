@@ -6,10 +6,13 @@
 //! silent. Every connection counts its own bytes, so a second one (a `KILL
 //! QUERY` after the stall) gets through while it stays under the limit.
 //! Dropping the relay closes every connection.
+//!
+//! Given several upstreams it is also the tiniest load balancer: round robin,
+//! one upstream per connection, each choice recorded ([`Relay::chosen`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -47,6 +50,7 @@ impl StallAfter {
 /// A running relay; its tasks and sockets end when it is dropped.
 pub struct Relay {
     address: SocketAddr,
+    chosen: Arc<Mutex<Vec<usize>>>,
     _runtime: Runtime,
 }
 
@@ -54,6 +58,16 @@ impl Relay {
     /// Listens on a free loopback port and relays to `upstream`
     /// (`host:port`), stalling each connection as `stall` says.
     pub fn start(upstream: &str, stall: StallAfter) -> Relay {
+        Relay::spawn(vec![upstream.to_owned()], stall)
+    }
+
+    /// Listens on a free loopback port and relays each new connection to the
+    /// next of `upstreams` in turn, never stalling.
+    pub fn round_robin(upstreams: Vec<String>) -> Relay {
+        Relay::spawn(upstreams, StallAfter::default())
+    }
+
+    fn spawn(upstreams: Vec<String>, stall: StallAfter) -> Relay {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -61,16 +75,30 @@ impl Relay {
             .unwrap();
         let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let address = listener.local_addr().unwrap();
-        let upstream = upstream.to_owned();
+        let chosen = Arc::new(Mutex::new(Vec::new()));
+        let choices = chosen.clone();
         runtime.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(relay(client, upstream.clone(), stall));
+                let next = {
+                    let mut choices = choices.lock().unwrap();
+                    let next = choices.len() % upstreams.len();
+                    choices.push(next);
+                    next
+                };
+                tokio::spawn(relay(client, upstreams[next].clone(), stall));
             }
         });
         Relay {
             address,
+            chosen,
             _runtime: runtime,
         }
+    }
+
+    /// For each connection accepted so far, in order, the index of the
+    /// upstream it went to.
+    pub fn chosen(&self) -> Vec<usize> {
+        self.chosen.lock().unwrap().clone()
     }
 
     /// The address clients connect to (`127.0.0.1:PORT`).
