@@ -129,7 +129,7 @@ fn bind_params(query: &QueryConfig, pairs: &[(String, String)]) -> Result<Vec<Pa
             pairs
                 .iter()
                 .map(|(key, value)| (key.as_str(), value.as_str())),
-            |key| key == "format",
+            |key| RESERVED_PARAMETERS.contains(&key),
         )
         .map_err(AppError::from)
 }
@@ -151,7 +151,7 @@ async fn run_query(
         // A GET must not write unless the token may.
         let read_only = !state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
-        let format = format_of(&pairs, &headers)?;
+        let output = output_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
         let database = state.database(&config.database)?;
         let source = database
@@ -160,36 +160,67 @@ async fn run_query(
                 params,
                 config.limits.statement_timeout,
                 Access::Named { read_only },
-                format,
+                output.format,
             )
             .await
             .map_err(|error| AppError::from_start(error, false))?;
-        Ok((source, format, config.limits.clone()))
+        Ok((source, output, config.limits.clone()))
     }
     .await;
     stream_or_reject(prepared, context, &state).await
 }
 
-/// The format asked for by `?format=`, else by `Accept`.
-fn format_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Format, AppError> {
-    let format_param = pairs
-        .iter()
-        .find(|(key, _)| key == "format")
-        .map(|(_, value)| value.as_str());
-    choose_format(format_param, headers)
+/// Query-string keys the server reads itself, never a query's parameters.
+pub const RESERVED_PARAMETERS: [&str; 2] = ["format", "complete"];
+
+/// How a result is written: its format, and whether an NDJSON body ends with
+/// a line saying it is complete (`?complete=1`), for clients that cannot rely
+/// on the transport to tell a cut stream from a whole one.
+#[derive(Debug, Clone, Copy)]
+struct Output {
+    format: Format,
+    completion_line: bool,
+}
+
+/// The output asked for: the format by `?format=`, else by `Accept`, and
+/// `?complete=` (`1`/`true` or `0`/`false`; NDJSON only).
+fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, AppError> {
+    let value_of = |name: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let format = choose_format(value_of("format"), headers)?;
+    let completion_line = match value_of("complete") {
+        None | Some("0" | "false") => false,
+        Some("1" | "true") => true,
+        Some(_) => return Err(AppError::parameter("complete", "give 1 or 0")),
+    };
+    if completion_line && format != Format::Ndjson {
+        return Err(AppError::parameter(
+            "complete",
+            "the completion line ends NDJSON bodies only",
+        ));
+    }
+    Ok(Output {
+        format,
+        completion_line,
+    })
 }
 
 /// Streams a prepared query's result, or answers and logs why it was rejected.
 async fn stream_or_reject(
-    prepared: Result<(Box<dyn RunningQuery>, Format, crate::config::Limits), AppError>,
+    prepared: Result<(Box<dyn RunningQuery>, Output, crate::config::Limits), AppError>,
     context: RequestContext,
     state: &AppState,
 ) -> Response {
     match prepared {
-        Ok((source, format, limits)) => respond(
+        Ok((source, output, limits)) => respond(
             source,
-            format,
-            format.encoder(JsonOptions::default()),
+            output.format,
+            output.format.encoder(JsonOptions::default()),
+            output.completion_line,
             limits,
             context,
             state.shutdown_token(),
@@ -234,7 +265,7 @@ async fn run_sql(
         };
         context.token = state.auth().check(&headers, Need::Sql)?;
         let QueryPairs(pairs) = query?;
-        let format = format_of(&pairs, &headers)?;
+        let output = output_of(&pairs, &headers)?;
         // Read here, not by an extractor: after the token check, and so that a
         // body over the limit is answered, logged and counted like any request.
         let body = read_sql_body(body).await?;
@@ -249,11 +280,11 @@ async fn run_sql(
                 Access::AdHoc {
                     role: sql.role.as_deref(),
                 },
-                format,
+                output.format,
             )
             .await
             .map_err(|error| AppError::from_start(error, true))?;
-        Ok((source, format, sql.limits.clone()))
+        Ok((source, output, sql.limits.clone()))
     }
     .await;
     stream_or_reject(prepared, context, &state).await

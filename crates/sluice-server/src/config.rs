@@ -792,11 +792,13 @@ fn param_entry(
     earlier: &[ParamSpec],
 ) -> Result<ParamSpec, ConfigError> {
     let name = param.name.get_ref();
-    if !is_identifier(name) || name == "format" {
+    if !is_identifier(name) || crate::app::RESERVED_PARAMETERS.contains(&name.as_str()) {
         return Err(source.error(
             param.name.span(),
             &format!("{key}.name"),
-            format!("{name:?} cannot be a parameter name (letters, digits and _; not \"format\")"),
+            format!(
+                "{name:?} cannot be a parameter name (letters, digits and _; not \"format\" or \"complete\", which the server reads itself)"
+            ),
         ));
     }
     if earlier.iter().any(|earlier| &earlier.name == name) {
@@ -1258,6 +1260,23 @@ scopes = ["sql"]
     fn error_for(text: &str) -> ConfigError {
         std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
         Config::parse(text, "bad.toml").unwrap_err()
+    }
+
+    #[test]
+    fn the_servers_own_query_string_keys_are_no_parameter_names() {
+        for reserved in ["format", "complete"] {
+            let error = error_for(
+                &GOOD.replace("{ name = \"since\"", &format!("{{ name = \"{reserved}\"")),
+            );
+            assert_eq!(
+                (error.line, error.key.as_str()),
+                (13, "queries.by_status.params[1].name")
+            );
+            assert!(
+                error.message.contains("which the server reads itself"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub fn document(config: &Config) -> Value {
             "description": "Overrides the Accept header.",
             "schema": {"type": "string", "enum": ["ndjson", "json", "csv", "arrow"]},
         }));
+        parameters.push(json!({
+            "name": "complete",
+            "in": "query",
+            "required": false,
+            "description": "1: a complete NDJSON body ends with {\"_complete\": true, \"rows\": N}; a cut one never has that line. NDJSON only.",
+            "schema": {"type": "string", "enum": ["1", "0", "true", "false"]},
+        }));
         let mut limits = Vec::new();
         if let Some(rows) = query.limits.max_rows {
             limits.push(format!("at most {rows} rows"));

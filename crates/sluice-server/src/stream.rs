@@ -237,6 +237,8 @@ struct Running {
     context: RequestContext,
     /// Round trips, kept once the source has been handed back.
     final_round_trips: Option<u64>,
+    /// End a complete body with `{"_complete": true, "rows": N}` (NDJSON).
+    completion_line: bool,
 }
 
 impl Running {
@@ -257,6 +259,11 @@ impl Running {
         if !more {
             self.state = State::Complete;
             self.outcome = "complete";
+            if self.completion_line {
+                // Only here, once every row is out: a cut body never has it.
+                let line = format!("{{\"_complete\": true, \"rows\": {}}}\n", self.rows);
+                output.extend_from_slice(line.as_bytes());
+            }
             if let Some(transfer) = self.transfer.take() {
                 let source = transfer.into_source();
                 self.final_round_trips = Some(source.round_trips());
@@ -321,12 +328,14 @@ impl Drop for Running {
     }
 }
 
-/// Streams `source` encoded as `format` as the response. Errors until the first
-/// chunk is ready come back as [`AppError`]s (already logged).
+/// Streams `source` encoded as `format` as the response, ended by a completion
+/// line when `completion_line` says so. Errors until the first chunk is ready
+/// come back as [`AppError`]s (already logged).
 pub async fn respond(
     source: Box<dyn RunningQuery>,
     format: Format,
     encoder: Box<dyn Encoder>,
+    completion_line: bool,
     limits: Limits,
     context: RequestContext,
     shutdown: CancellationToken,
@@ -349,6 +358,7 @@ pub async fn respond(
         tracker,
         context,
         final_round_trips: None,
+        completion_line,
     };
     let first = match running.fill().await {
         Ok(first) => first,

@@ -276,6 +276,55 @@ async fn an_error_after_the_first_byte_aborts_the_body() {
 }
 
 #[tokio::test]
+async fn complete_1_ends_a_whole_ndjson_body_with_a_completion_line_and_a_cut_one_without() {
+    let (_db, state) = setup();
+    let response = oneshot(&state, get("/queries/series?n=3&complete=1", &[])).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = String::from_utf8(body(response).await.unwrap()).unwrap();
+    assert_eq!(
+        text,
+        "{\"id\":1,\"label\":\"row 1\"}\n{\"id\":2,\"label\":\"row 2\"}\n\
+         {\"id\":3,\"label\":\"row 3\"}\n{\"_complete\": true, \"rows\": 3}\n"
+    );
+    // Off by default, and for an empty result it is the only line.
+    let plain = body(oneshot(&state, get("/queries/series?n=3", &[])).await).await;
+    assert!(!String::from_utf8(plain.unwrap())
+        .unwrap()
+        .contains("_complete"));
+    let empty = body(oneshot(&state, get("/queries/series?n=0&complete=true", &[])).await).await;
+    assert_eq!(empty.unwrap(), b"{\"_complete\": true, \"rows\": 0}\n");
+
+    // A body cut by an error never gets the line.
+    let response = oneshot(
+        &state,
+        get("/queries/divide?zero_at=500000&complete=1", &[]),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(body(response)
+        .await
+        .unwrap_err()
+        .contains("division by zero"));
+
+    // NDJSON only; a value other than 1/0 is a 400 naming the parameter.
+    for (uri, message) in [
+        (
+            "/queries/series?n=3&complete=1&format=csv",
+            "NDJSON bodies only",
+        ),
+        ("/queries/series?n=3&complete=yes", "give 1 or 0"),
+    ] {
+        let response = oneshot(&state, get(uri, &[])).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{uri}");
+        let error = json(response).await;
+        assert!(
+            error["error"].as_str().unwrap().contains(message),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn limits_abort_instead_of_truncating() {
     let (_db, state) = setup();
     let response = oneshot(&state, get("/queries/limited?n=100000", &[])).await;
