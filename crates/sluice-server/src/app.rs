@@ -31,7 +31,7 @@ use crate::config::QueryConfig;
 use crate::db::Param;
 use crate::error::AppError;
 pub use crate::state::AppState;
-use crate::stream::{respond, RequestContext};
+use crate::stream::{respond, Output, RequestContext};
 use crate::uri::{QueryPairs, RouteName};
 use sluice_core::database::{Access, RunningQuery};
 
@@ -173,15 +173,6 @@ async fn run_query(
 /// Query-string keys the server reads itself, never a query's parameters.
 pub const RESERVED_PARAMETERS: [&str; 2] = ["format", "complete"];
 
-/// How a result is written: its format, and whether an NDJSON body ends with
-/// a line saying it is complete (`?complete=1`), for clients that cannot rely
-/// on the transport to tell a cut stream from a whole one.
-#[derive(Debug, Clone, Copy)]
-struct Output {
-    format: Format,
-    completion_line: bool,
-}
-
 /// The output asked for: the format by `?format=`, else by `Accept`, and
 /// `?complete=` (`1`/`true` or `0`/`false`; NDJSON only).
 fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, AppError> {
@@ -218,9 +209,8 @@ async fn stream_or_reject(
     match prepared {
         Ok((source, output, limits)) => respond(
             source,
-            output.format,
+            output,
             output.format.encoder(JsonOptions::default()),
-            output.completion_line,
             limits,
             context,
             state.shutdown_token(),

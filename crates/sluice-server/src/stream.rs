@@ -328,14 +328,23 @@ impl Drop for Running {
     }
 }
 
-/// Streams `source` encoded as `format` as the response, ended by a completion
-/// line when `completion_line` says so. Errors until the first chunk is ready
-/// come back as [`AppError`]s (already logged).
+/// How a result is written: its format, and whether an NDJSON body ends with
+/// a line saying it is complete (`?complete=1`), for clients that cannot rely
+/// on the transport to tell a cut stream from a whole one.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// The format, of which `encoder` is the encoder.
+    pub format: Format,
+    /// End a complete body with `{"_complete": true, "rows": N}`.
+    pub completion_line: bool,
+}
+
+/// Streams `source` encoded as `output` says as the response. Errors until
+/// the first chunk is ready come back as [`AppError`]s (already logged).
 pub async fn respond(
     source: Box<dyn RunningQuery>,
-    format: Format,
+    output: Output,
     encoder: Box<dyn Encoder>,
-    completion_line: bool,
     limits: Limits,
     context: RequestContext,
     shutdown: CancellationToken,
@@ -358,7 +367,7 @@ pub async fn respond(
         tracker,
         context,
         final_round_trips: None,
-        completion_line,
+        completion_line: output.completion_line,
     };
     let first = match running.fill().await {
         Ok(first) => first,
@@ -394,7 +403,7 @@ pub async fn respond(
     let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(format.media_type()),
+        HeaderValue::from_static(output.format.media_type()),
     );
     // Intermediaries must not buffer a stream that may be large.
     response
