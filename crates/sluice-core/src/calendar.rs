@@ -12,6 +12,25 @@ pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// Days since 1970-01-01 of `year`-`month`-`day`, or `None` when that month
+/// or day does not exist (`2024-02-30`, month 13).
+pub fn checked_days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
+    let exists = (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day);
+    exists.then(|| days_from_civil(year, month, day))
+}
+
+/// The days of `month` (1–12) in `year`, leap years as the Gregorian
+/// calendar has them.
+pub fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 /// Year, month and day of the date `days` after 1970-01-01.
 pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let days = days + 719_468;
@@ -43,6 +62,13 @@ mod tests {
         for days in [-1_000_000, -719_528, -1, 0, 59, 60, 19782, 2_000_000] {
             let (year, month, day) = civil_from_days(days);
             assert_eq!(days_from_civil(year, month, day), days);
+            assert_eq!(checked_days_from_civil(year, month, day), Some(days));
         }
+        assert_eq!(checked_days_from_civil(2024, 2, 30), None);
+        assert_eq!(checked_days_from_civil(2023, 2, 29), None);
+        assert_eq!(checked_days_from_civil(2000, 2, 29), Some(11_016));
+        assert_eq!(checked_days_from_civil(1900, 2, 29), None);
+        assert_eq!(checked_days_from_civil(2024, 13, 1), None);
+        assert_eq!(checked_days_from_civil(2024, 4, 0), None);
     }
 }

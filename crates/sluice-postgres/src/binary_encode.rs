@@ -27,7 +27,7 @@ use std::fmt;
 use bytes::{BufMut, BytesMut};
 use postgres_protocol::types as wire;
 use postgres_protocol::Oid;
-use sluice_core::{Column, DecimalText, Encoding, Kind};
+use sluice_core::{calendar, Column, DecimalText, Encoding, Kind};
 
 use crate::types;
 
@@ -707,35 +707,8 @@ fn parse_bool(text: &[u8]) -> Result<bool, EncodeError> {
 
 const MICROS_PER_SECOND: i128 = 1_000_000;
 const SECONDS_PER_DAY: i128 = 86_400;
-/// The Julian day of 2000-01-01, PostgreSQL's epoch.
-const POSTGRES_EPOCH_JULIAN_DAY: i64 = 2_451_545;
 /// 1970-01-01 in days since 2000-01-01 (`epoch`).
 const UNIX_EPOCH_DAYS: i64 = -10_957;
-
-/// PostgreSQL's `date2j`: the Julian day of a proleptic Gregorian date
-/// (astronomical year: 1 BC is 0).
-fn julian_day(year: i64, month: i64, day: i64) -> i64 {
-    let (month, year) = if month > 2 {
-        (month + 1, year + 4800)
-    } else {
-        (month + 13, year + 4799)
-    };
-    let century = year / 100;
-    year * 365 - 32167 + year / 4 - century + century / 4 + 7834 * month / 256 + day
-}
-
-fn is_leap(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
 
 /// A date/time value: a finite number, or one of the infinities.
 enum Moment<T> {
@@ -822,14 +795,13 @@ fn days_of(date: &CalendarDate, before_christ: bool, text: &[u8]) -> Result<i64,
     } else {
         date.year
     };
-    if date.year < 1
-        || !(1..=12).contains(&date.month)
-        || date.day < 1
-        || date.day > days_in_month(year, date.month)
-    {
+    if date.year < 1 {
         return Err(EncodeError::field_range(text));
     }
-    Ok(julian_day(year, date.month, date.day) - POSTGRES_EPOCH_JULIAN_DAY)
+    let days = calendar::checked_days_from_civil(year, date.month, date.day)
+        .ok_or_else(|| EncodeError::field_range(text))?;
+    // From 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
+    Ok(days + UNIX_EPOCH_DAYS)
 }
 
 fn parse_date(text: &[u8]) -> Result<i32, EncodeError> {

@@ -232,30 +232,6 @@ fn take_byte(text: &mut &[u8], byte: u8) -> Option<()> {
     (first == byte).then(|| *text = rest)
 }
 
-/// Days from 1970-01-01 of a proleptic Gregorian date, `year` astronomical
-/// (1 BC is 0), or `None` when the month or day does not exist.
-fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
-    let leap = year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0);
-    let length = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return None,
-    };
-    if !(1..=length).contains(&day) {
-        return None;
-    }
-    // Howard Hinnant's days_from_civil.
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    Some(era * 146_097 + day_of_era - 719_468)
-}
-
 /// `YYYY-MM-DD` (four or more year digits) at the front, as days from 1970
 /// given the era; consumes what it reads.
 fn take_date(text: &mut &[u8], before_christ: bool) -> Option<i64> {
@@ -272,7 +248,7 @@ fn take_date(text: &mut &[u8], before_christ: bool) -> Option<i64> {
         return None;
     }
     let year = if before_christ { 1 - year } else { year };
-    days_from_civil(year, month, day)
+    sluice_core::calendar::checked_days_from_civil(year, month, day)
 }
 
 fn take_two_digits(text: &mut &[u8]) -> Option<i64> {
