@@ -153,7 +153,7 @@ pub(crate) async fn send_when_full(connection: &mut Connection) -> Result<(), Er
 
 /// Reads whatever the server has already sent, without waiting: during COPY it
 /// only speaks to refuse a row, and stopping then saves sending the rest.
-pub(crate) async fn check_for_error(connection: &mut Connection) -> Result<(), Error> {
+async fn check_for_error(connection: &mut Connection) -> Result<(), Error> {
     let mut message = connection.buffered_message()?;
     if message.is_none() {
         if tokio::time::timeout(Duration::ZERO, connection.fill())

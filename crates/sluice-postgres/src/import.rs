@@ -269,11 +269,7 @@ fn encoders_for(
     options: &ImportOptions,
     time_zone: &str,
 ) -> Option<Vec<ValueEncoder>> {
-    if columns
-        .iter()
-        .all(|column| column.encoding == Encoding::Native)
-        && !columns.is_empty()
-    {
+    if all_native(columns) {
         return Some(vec![native_encoder(); columns.len()]);
     }
     options
@@ -285,6 +281,15 @@ fn encoders_for(
                 .collect()
         })
         .flatten()
+}
+
+/// Whether every value arrives in PostgreSQL's own binary form (sources send
+/// all columns so or none).
+fn all_native(columns: &[Column]) -> bool {
+    !columns.is_empty()
+        && columns
+            .iter()
+            .all(|column| column.encoding == Encoding::Native)
 }
 
 impl Plan {
@@ -362,9 +367,7 @@ impl Plan {
 
     /// Whether the values arrive in PostgreSQL's own binary form.
     fn native(&self) -> bool {
-        self.columns
-            .iter()
-            .any(|column| column.encoding == Encoding::Native)
+        all_native(&self.columns)
     }
 
     /// Whether the import begins and ends a transaction of its own: never in
