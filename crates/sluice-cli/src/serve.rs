@@ -5,18 +5,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sluice_server::checks::check_when_reachable;
+use sluice_server::checks::{check_when_reachable, DEFERRED_CHECK_INTERVAL};
 use sluice_server::config::{DEFAULT_LISTEN, MAX_THREADS};
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
+use sluice_server::reload::LiveApp;
 use sluice_server::server::{effective_listen, serve};
 use sluice_server::tls::{ServerTls, TlsError, TlsFile};
 use sluice_server::{AppState, Config};
 
 use crate::console::err_line;
 use crate::exit;
-
-/// How often a database that was down at start is tried for its start-up checks.
-const DEFERRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Arguments of `sluice serve`.
 #[derive(Args)]
@@ -129,7 +127,8 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         None => {}
     }
     let shutdown = shutdown_signal();
-    reload_on_hangup(tls.clone());
+    let live = LiveApp::new(state);
+    reload_on_hangup(tls.clone(), arguments.config.clone(), live.clone());
     let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -152,7 +151,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         err_line!("       curl -s 'http://{bound}/queries/daily_totals?since=2024-06-01' -H 'Accept: text/csv'");
         err_line!("       curl -s http://{bound}/openapi.json");
     }
-    match serve(state, listener, tls, shutdown, grace).await {
+    match serve(live, listener, tls, shutdown, grace).await {
         Ok(()) => 0,
         Err(error) => {
             err_line!("sluice: serving failed: {error}");
@@ -227,19 +226,24 @@ fn tls_setting(error: &TlsError) -> &'static str {
     }
 }
 
-/// Re-reads the certificate and key on each SIGHUP (a renewed certificate is
-/// used for new connections; streams in flight go on). A reload that fails
-/// keeps the old pair. Without TLS, SIGHUP is logged and otherwise ignored
-/// rather than ending the server as its default action would.
-fn reload_on_hangup(tls: Option<ServerTls>) {
+/// On each SIGHUP, re-reads the configuration file (queries, tokens, limits,
+/// databases: see `sluice_server::reload`) and the certificate and key. New
+/// requests get the new configuration and new connections the new
+/// certificate; requests and streams in flight go on as they started. A file
+/// that does not load, a configuration whose checks find a problem, or a
+/// certificate that does not load is logged and the previous one stays in use.
+/// The demo has no file to re-read.
+fn reload_on_hangup(tls: Option<ServerTls>, config: Option<PathBuf>, live: LiveApp) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else {
         return;
     };
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
+            if let Some(path) = &config {
+                reload_config(path, &live).await;
+            }
             let Some(tls) = &tls else {
-                tracing::info!("SIGHUP: nothing to reload (no [server] tls_cert)");
                 continue;
             };
             match tls.reload() {
@@ -254,6 +258,48 @@ fn reload_on_hangup(tls: Option<ServerTls>) {
             }
         }
     });
+}
+
+/// Re-reads `path` into `live`, logging what happened.
+async fn reload_config(path: &std::path::Path, live: &LiveApp) {
+    let config = match Config::load(path) {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::error!(
+                %error,
+                "SIGHUP: configuration not reloaded; the previous one keeps serving"
+            );
+            return;
+        }
+    };
+    let queries = config.queries.len();
+    match live.reload(config).await {
+        Ok(reloaded) => {
+            tracing::info!(
+                file = %path.display(),
+                queries,
+                "SIGHUP: configuration reloaded; new requests use it, requests in flight finish as they started"
+            );
+            if !reloaded.needs_restart.is_empty() {
+                tracing::warn!(
+                    settings = %reloaded.needs_restart.join(", "),
+                    "SIGHUP: these [server] settings changed and take effect at the next start"
+                );
+            }
+            for name in reloaded.unreachable {
+                tracing::warn!(
+                    database = %name,
+                    "SIGHUP: database unavailable; its named queries are checked when it answers"
+                );
+            }
+        }
+        Err(problems) => {
+            for problem in problems {
+                tracing::error!(%problem, "SIGHUP: configuration not reloaded");
+            }
+            tracing::error!("SIGHUP: the previous configuration keeps serving");
+        }
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT. The handlers are registered now, not when the

@@ -114,6 +114,14 @@ pub trait Target: Send + Sync + fmt::Debug {
     fn read_only(&self) -> bool {
         false
     }
+
+    /// True for a database with large objects that a query can read in the
+    /// place of their references ([`ExportOptions::inline_large_objects`]), so
+    /// configurations that ask for it elsewhere are refused before anything
+    /// runs. Default: false.
+    fn has_large_objects(&self) -> bool {
+        false
+    }
 }
 
 /// Stops the statement a session is running, from another task (Ctrl-C, a

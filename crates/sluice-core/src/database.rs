@@ -112,6 +112,10 @@ pub struct QueryRequest<'a> {
     /// Send columns in their binary form where the database can (see
     /// [`crate::connect::ExportOptions::binary_values`]): for formats that read it.
     pub binary_values: bool,
+    /// Read large objects in the place of their references, in pieces (see
+    /// [`crate::connect::ExportOptions::inline_large_objects`]); only where
+    /// [`crate::connect::Target::has_large_objects`].
+    pub inline_large_objects: bool,
 }
 
 /// Why a query did not start.

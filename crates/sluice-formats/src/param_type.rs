@@ -145,6 +145,11 @@ impl ParamType {
                     text: trimmed.to_owned(),
                 })
             }
+            // PostgreSQL's text cannot hold NUL; refused here for every
+            // database, so a declared text parameter means the same everywhere.
+            ParamType::Text if text.contains('\0') => {
+                Err("text cannot hold the NUL character (U+0000)".to_owned())
+            }
             ParamType::Text => Ok(Param::Text(text.to_owned())),
             ParamType::Bool => match trimmed.to_ascii_lowercase().as_str() {
                 "true" | "t" | "1" | "yes" | "on" => Ok(Param::Bool(true)),
@@ -187,11 +192,27 @@ impl ParamType {
                 Ok(Param::Uuid(trimmed.to_ascii_lowercase()))
             }
             ParamType::Json => {
-                serde_json::from_str::<serde_json::Value>(text)
+                let document = serde_json::from_str::<serde_json::Value>(text)
                     .map_err(|error| format!("expected a JSON document: {error}"))?;
+                if holds_nul(&document) {
+                    // As for text: PostgreSQL's jsonb cannot hold \u0000.
+                    return Err("a JSON string cannot hold the NUL character (\\u0000)".into());
+                }
                 Ok(Param::Json(text.to_owned()))
             }
         }
+    }
+}
+
+/// True when a string of `value` (or a key) holds NUL.
+fn holds_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(holds_nul),
+        serde_json::Value::Object(members) => members
+            .iter()
+            .any(|(key, value)| key.contains('\0') || holds_nul(value)),
+        _ => false,
     }
 }
 
@@ -258,6 +279,11 @@ mod tests {
             .parse("123e4567-e89b-12d3-a456-42661417400")
             .is_err());
         assert!(ParamType::Json.parse("{\"a\":1}").is_ok());
+        assert!(ParamType::Text.parse("a\0b").unwrap_err().contains("NUL"));
+        assert!(ParamType::Json
+            .parse("{\"a\": [\"\\u0000\"]}")
+            .unwrap_err()
+            .contains("NUL"));
         assert!("tiemstamp".parse::<ParamType>().is_err());
     }
 }

@@ -67,6 +67,10 @@ impl Target for PostgresTarget {
         PRODUCT
     }
 
+    fn has_large_objects(&self) -> bool {
+        true
+    }
+
     fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
         Box::pin(async move {
             let connection = Connection::connect(&self.config, meter).await?;

@@ -188,7 +188,7 @@ impl PostgresDatabase {
         let options = QueryOptions {
             params: request.params.iter().map(param_text).collect(),
             fetch_size: None,
-            lob_inline: false,
+            lob_inline: request.inline_large_objects,
             binary_values: request.binary_values,
             native_values: false,
         };

@@ -50,7 +50,7 @@ pub fn app(state: AppState) -> Router {
         .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            host_guard,
+            request_guard,
         ))
         .with_state(state)
 }
@@ -147,7 +147,7 @@ async fn run_query(
             state.auth().check(&headers, Need::Query(&name))?;
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
-        context.token = state.auth().check(&headers, Need::Query(&name))?;
+        context.admit(state.auth().check(&headers, Need::Query(&name))?);
         // A GET must not write unless the token may.
         let read_only = !state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
@@ -160,7 +160,10 @@ async fn run_query(
                 params,
                 config.limits.statement_timeout,
                 Access::Named { read_only },
-                output.format,
+                crate::db::Reading {
+                    format: output.format,
+                    inline_large_objects: config.inline_large_objects,
+                },
             )
             .await
             .map_err(|error| AppError::from_start(error, false))?;
@@ -174,7 +177,10 @@ async fn run_query(
 pub const RESERVED_PARAMETERS: [&str; 2] = ["format", "complete"];
 
 /// The output asked for: the format by `?format=`, else by `Accept`, and
-/// `?complete=` (`1`/`true` or `0`/`false`; NDJSON only).
+/// `?complete=` (`1`/`true` or `0`/`false`): the completion line for NDJSON;
+/// nothing to add for JSON and Arrow, whose bodies cannot end whole without
+/// their closing `]` or end-of-stream marker; refused for CSV, which has
+/// neither (trailers are its way).
 fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, AppError> {
     let value_of = |name: &str| {
         pairs
@@ -188,15 +194,17 @@ fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, 
         Some("1" | "true") => true,
         Some(_) => return Err(AppError::parameter("complete", "give 1 or 0")),
     };
-    if completion_line && format != Format::Ndjson {
+    if completion_line && format == Format::Csv {
         return Err(AppError::parameter(
             "complete",
-            "the completion line ends NDJSON bodies only",
+            "CSV has no way to show that a body is complete: ask with TE: trailers \
+             (Sluice-Complete), or for NDJSON",
         ));
     }
     Ok(Output {
         format,
-        completion_line,
+        completion_line: completion_line && format == Format::Ndjson,
+        trailers: crate::stream::accepts_trailers(headers),
     })
 }
 
@@ -211,6 +219,7 @@ async fn stream_or_reject(
             source,
             output,
             output.format.encoder(JsonOptions::default()),
+            timing(&limits, state),
             limits,
             context,
             state.shutdown_token(),
@@ -229,6 +238,19 @@ async fn stream_or_reject(
             );
             error.into_response()
         }
+    }
+}
+
+/// A response's time limits: the query's own, else the server's.
+fn timing(limits: &crate::config::Limits, state: &AppState) -> crate::stream::Timing {
+    let config = state.config();
+    crate::stream::Timing {
+        max_duration: limits
+            .max_stream_duration
+            .unwrap_or(config.max_stream_duration),
+        idle_write_timeout: limits
+            .idle_write_timeout
+            .unwrap_or(config.idle_write_timeout),
     }
 }
 
@@ -253,7 +275,7 @@ async fn run_sql(
                 "POST /sql is not enabled on this server".into(),
             ));
         };
-        context.token = state.auth().check(&headers, Need::Sql)?;
+        context.admit(state.auth().check(&headers, Need::Sql)?);
         let QueryPairs(pairs) = query?;
         let output = output_of(&pairs, &headers)?;
         // Read here, not by an extractor: after the token check, and so that a
@@ -270,7 +292,10 @@ async fn run_sql(
                 Access::AdHoc {
                     role: sql.role.as_deref(),
                 },
-                output.format,
+                crate::db::Reading {
+                    format: output.format,
+                    inline_large_objects: false,
+                },
             )
             .await
             .map_err(|error| AppError::from_start(error, true))?;
@@ -376,25 +401,37 @@ async fn openapi(State(state): State<AppState>) -> Response {
     Json(state.openapi().clone()).into_response()
 }
 
-/// Without tokens, refuses requests whose `Host` names something else than this
-/// machine (DNS rebinding); with tokens, the token is the check.
-async fn host_guard(
+/// Checks every request makes before its route: without tokens, refuses
+/// requests whose `Host` names something else than this machine (DNS
+/// rebinding; with tokens, the token is the check); refuses query strings
+/// longer than `[server] max_query_string` (414).
+async fn request_guard(
     State(state): State<AppState>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if !state.auth_enabled() {
-        if let Err(error) = crate::auth::check_host(request.headers(), request.uri()) {
-            simple_context("other").finish(
-                error.status().as_u16(),
-                "rejected",
-                0,
-                0,
-                0,
-                Some(&error.to_string()),
-            );
-            return error.into_response();
-        }
+    let host = match state.auth_enabled() {
+        true => Ok(()),
+        false => crate::auth::check_host(request.headers(), request.uri()),
+    };
+    let limit = state.config().max_query_string;
+    let checked = host.and_then(|()| match request.uri().query() {
+        Some(query) if query.len() > limit => Err(AppError::UriTooLong(format!(
+            "the query string is {} bytes, over this server's limit of {limit} (max_query_string)",
+            query.len()
+        ))),
+        _ => Ok(()),
+    });
+    if let Err(error) = checked {
+        simple_context("other").finish(
+            error.status().as_u16(),
+            "rejected",
+            0,
+            0,
+            0,
+            Some(&error.to_string()),
+        );
+        return error.into_response();
     }
     next.run(request).await
 }

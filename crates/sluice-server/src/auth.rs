@@ -9,6 +9,9 @@
 //! right". With no tokens configured, named queries are open and the server only
 //! listens on loopback (see [`crate::server`]); [`check_host`] then keeps web
 //! pages out.
+//!
+//! A token that allows the request also admits it past its limits
+//! ([`crate::throttle`]): the [`Grant`] holds the request's slot until it ends.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -16,8 +19,11 @@ use axum::http::{header, HeaderMap, Uri};
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
+use std::sync::Arc;
+
 use crate::config::{Allowed, TokenConfig};
 use crate::error::AppError;
+use crate::throttle::{Slot, Throttle};
 
 /// What a request needs.
 #[derive(Debug, Clone, Copy)]
@@ -30,16 +36,48 @@ pub enum Need<'a> {
     Write,
 }
 
-/// The configured tokens.
+/// The configured tokens, each with the running state of its limits.
 #[derive(Debug, Clone, Default)]
 pub struct Auth {
     tokens: Vec<TokenConfig>,
+    throttles: Vec<Arc<Throttle>>,
+}
+
+/// A request let through by a token: the token's name, for the log, and the
+/// request's slot among the token's concurrent requests.
+#[derive(Debug)]
+pub struct Grant {
+    /// The token's name.
+    pub name: String,
+    /// Held until the request has ended.
+    pub slot: Slot,
 }
 
 impl Auth {
     /// Checks requests against `tokens`.
     pub fn new(tokens: Vec<TokenConfig>) -> Auth {
-        Auth { tokens }
+        let throttles = tokens
+            .iter()
+            .map(|token| Arc::new(Throttle::new(token.limits)))
+            .collect();
+        Auth { tokens, throttles }
+    }
+
+    /// The tokens of a reloaded configuration: a token of the same name and
+    /// limits keeps its running state (its requests in flight still count, its
+    /// bucket is not refilled by the reload); others start afresh.
+    pub fn carried_over(&self, tokens: Vec<TokenConfig>) -> Auth {
+        let throttles = tokens
+            .iter()
+            .map(|token| {
+                self.tokens
+                    .iter()
+                    .position(|old| old.name == token.name && old.limits == token.limits)
+                    .map(|index| self.throttles[index].clone())
+                    .unwrap_or_else(|| Arc::new(Throttle::new(token.limits)))
+            })
+            .collect();
+        Auth { tokens, throttles }
     }
 
     /// True when tokens are configured.
@@ -47,8 +85,9 @@ impl Auth {
         !self.tokens.is_empty()
     }
 
-    /// The name of the token that allows `need`, `None` when auth is off.
-    pub fn check(&self, headers: &HeaderMap, need: Need<'_>) -> Result<Option<String>, AppError> {
+    /// The grant of the token that allows `need` (401 without one, 403 when it
+    /// does not allow it, 429 when it is over its limits); `None` when auth is off.
+    pub fn check(&self, headers: &HeaderMap, need: Need<'_>) -> Result<Option<Grant>, AppError> {
         if !self.enabled() {
             return match need {
                 Need::Query(_) => Ok(None),
@@ -60,7 +99,7 @@ impl Auth {
                 )),
             };
         }
-        let token = self.token(headers)?;
+        let (index, token) = self.token(headers)?;
         let allowed = match need {
             Need::Query(name) => match &token.queries {
                 Allowed::All => true,
@@ -70,7 +109,11 @@ impl Auth {
             Need::Write => token.scopes.iter().any(|scope| scope == "write"),
         };
         if allowed {
-            Ok(Some(token.name.clone()))
+            let slot = self.throttles[index].admit(&token.name)?;
+            Ok(Some(Grant {
+                name: token.name.clone(),
+                slot,
+            }))
         } else {
             Err(AppError::Forbidden(match need {
                 Need::Query(name) => format!("this token may not run query {name:?}"),
@@ -85,11 +128,12 @@ impl Auth {
         self.enabled()
             && self
                 .token(headers)
-                .is_ok_and(|token| token.scopes.iter().any(|given| given == scope))
+                .is_ok_and(|(_, token)| token.scopes.iter().any(|given| given == scope))
     }
 
-    /// The configured token the request presents: 401 when there is none.
-    fn token(&self, headers: &HeaderMap) -> Result<&TokenConfig, AppError> {
+    /// The configured token the request presents, and its position: 401 when
+    /// there is none.
+    fn token(&self, headers: &HeaderMap) -> Result<(usize, &TokenConfig), AppError> {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
@@ -110,7 +154,7 @@ impl Auth {
         if !bool::from(found) {
             return Err(AppError::Unauthorized);
         }
-        Ok(&self.tokens[index as usize])
+        Ok((index as usize, &self.tokens[index as usize]))
     }
 }
 
@@ -225,6 +269,7 @@ mod tests {
             sha256: Sha256::digest(secret.as_bytes()).into(),
             queries,
             scopes: scopes.iter().map(|scope| scope.to_string()).collect(),
+            limits: crate::throttle::TokenLimits::default(),
         }
     }
 
@@ -235,6 +280,30 @@ mod tests {
             format!("Bearer {secret}").parse().unwrap(),
         );
         headers
+    }
+
+    #[test]
+    fn a_reload_keeps_the_running_limits_of_unchanged_tokens() {
+        let limited = |name: &str, secret: &str, max: usize| TokenConfig {
+            limits: crate::throttle::TokenLimits {
+                max_concurrent: Some(max),
+                ..Default::default()
+            },
+            ..token(name, secret, Allowed::All, &[])
+        };
+        let auth = Auth::new(vec![limited("a", "a-secret-000000001", 1)]);
+        let held = auth.check(&bearer("a-secret-000000001"), Need::Query("q"));
+        assert!(held.is_ok());
+        // Same name and limits: the request in flight still counts.
+        let same = auth.carried_over(vec![limited("a", "a-secret-000000001", 1)]);
+        let refused = same.check(&bearer("a-secret-000000001"), Need::Query("q"));
+        assert_eq!(refused.unwrap_err().status().as_u16(), 429);
+        // New limits start afresh.
+        let raised = auth.carried_over(vec![limited("a", "a-secret-000000001", 2)]);
+        assert!(raised
+            .check(&bearer("a-secret-000000001"), Need::Query("q"))
+            .is_ok());
+        drop(held);
     }
 
     #[test]
@@ -251,6 +320,7 @@ mod tests {
         ]);
         let status = |headers: &HeaderMap, need| {
             auth.check(headers, need)
+                .map(|grant| grant.map(|grant| grant.name))
                 .map_err(|error| error.status().as_u16())
         };
         assert_eq!(status(&HeaderMap::new(), Need::Query("a")), Err(401));
@@ -281,11 +351,9 @@ mod tests {
         assert!(auth.has_scope(&bearer("writer-secret-0001"), "write"));
         assert!(!auth.has_scope(&bearer("admin-secret-00001"), "write"));
         assert!(!auth.has_scope(&HeaderMap::new(), "write"));
-        assert_eq!(
-            Auth::default()
-                .check(&HeaderMap::new(), Need::Query("x"))
-                .unwrap(),
-            None
-        );
+        assert!(Auth::default()
+            .check(&HeaderMap::new(), Need::Query("x"))
+            .unwrap()
+            .is_none());
     }
 }

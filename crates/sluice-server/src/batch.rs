@@ -145,7 +145,7 @@ pub async fn run_batch(
             state.auth().check(&headers, Need::Query(&name))?;
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
-        context.token = state.auth().check(&headers, Need::Query(&name))?;
+        context.admit(state.auth().check(&headers, Need::Query(&name))?);
         let may_write = state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
         let mut mode = None;
@@ -166,6 +166,7 @@ pub async fn run_batch(
                 return Err(AppError::parameter(key, "given more than once"));
             }
         }
+        let (body, _) = crate::body::limited(&headers, body, state.config().max_body)?;
         let database = state.database(&config.database)?;
         let Some(session) = database
             .session(config.limits.statement_timeout, !may_write)
@@ -177,10 +178,10 @@ pub async fn run_batch(
             )));
         };
         let session = session.map_err(|error| AppError::from_start(error, false))?;
-        Ok((config.clone(), session, mode.unwrap_or_default()))
+        Ok((config.clone(), session, mode.unwrap_or_default(), body))
     }
     .await;
-    let (config, session, mode) = match prepared {
+    let (config, session, mode, body) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             context.finish(
@@ -232,20 +233,14 @@ async fn pipeline_task(
     config: QueryConfig,
     mut session: Box<dyn Session>,
     mode: Transaction,
-    body: Body,
+    body: futures_util::stream::BoxStream<'static, io::Result<Bytes>>,
     sender: mpsc::Sender<Chunk>,
     ready: oneshot::Sender<Result<(), AppError>>,
     mut context: RequestContext,
 ) {
     let mut ready = Some(ready);
     let output = Arc::new(Mutex::new(Vec::new()));
-    let reader = BufReader::with_capacity(
-        64 * 1024,
-        StreamReader::new(
-            body.into_data_stream()
-                .map(|chunk| chunk.map_err(io::Error::other)),
-        ),
-    );
+    let reader = BufReader::with_capacity(64 * 1024, StreamReader::new(body));
     let mut source = BodyLines {
         lines: ParamLines::new(
             reader,

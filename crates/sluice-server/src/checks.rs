@@ -24,6 +24,9 @@ use crate::config::{ConfigError, QueryConfig};
 use crate::db::{Database, Refusal, StartError, StatementProblem};
 use sluice_formats::ParamType;
 
+/// How often the checks of a database that did not answer are tried again.
+pub const DEFERRED_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Longest a database's checks may take before it counts as unreachable.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 

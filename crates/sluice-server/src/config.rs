@@ -14,6 +14,10 @@
 //! header_read_timeout = "10s"      # a request's head must arrive within this
 //! keep_alive_timeout = "60s"       # an idle kept-alive connection is closed after this
 //! threads = 8                      # worker threads (--threads wins); default: the CPUs this process may use
+//! max_query_string = "8KiB"        # longer query strings get 414 (default 8KiB)
+//! max_body = "1GiB"                # POST /tables and batch bodies; larger ones get 413 (default 1GiB)
+//! max_stream_duration = "1h"       # a response body running longer is aborted, its query cancelled (default 1h)
+//! idle_write_timeout = "60s"       # ... as is one whose client takes nothing for this long (default 60s)
 //! tls_cert = "/etc/sluice/server.crt"  # HTTPS (HTTP/2 and HTTP/1.1): the certificate chain, PEM
 //! tls_key = "/etc/sluice/server.key"   # and its key; both re-read on SIGHUP
 //!
@@ -32,6 +36,9 @@
 //! statement_timeout = "30s"
 //! max_rows = 5000000
 //! max_bytes = "2GiB"
+//! lob = "inline"                   # PostgreSQL: stream large objects (oid columns) in place of their numbers (default "oid")
+//! max_stream_duration = "10m"      # this query's own (default: [server]'s)
+//! idle_write_timeout = "30s"       # this query's own (default: [server]'s)
 //!
 //! [sql]                            # POST /sql: off unless this table exists
 //! database = "main"                # its login must be unprivileged (see crate::checks)
@@ -43,12 +50,16 @@
 //! table = "public.payment_events"  # the table in the database; default: the key
 //! statement_timeout = "10m"        # default: none
 //! max_line_bytes = "1MiB"          # longest NDJSON line / CSV record; default 64MiB
+//! max_body = "10GiB"               # this table's own body limit (default: [server] max_body)
 //!
 //! [[tokens]]
 //! name = "reporting"
 //! sha256 = "…64 hex digits…"       # or: token = "${REPORTING_TOKEN}"
 //! queries = ["payments_by_status"] # or ["*"]
 //! scopes = ["sql", "write"]
+//! max_concurrent = 4               # requests of this token in flight at once; more get 429 (default: no limit)
+//! rate = 10                        # requests per second on average; more get 429 (default: no limit)
+//! burst = 20                       # requests at once after a quiet spell (default: rate, rounded up)
 //! ```
 //!
 //! Parameters are positional: the n-th entry of `params` is `$n` in PostgreSQL SQL
@@ -69,6 +80,7 @@ use sluice_core::parse_duration;
 use sluice_formats::{Declared, ParamType, Signature};
 use toml::Spanned;
 
+use crate::throttle::{default_burst, TokenLimits};
 use crate::tls::TlsFiles;
 
 /// The default address, loopback only.
@@ -79,6 +91,20 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default `[server] keep_alive_timeout`.
 pub const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default `[server] max_query_string`: far beyond any named query's
+/// parameters, small enough that a query string cannot be used to fill memory.
+pub const DEFAULT_MAX_QUERY_STRING: usize = 8 << 10;
+
+/// The default `[server] max_body` for uploads and batches (streamed, so the
+/// limit is about abuse, not memory).
+pub const DEFAULT_MAX_BODY: u64 = 1 << 30;
+
+/// The default `[server] max_stream_duration`.
+pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(3600);
+
+/// The default `[server] idle_write_timeout`.
+pub const DEFAULT_IDLE_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A configuration problem: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,6 +129,11 @@ pub struct Limits {
     pub max_rows: Option<u64>,
     /// The response is aborted past this many bytes (before compression).
     pub max_bytes: Option<u64>,
+    /// A response body running longer is aborted (`None`: `[server]`'s).
+    pub max_stream_duration: Option<Duration>,
+    /// A response body whose client takes nothing for this long is aborted
+    /// (`None`: `[server]`'s).
+    pub idle_write_timeout: Option<Duration>,
 }
 
 /// One database and its pool.
@@ -116,6 +147,10 @@ pub struct DatabaseConfig {
     pub pool_size: usize,
     /// How long a request waits for a free connection before a 503.
     pub pool_wait: Duration,
+    /// SHA-256 of everything above as written (the URL after `${…}`
+    /// substitution): equal in two configurations when the pool can be kept
+    /// across a reload. A hash, so the password is not held twice in clear.
+    pub fingerprint: [u8; 32],
 }
 
 /// A typed parameter of a named query.
@@ -164,6 +199,9 @@ pub struct QueryConfig {
     pub signature: Signature,
     /// Its limits.
     pub limits: Limits,
+    /// `lob = "inline"`: large objects (PostgreSQL `oid` columns) are read and
+    /// streamed in the place of their numbers.
+    pub inline_large_objects: bool,
     /// The line of its `sql` in the configuration file, for start-up errors.
     pub line: usize,
 }
@@ -188,6 +226,8 @@ pub struct TokenConfig {
     pub queries: Allowed,
     /// Extra scopes (`sql` for `POST /sql`).
     pub scopes: Vec<String>,
+    /// How many requests it may have in flight, and how often it may ask.
+    pub limits: TokenLimits,
 }
 
 impl fmt::Debug for TokenConfig {
@@ -196,6 +236,7 @@ impl fmt::Debug for TokenConfig {
             .field("name", &self.name)
             .field("queries", &self.queries)
             .field("scopes", &self.scopes)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -226,6 +267,8 @@ pub struct TableConfig {
     pub statement_timeout: Option<Duration>,
     /// Longest NDJSON line or CSV record accepted, in bytes.
     pub max_line_bytes: usize,
+    /// Largest body accepted, in bytes (`None`: `[server] max_body`).
+    pub max_body: Option<u64>,
 }
 
 /// The default for `max_line_bytes`: 64 MiB, as `sluice import`.
@@ -249,6 +292,14 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// `[server] threads`: the runtime's worker threads, if given.
     pub threads: Option<usize>,
+    /// Longest query string accepted, in bytes.
+    pub max_query_string: usize,
+    /// Largest body of `POST /tables` and batches, unless a table says otherwise.
+    pub max_body: u64,
+    /// Longest a response body may run, unless its query says otherwise.
+    pub max_stream_duration: Duration,
+    /// Longest a response body may wait for its client, unless its query says otherwise.
+    pub idle_write_timeout: Duration,
     /// Databases by name.
     pub databases: BTreeMap<String, DatabaseConfig>,
     /// Named queries by name.
@@ -284,6 +335,7 @@ struct RawTable {
     table: Option<Spanned<String>>,
     statement_timeout: Option<Spanned<String>>,
     max_line_bytes: Option<Spanned<toml::Value>>,
+    max_body: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -296,6 +348,10 @@ struct RawServer {
     tls_cert: Option<Spanned<String>>,
     tls_key: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
+    max_query_string: Option<Spanned<toml::Value>>,
+    max_body: Option<Spanned<toml::Value>>,
+    max_stream_duration: Option<Spanned<String>>,
+    idle_write_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +374,9 @@ struct RawQuery {
     statement_timeout: Option<Spanned<String>>,
     max_rows: Option<Spanned<i64>>,
     max_bytes: Option<Spanned<toml::Value>>,
+    max_stream_duration: Option<Spanned<String>>,
+    idle_write_timeout: Option<Spanned<String>>,
+    lob: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -342,6 +401,9 @@ struct RawToken {
     queries: Vec<Spanned<String>>,
     #[serde(default)]
     scopes: Vec<Spanned<String>>,
+    max_concurrent: Option<Spanned<i64>>,
+    rate: Option<Spanned<toml::Value>>,
+    burst: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -352,6 +414,8 @@ struct RawSql {
     statement_timeout: Option<Spanned<String>>,
     max_rows: Option<Spanned<i64>>,
     max_bytes: Option<Spanned<toml::Value>>,
+    max_stream_duration: Option<Spanned<String>>,
+    idle_write_timeout: Option<Spanned<String>>,
 }
 
 /// The configuration's text: turns byte offsets into line numbers and builds errors.
@@ -425,6 +489,11 @@ impl ConfigText<'_> {
 }
 
 impl ConfigText<'_> {
+    /// A byte count (see [`parse_bytes`]) at `key`.
+    fn size(&self, value: &Spanned<toml::Value>, key: &str) -> Result<u64, ConfigError> {
+        parse_bytes(value.get_ref()).map_err(|message| self.error(value.span(), key, message))
+    }
+
     /// A duration (see [`parse_duration`]) at `key`.
     fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, ConfigError> {
         parse_duration(value.get_ref())
@@ -532,6 +601,10 @@ impl Config {
             keep_alive_timeout: server.keep_alive_timeout,
             tls: server.tls,
             threads: server.threads,
+            max_query_string: server.max_query_string,
+            max_body: server.max_body,
+            max_stream_duration: server.max_stream_duration,
+            idle_write_timeout: server.idle_write_timeout,
             databases,
             queries,
             tokens,
@@ -549,6 +622,10 @@ struct ServerSection {
     keep_alive_timeout: Duration,
     tls: Option<TlsFiles>,
     threads: Option<usize>,
+    max_query_string: usize,
+    max_body: u64,
+    max_stream_duration: Duration,
+    idle_write_timeout: Duration,
 }
 
 /// The most worker threads a configuration may ask for: far beyond any
@@ -587,6 +664,26 @@ fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSect
             DEFAULT_KEEP_ALIVE_TIMEOUT,
         )?,
         tls: tls_files(source, raw)?,
+        max_query_string: match &raw.max_query_string {
+            Some(size) => {
+                usize::try_from(source.size(size, "server.max_query_string")?).unwrap_or(usize::MAX)
+            }
+            None => DEFAULT_MAX_QUERY_STRING,
+        },
+        max_body: match &raw.max_body {
+            Some(size) => source.size(size, "server.max_body")?,
+            None => DEFAULT_MAX_BODY,
+        },
+        max_stream_duration: source.timeout(
+            &raw.max_stream_duration,
+            "server.max_stream_duration",
+            DEFAULT_MAX_STREAM_DURATION,
+        )?,
+        idle_write_timeout: source.timeout(
+            &raw.idle_write_timeout,
+            "server.idle_write_timeout",
+            DEFAULT_IDLE_WRITE_TIMEOUT,
+        )?,
         threads: match &raw.threads {
             Some(threads) if (1..=MAX_THREADS as i64).contains(threads.get_ref()) => {
                 Some(*threads.get_ref() as usize)
@@ -691,11 +788,15 @@ fn database_entry(
         Some(wait) => source.duration(wait, &format!("{key}.pool_wait"))?,
         None => Duration::from_secs(2),
     };
+    let fingerprint =
+        Sha256::digest(format!("{url_text}\n{pool_size}\n{}", pool_wait.as_nanos()).as_bytes())
+            .into();
     Ok(DatabaseConfig {
         name: name.to_owned(),
         target,
         pool_size,
         pool_wait,
+        fingerprint,
     })
 }
 
@@ -769,9 +870,35 @@ fn query_entry(
             statement_timeout: &query.statement_timeout,
             max_rows: &query.max_rows,
             max_bytes: &query.max_bytes,
+            max_stream_duration: &query.max_stream_duration,
+            idle_write_timeout: &query.idle_write_timeout,
         },
         &key,
     )?;
+    let inline_large_objects = match &query.lob {
+        None => false,
+        Some(lob) => match lob.get_ref().as_str() {
+            "oid" => false,
+            "inline" if databases[&database].target.has_large_objects() => true,
+            "inline" => {
+                return Err(source.error(
+                    lob.span(),
+                    &format!("{key}.lob"),
+                    format!(
+                        "database {database:?} is {}, which has no large objects to inline",
+                        databases[&database].target.product()
+                    ),
+                ))
+            }
+            other => {
+                return Err(source.error(
+                    lob.span(),
+                    &format!("{key}.lob"),
+                    format!("expected \"oid\" or \"inline\", not {other:?}"),
+                ))
+            }
+        },
+    };
     Ok(QueryConfig {
         name: name.to_owned(),
         database,
@@ -780,6 +907,7 @@ fn query_entry(
         signature: Signature::new(params.iter().map(ParamSpec::declared).collect()),
         params,
         limits,
+        inline_large_objects,
         line: source.line(query.sql.span().start),
     })
 }
@@ -906,6 +1034,67 @@ fn token_entry(
             .iter()
             .map(|scope| scope.get_ref().clone())
             .collect(),
+        limits: token_limits(source, key, token)?,
+    })
+}
+
+/// A token's `max_concurrent`, `rate` and `burst`.
+fn token_limits(
+    source: &ConfigText<'_>,
+    key: &str,
+    token: &RawToken,
+) -> Result<TokenLimits, ConfigError> {
+    let count = |value: &Spanned<i64>, name: &str| {
+        u32::try_from(*value.get_ref())
+            .ok()
+            .filter(|count| *count > 0)
+            .ok_or_else(|| {
+                source.error(
+                    value.span(),
+                    &format!("{key}.{name}"),
+                    "must be a positive integer",
+                )
+            })
+    };
+    let max_concurrent = match &token.max_concurrent {
+        Some(value) => Some(count(value, "max_concurrent")? as usize),
+        None => None,
+    };
+    let rate = match &token.rate {
+        Some(value) => {
+            let rate = match value.get_ref() {
+                toml::Value::Integer(rate) => Some(*rate as f64),
+                toml::Value::Float(rate) => Some(*rate),
+                _ => None,
+            };
+            Some(
+                rate.filter(|rate| rate.is_finite() && *rate >= 0.001 && *rate <= 1e9)
+                    .ok_or_else(|| {
+                        source.error(
+                            value.span(),
+                            &format!("{key}.rate"),
+                            "expected requests per second, a number from 0.001 (e.g. 10, 0.5)",
+                        )
+                    })?,
+            )
+        }
+        None => None,
+    };
+    let burst = match &token.burst {
+        Some(value) if rate.is_none() => {
+            return Err(source.error(
+                value.span(),
+                &format!("{key}.burst"),
+                "goes with rate (the requests per second it lets arrive at once)",
+            ))
+        }
+        Some(value) => Some(count(value, "burst")?),
+        None => rate.map(default_burst),
+    };
+    Ok(TokenLimits {
+        max_concurrent,
+        rate,
+        burst,
     })
 }
 
@@ -1003,6 +1192,8 @@ fn sql_section(
             statement_timeout: &sql.statement_timeout,
             max_rows: &sql.max_rows,
             max_bytes: &sql.max_bytes,
+            max_stream_duration: &sql.max_stream_duration,
+            idle_write_timeout: &sql.idle_write_timeout,
         },
         "sql",
     )?;
@@ -1108,12 +1299,17 @@ fn table_entry(
             })?,
         None => DEFAULT_MAX_LINE_BYTES,
     };
+    let max_body = match &table.max_body {
+        Some(size) => Some(source.size(size, &format!("{key}.max_body"))?),
+        None => None,
+    };
     Ok(TableConfig {
         name: name.to_owned(),
         database,
         table: target,
         statement_timeout,
         max_line_bytes,
+        max_body,
     })
 }
 
@@ -1122,6 +1318,8 @@ struct RawLimits<'a> {
     statement_timeout: &'a Option<Spanned<String>>,
     max_rows: &'a Option<Spanned<i64>>,
     max_bytes: &'a Option<Spanned<toml::Value>>,
+    max_stream_duration: &'a Option<Spanned<String>>,
+    idle_write_timeout: &'a Option<Spanned<String>>,
 }
 
 fn limits(source: &ConfigText<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limits, ConfigError> {
@@ -1143,10 +1341,18 @@ fn limits(source: &ConfigText<'_>, raw: RawLimits<'_>, key: &str) -> Result<Limi
             })?),
             None => None,
         };
+    let positive = |value: &Option<Spanned<String>>, name: &str| match value {
+        Some(_) => source
+            .timeout(value, &format!("{key}.{name}"), Duration::ZERO)
+            .map(Some),
+        None => Ok(None),
+    };
     Ok(Limits {
         statement_timeout,
         max_rows,
         max_bytes,
+        max_stream_duration: positive(raw.max_stream_duration, "max_stream_duration")?,
+        idle_write_timeout: positive(raw.idle_write_timeout, "idle_write_timeout")?,
     })
 }
 
@@ -1205,6 +1411,58 @@ scopes = ["sql"]
 
 [sql]
 "#;
+
+    #[test]
+    fn limits_of_tokens_bodies_and_streams_load_with_their_defaults() {
+        std::env::set_var("SLUICE_CONFIG_TEST_PASSWORD", "s3cret");
+        let config = Config::parse(GOOD, "good.toml").unwrap();
+        assert_eq!(config.max_query_string, DEFAULT_MAX_QUERY_STRING);
+        assert_eq!(config.max_body, DEFAULT_MAX_BODY);
+        assert_eq!(config.max_stream_duration, DEFAULT_MAX_STREAM_DURATION);
+        assert_eq!(config.idle_write_timeout, DEFAULT_IDLE_WRITE_TIMEOUT);
+        assert_eq!(config.tokens[0].limits, TokenLimits::default());
+        let text = GOOD
+            .replace(
+                "shutdown_grace = \"5s\"",
+                "shutdown_grace = \"5s\"\nmax_body = \"10MiB\"\nidle_write_timeout = \"5s\"",
+            )
+            .replace(
+                "max_rows = 1000",
+                "max_rows = 1000\nmax_stream_duration = \"10m\"",
+            )
+            .replace(
+                "scopes = [\"sql\"]",
+                "scopes = [\"sql\"]\nmax_concurrent = 3\nrate = 2.5",
+            );
+        let config = Config::parse(&text, "good.toml").unwrap();
+        assert_eq!(config.max_body, 10 << 20);
+        assert_eq!(config.idle_write_timeout, Duration::from_secs(5));
+        let limits = &config.queries["by_status"].limits;
+        assert_eq!(limits.max_stream_duration, Some(Duration::from_secs(600)));
+        assert_eq!(limits.idle_write_timeout, None);
+        assert_eq!(
+            config.tokens[0].limits,
+            TokenLimits {
+                max_concurrent: Some(3),
+                rate: Some(2.5),
+                burst: Some(3),
+            }
+        );
+        for (replacement, key) in [
+            ("max_concurrent = 0", "tokens[0].max_concurrent"),
+            ("rate = 0", "tokens[0].rate"),
+            ("rate = \"fast\"", "tokens[0].rate"),
+            ("burst = 5", "tokens[0].burst"),
+        ] {
+            let error = error_for(&GOOD.replace(
+                "scopes = [\"sql\"]",
+                &format!("scopes = [\"sql\"]\n{replacement}"),
+            ));
+            assert_eq!(error.key, key, "{replacement}: {error}");
+        }
+        let error = error_for(&GOOD.replace("max_rows = 1000", "idle_write_timeout = \"0s\""));
+        assert_eq!(error.key, "queries.by_status.idle_write_timeout");
+    }
 
     #[test]
     fn a_full_file_loads_with_env_substitution_and_hashed_tokens() {

@@ -33,8 +33,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::reload::LiveApp;
 use axum::body::Body;
-use axum::Router;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -327,13 +327,13 @@ impl http_body::Body for Watched {
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     tls: Option<ServerTls>,
-    router: Router,
+    live: LiveApp,
     timeouts: Timeouts,
     draining: CancellationToken,
 ) {
     let shared = Arc::new(Shared::new());
     let mut watchdog = Box::pin(watchdog(shared.phase.subscribe(), timeouts));
-    let service = service(router, shared.clone());
+    let service = service(live, shared.clone());
     let Some(tls) = tls else {
         let socket = TokioIo::new(Socket { stream, shared });
         let connection = http1(socket, service);
@@ -365,10 +365,11 @@ pub(crate) async fn serve_connection(
     }
 }
 
-/// The router as a hyper service whose requests keep the connection busy
-/// until their response bodies are dropped.
+/// The current router as a hyper service whose requests keep the connection
+/// busy until their response bodies are dropped. Each request takes the router
+/// of the moment, so a kept-alive connection sees a reload at its next request.
 fn service(
-    router: Router,
+    live: LiveApp,
     shared: Arc<Shared>,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
@@ -378,7 +379,7 @@ fn service(
 > + Clone {
     hyper::service::service_fn(move |request: Request<Incoming>| {
         let in_flight = InFlight::start(shared.clone());
-        let router = router.clone();
+        let router = live.router();
         async move {
             let response = router.oneshot(request.map(Body::new)).await?;
             Ok::<_, Infallible>(response.map(|body| Watched {

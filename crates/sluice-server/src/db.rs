@@ -19,9 +19,29 @@ use sluice_formats::Format;
 
 use crate::config::DatabaseConfig;
 
+/// How a query's values are to be read for its response.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading {
+    /// The response's format (binary values for the formats that take them).
+    pub format: Format,
+    /// Large objects in the place of their references (`lob = "inline"`).
+    pub inline_large_objects: bool,
+}
+
+impl Default for Reading {
+    /// NDJSON, references as they are.
+    fn default() -> Reading {
+        Reading {
+            format: Format::Ndjson,
+            inline_large_objects: false,
+        }
+    }
+}
+
 pub use sluice_core::database::{Param, Refusal, StartError, StatementProblem};
 
-/// One configured database.
+/// One configured database; clones share its pool.
+#[derive(Clone)]
 pub struct Database {
     name: String,
     database: Arc<dyn database::Database>,
@@ -64,7 +84,7 @@ impl Database {
                 Vec::new(),
                 Some(Duration::from_secs(2)),
                 Access::Named { read_only: true },
-                Format::Ndjson,
+                Reading::default(),
             )
             .await?;
         while source
@@ -85,14 +105,15 @@ impl Database {
         params: Vec<Param>,
         statement_timeout: Option<Duration>,
         access: Access<'_>,
-        format: Format,
+        output: Reading,
     ) -> Result<Box<dyn RunningQuery>, StartError> {
         let request = QueryRequest {
             sql,
             params,
             statement_timeout,
             access,
-            binary_values: format.reads_binary_values(),
+            binary_values: output.format.reads_binary_values(),
+            inline_large_objects: output.inline_large_objects,
         };
         self.database.start(request).await
     }

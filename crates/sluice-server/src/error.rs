@@ -46,6 +46,15 @@ pub enum AppError {
     PayloadTooLarge(String),
     /// 415: a request body in a format the route does not take.
     UnsupportedMediaType(String),
+    /// 414: a query string over `[server] max_query_string`.
+    UriTooLong(String),
+    /// 429 with `Retry-After`: a token over its `max_concurrent` or `rate`.
+    TooManyRequests {
+        /// Which limit, for the client.
+        message: String,
+        /// Seconds to wait before retrying.
+        retry_after: u64,
+    },
     /// 422: a bad input record (or a row the database refused) in an upload.
     Unprocessable {
         /// What is wrong.
@@ -59,6 +68,8 @@ pub enum AppError {
     },
     /// 503 with `Retry-After`.
     Unavailable(String),
+    /// 504: a response that ran out of time before its first byte.
+    Timeout(String),
     /// A database error before the first byte.
     Database {
         /// The error.
@@ -179,8 +190,11 @@ impl AppError {
             AppError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AppError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            AppError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             AppError::Database { error, ad_hoc } => database_status(error, *ad_hoc),
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -217,7 +231,10 @@ impl AppError {
             | AppError::NotAcceptable(message)
             | AppError::PayloadTooLarge(message)
             | AppError::UnsupportedMediaType(message)
-            | AppError::Unavailable(message) => Some(message),
+            | AppError::UriTooLong(message)
+            | AppError::TooManyRequests { message, .. }
+            | AppError::Unavailable(message)
+            | AppError::Timeout(message) => Some(message),
             _ => None,
         }
     }
@@ -304,10 +321,15 @@ impl IntoResponse for AppError {
         {
             body.insert("parameter".into(), json!(parameter));
         }
+        let retry_after = match &self {
+            AppError::TooManyRequests { retry_after, .. } => Some(*retry_after),
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(RETRY_AFTER_SECONDS),
+            _ => None,
+        };
         let mut response = (status, axum::Json(serde_json::Value::Object(body))).into_response();
         let headers = response.headers_mut();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        if let Some(seconds) = retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

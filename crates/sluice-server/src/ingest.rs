@@ -22,7 +22,6 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 use sluice_core::connect::{ImportRequest, Session};
 use sluice_core::load::{
@@ -350,9 +349,11 @@ async fn import_body(
             AppError::NotFound(format!("no table named {name:?} is open to writes")).into(),
         );
     };
-    context.token = state.auth().check(headers, Need::Write)?;
+    context.admit(state.auth().check(headers, Need::Write)?);
     let pairs = pairs?;
     let options = parse_options(&pairs, headers)?;
+    let limit = table.max_body.unwrap_or(state.config().max_body);
+    let (body, overrun) = crate::body::limited(headers, body, limit)?;
     let database = state.database(&table.database)?;
     let Some(session) = database.session(table.statement_timeout, false).await else {
         return Err(AppError::MethodNotAllowed(format!(
@@ -363,6 +364,7 @@ async fn import_body(
         .into());
     };
     let mut session = session.map_err(|error| AppError::from_start(error, false))?;
+    let overrun_seen = overrun.clone();
     let result = async {
         let info = session
             .describe_table(&table.table)
@@ -377,6 +379,11 @@ async fn import_body(
         load(&mut *session, &info, table, &options, body).await
     }
     .await;
+    // A body cut at its limit is 413 whatever the import made of the cut.
+    let result = result.map_err(|error| match overrun_seen.happened() {
+        true => overrun_seen.error(),
+        false => error,
+    });
     *round_trips = session.round_trips();
     match result {
         Ok(done) => {
@@ -406,12 +413,9 @@ async fn load(
     info: &TableInfo,
     table: &TableConfig,
     options: &IngestOptions,
-    body: Body,
+    body: futures_util::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>,
 ) -> Result<Done, AppError> {
-    let stream = body
-        .into_data_stream()
-        .map(|chunk| chunk.map_err(std::io::Error::other));
-    let mut reader = StreamReader::new(stream);
+    let mut reader = StreamReader::new(body);
     let skip = options.import.on_error == OnError::Skip;
     let mut rejects: Vec<Value> = Vec::new();
     let mut omitted = 0u64;

@@ -18,6 +18,7 @@
 //!   bearer tokens and the `Host` check; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
+//!   [`reload`]: the configuration replaced while serving (SIGHUP);
 //!   [`connection`]: one connection, its timeouts and its reset on a cut body;
 //!   [`tls`]: HTTPS, its certificate and the certificate's reload;
 //! - [`demo`]: the zero-setup SQLite demo.
@@ -26,6 +27,7 @@
 pub mod app;
 pub mod auth;
 pub mod batch;
+pub mod body;
 pub mod checks;
 pub mod config;
 pub mod connection;
@@ -35,9 +37,11 @@ pub mod error;
 pub mod ingest;
 pub mod metrics;
 pub mod openapi;
+pub mod reload;
 pub mod server;
 pub mod state;
 pub mod stream;
+pub mod throttle;
 pub mod tls;
 pub mod uri;
 

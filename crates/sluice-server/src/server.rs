@@ -10,8 +10,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{app, AppState};
 use crate::connection::{serve_connection, Timeouts};
+use crate::reload::LiveApp;
 use crate::tls::ServerTls;
 
 /// The address to bind: `requested`, except that without tokens only loopback is
@@ -48,20 +48,25 @@ pub fn effective_listen(
     )
 }
 
-/// Serves `state` on `listener` (HTTPS with `tls`) until `shutdown` resolves;
+/// Serves `app` (an [`crate::AppState`], or a [`LiveApp`] whose configuration
+/// may be replaced meanwhile) on `listener` (HTTPS with `tls`) until `shutdown` resolves;
 /// then stops accepting,
 /// closes idle connections, lets in-flight streams finish for up to `grace`,
 /// aborts those still running (their queries are cancelled), and waits briefly
 /// for the cancel requests. Connections are timed by the configuration's
 /// `header_read_timeout` and `keep_alive_timeout` ([`crate::connection`]).
 pub async fn serve(
-    state: AppState,
+    app: impl Into<LiveApp>,
     listener: TcpListener,
     tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let mut connections = accept_until(&state, listener, tls, shutdown).await;
+    let live = app.into();
+    // The shutdown signal and the cancel tasks are shared by every state a
+    // reload makes, so the first one's serve for all.
+    let state = live.state();
+    let mut connections = accept_until(&live, listener, tls, shutdown).await;
     tracing::info!(
         grace_seconds = grace.as_secs_f64(),
         "shutting down: no new connections, in-flight streams may finish"
@@ -88,16 +93,18 @@ pub async fn serve(
 /// `shutdown` resolves; then closes the listener and tells every connection to
 /// finish the request it is answering and close.
 async fn accept_until(
-    state: &AppState,
+    live: &LiveApp,
     listener: TcpListener,
     tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()>,
 ) -> JoinSet<()> {
-    let router = app(state.clone());
-    let config = state.config();
-    let timeouts = Timeouts {
-        header_read: config.header_read_timeout,
-        keep_alive: config.keep_alive_timeout,
+    // Bound at start: a reload does not change them (see crate::reload).
+    let timeouts = {
+        let state = live.state();
+        Timeouts {
+            header_read: state.config().header_read_timeout,
+            keep_alive: state.config().keep_alive_timeout,
+        }
     };
     let draining = CancellationToken::new();
     let mut connections = JoinSet::new();
@@ -110,7 +117,7 @@ async fn accept_until(
                     connections.spawn(serve_connection(
                         stream,
                         tls.clone(),
-                        router.clone(),
+                        live.clone(),
                         timeouts,
                         draining.clone(),
                     ));

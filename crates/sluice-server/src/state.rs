@@ -51,6 +51,42 @@ impl AppState {
         }
     }
 
+    /// State for a reloaded `config`, sharing this one's shutdown signal and
+    /// cancel tasks: a database whose settings are unchanged keeps its pool
+    /// (and its idle connections), a token its running limits; the rest is new.
+    /// Requests in flight keep what they hold of the old state.
+    pub fn reconfigured(&self, config: Config) -> AppState {
+        let databases = config
+            .databases
+            .iter()
+            .map(|(name, database)| {
+                let kept = self
+                    .inner
+                    .databases
+                    .get(name)
+                    .filter(|_| {
+                        self.inner.config.databases[name].fingerprint == database.fingerprint
+                    })
+                    .cloned();
+                (
+                    name.clone(),
+                    kept.unwrap_or_else(|| Database::new(database)),
+                )
+            })
+            .collect();
+        let openapi = crate::openapi::document(&config);
+        AppState {
+            inner: Arc::new(Inner {
+                auth: self.inner.auth.carried_over(config.tokens.clone()),
+                config,
+                databases,
+                shutdown: self.inner.shutdown.clone(),
+                tracker: self.inner.tracker.clone(),
+                openapi,
+            }),
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config

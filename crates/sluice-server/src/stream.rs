@@ -1,9 +1,14 @@
 //! A query's result as an HTTP response body, with its ending told truthfully.
 //!
-//! The body is pulled, not pushed: hyper asks for the next chunk only when it has
-//! written the previous one, so a slow client slows the encoder, which slows the
-//! database cursor (TCP flow control on the PostgreSQL socket, the bounded channel
-//! for SQLite). Memory per request is one batch plus one output chunk.
+//! A task per response fills chunks and hands each to the body through a
+//! channel of one: the next chunk is made only once the client has taken the
+//! one before, so a slow client slows the encoder, which slows the database
+//! cursor (TCP flow control on the PostgreSQL socket, the bounded channel for
+//! SQLite). Memory per request is one batch plus two output chunks. The task is
+//! what lets a response be stopped while its client reads nothing: after
+//! `idle_write_timeout` with a chunk not taken, or once the body has run for
+//! `max_stream_duration`, it ends the body in an error and cancels the query, so
+//! a stalled client cannot hold a database session.
 //!
 //! Before the response starts, the first chunk is produced (the query has then
 //! been accepted and its first rows read), so bad SQL, a parameter the database
@@ -11,22 +16,28 @@
 //! After the first byte the status cannot change: a later failure (a database
 //! error, the server restarting, a limit exceeded, shutdown) ends the body with an
 //! error, which makes hyper abort the chunked transfer so the client sees an
-//! incomplete response, never one that looks complete. Every ending (complete,
+//! incomplete response, never one that looks complete (the body ends in an
+//! error unless the task said it completed). A client that sends `TE: trailers`
+//! gets `Sluice-Rows` and `Sluice-Complete: true` as trailers after a complete
+//! body, so it can tell without trusting the transport. Every ending (complete,
 //! failed, client gone) is logged once with rows, bytes, round trips and time, and
 //! a query that did not complete is cancelled on the database.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use http_body::Frame;
 use sluice_core::database::RunningQuery;
 use sluice_core::transfer::FLUSH_BYTES;
 use sluice_core::{Encoder, Transfer, TransferError};
 use sluice_formats::Format;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -53,6 +64,9 @@ pub struct RequestContext {
     pub query: String,
     /// The token's name, if any.
     pub token: Option<String>,
+    /// The request's slot among its token's concurrent requests, held until the
+    /// context is dropped with the request's end.
+    slot: Option<crate::throttle::Slot>,
     /// When the request arrived.
     pub started: Instant,
     /// True for ad-hoc SQL (decides the status of database errors).
@@ -78,11 +92,20 @@ impl RequestContext {
             route,
             query: query.into(),
             token: None,
+            slot: None,
             started: Instant::now(),
             ad_hoc,
             logged: AtomicBool::new(false),
             shutdown,
             status_sent: None,
+        }
+    }
+
+    /// Records the token that let the request through (none when auth is off).
+    pub fn admit(&mut self, grant: Option<crate::auth::Grant>) {
+        if let Some(grant) = grant {
+            self.token = Some(grant.name);
+            self.slot = Some(grant.slot);
         }
     }
 
@@ -167,6 +190,10 @@ enum Failure {
     Transfer(TransferError),
     /// The shutdown deadline passed.
     Shutdown,
+    /// The body ran for `max_stream_duration` (given).
+    TooLong(Duration),
+    /// The client took nothing for `idle_write_timeout` (given).
+    ClientIdle(Duration),
 }
 
 impl Failure {
@@ -177,6 +204,7 @@ impl Failure {
             }
             Failure::Transfer(_) => "error",
             Failure::Shutdown => "shutdown",
+            Failure::TooLong(_) | Failure::ClientIdle(_) => "timeout",
         }
     }
 
@@ -196,6 +224,14 @@ impl Failure {
             }
             Failure::Transfer(error) => error.to_string(),
             Failure::Shutdown => "the server is shutting down".into(),
+            Failure::TooLong(limit) => format!(
+                "the response ran longer than max_stream_duration = {}",
+                humantime::format_duration(*limit)
+            ),
+            Failure::ClientIdle(limit) => format!(
+                "the client took nothing for idle_write_timeout = {}",
+                humantime::format_duration(*limit)
+            ),
         }
     }
 
@@ -208,6 +244,7 @@ impl Failure {
             }
             Failure::Transfer(_) => AppError::bad_request(self.message()),
             Failure::Shutdown => AppError::Unavailable(self.message()),
+            Failure::TooLong(_) | Failure::ClientIdle(_) => AppError::Timeout(self.message()),
         }
     }
 }
@@ -239,6 +276,10 @@ struct Running {
     final_round_trips: Option<u64>,
     /// End a complete body with `{"_complete": true, "rows": N}` (NDJSON).
     completion_line: bool,
+    /// When the body must have ended.
+    deadline: tokio::time::Instant,
+    /// `max_stream_duration`, for the message.
+    max_duration: Duration,
 }
 
 impl Running {
@@ -252,6 +293,7 @@ impl Running {
         let more = tokio::select! {
             biased;
             _ = self.shutdown.cancelled() => return Err(Failure::Shutdown),
+            () = tokio::time::sleep_until(self.deadline) => return Err(Failure::TooLong(self.max_duration)),
             more = transfer.fill(&mut output) => more.map_err(Failure::Transfer)?,
         };
         self.rows = transfer.rows();
@@ -328,34 +370,94 @@ impl Drop for Running {
     }
 }
 
-/// How a result is written: its format, and whether an NDJSON body ends with
-/// a line saying it is complete (`?complete=1`), for clients that cannot rely
-/// on the transport to tell a cut stream from a whole one.
+/// How a result is written: its format, and how a client can tell a
+/// complete body from a cut one without trusting the transport.
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
     /// The format, of which `encoder` is the encoder.
     pub format: Format,
-    /// End a complete body with `{"_complete": true, "rows": N}`.
+    /// End a complete body with `{"_complete": true, "rows": N}` (`?complete=1`).
     pub completion_line: bool,
+    /// Send `Sluice-Rows` and `Sluice-Complete` trailers after a complete body
+    /// (the request said `TE: trailers`).
+    pub trailers: bool,
 }
+
+/// The trailers announced in the `Trailer` header (HTTP/1.1 sends only those).
+pub const TRAILER_NAMES: &str = "Sluice-Rows, Sluice-Complete";
+
+/// True when the request accepts trailers (`TE: trailers`).
+pub fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|entry| {
+            let name = entry.split(';').next().unwrap_or("").trim();
+            name.eq_ignore_ascii_case("trailers")
+        })
+}
+
+/// How long a response may take: resolved from the query's limits and the
+/// server's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// The longest the body may run.
+    pub max_duration: Duration,
+    /// The longest the client may leave a chunk untaken.
+    pub idle_write_timeout: Duration,
+}
+
+/// What the filling task tells the body about its end.
+#[derive(Debug, Default)]
+struct Ending {
+    /// Set once the last chunk (and trailers) are in the channel.
+    complete: AtomicBool,
+    /// Why the body stopped short, for the error that ends it.
+    failure: std::sync::Mutex<Option<String>>,
+}
+
+impl Ending {
+    fn failed(&self, running: &Running) {
+        let message = running.error.clone();
+        *self
+            .failure
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = message;
+    }
+
+    fn error(&self) -> std::io::Error {
+        let message = self
+            .failure
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take();
+        std::io::Error::other(message.unwrap_or_else(|| "the response was stopped".into()))
+    }
+}
+
+type BodyFrame = Result<Frame<Bytes>, std::io::Error>;
 
 /// Streams `source` encoded as `output` says as the response. Errors until
 /// the first chunk is ready come back as [`AppError`]s (already logged).
+#[allow(clippy::too_many_arguments)]
 pub async fn respond(
     source: Box<dyn RunningQuery>,
     output: Output,
     encoder: Box<dyn Encoder>,
+    timing: Timing,
     limits: Limits,
     context: RequestContext,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> Result<Response, AppError> {
-    let limits = sluice_core::Limits {
+    let transfer_limits = sluice_core::Limits {
         max_rows: limits.max_rows,
         max_bytes: limits.max_bytes,
     };
     let mut running = Running {
-        transfer: Some(Transfer::new(source, encoder).with_limits(limits)),
+        transfer: Some(Transfer::new(source, encoder).with_limits(transfer_limits)),
         rows: 0,
         bytes: 0,
         state: State::Streaming,
@@ -368,6 +470,8 @@ pub async fn respond(
         context,
         final_round_trips: None,
         completion_line: output.completion_line,
+        deadline: tokio::time::Instant::now() + timing.max_duration,
+        max_duration: timing.max_duration,
     };
     let first = match running.fill().await {
         Ok(first) => first,
@@ -379,35 +483,122 @@ pub async fn respond(
             return Err(error);
         }
     };
-    let rest = futures_util::stream::unfold(running, |mut running| async move {
-        loop {
-            if running.state != State::Streaming {
+    let (sender, receiver) = mpsc::channel::<BodyFrame>(1);
+    let ending = Arc::new(Ending::default());
+    // The first chunk goes first; the channel has room for it.
+    if !first.is_empty() {
+        let _ = sender.try_send(Ok(Frame::data(first)));
+    }
+    tokio::spawn(fill_body(
+        running,
+        sender,
+        ending.clone(),
+        output.trailers,
+        timing.idle_write_timeout,
+    ));
+    let body = futures_util::stream::unfold(
+        (receiver, ending, false),
+        |(mut receiver, ending, done)| async move {
+            if done {
                 return None;
             }
-            match running.fill().await {
-                Ok(chunk) if chunk.is_empty() => continue,
-                Ok(chunk) => return Some((Ok(chunk), running)),
-                Err(failure) => {
-                    running.fail(&failure);
-                    let error = std::io::Error::other(failure.message());
-                    return Some((Err(error), running));
-                }
+            match receiver.recv().await {
+                Some(frame) => Some((frame, (receiver, ending, false))),
+                // The task is gone: a complete body ends here; any other
+                // ending must not look like one, so it ends in an error.
+                None if ending.complete.load(Ordering::Acquire) => None,
+                None => Some((Err(ending.error()), (receiver, ending, true))),
             }
-        }
-    });
-    let body = futures_util::stream::iter([Ok::<Bytes, std::io::Error>(first)])
-        .filter(|chunk| std::future::ready(!matches!(chunk, Ok(bytes) if bytes.is_empty())))
-        .chain(rest)
-        // Compression may poll again after the end.
-        .fuse();
-    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
-    response.headers_mut().insert(
+        },
+    )
+    // Compression may poll again after the end.
+    .fuse();
+    let mut response = (
+        StatusCode::OK,
+        Body::new(http_body_util::StreamBody::new(body)),
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(output.format.media_type()),
     );
     // Intermediaries must not buffer a stream that may be large.
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if output.trailers {
+        headers.insert(header::TRAILER, HeaderValue::from_static(TRAILER_NAMES));
+    }
     Ok(response)
+}
+
+/// The task behind a body: fills chunks and hands each over as soon as the
+/// client has taken the one before, until the end, a failure, the client
+/// leaving, or a time limit. Dropping `running` at the end logs the request
+/// and cancels the query unless it completed.
+async fn fill_body(
+    mut running: Running,
+    sender: mpsc::Sender<BodyFrame>,
+    ending: Arc<Ending>,
+    trailers: bool,
+    idle_write_timeout: Duration,
+) {
+    while running.state == State::Streaming {
+        let filled = tokio::select! {
+            biased;
+            // Gone while the database worked on the next chunk: stop now, not
+            // when that chunk is ready.
+            () = sender.closed() => return,
+            filled = running.fill() => filled,
+        };
+        let chunk = match filled {
+            Ok(chunk) => chunk,
+            Err(failure) => {
+                running.fail(&failure);
+                // Ending the task without `complete` aborts the body.
+                ending.failed(&running);
+                return;
+            }
+        };
+        if !chunk.is_empty() {
+            let limits = (running.deadline, running.max_duration, idle_write_timeout);
+            if let Err(failure) = hand_over(&sender, chunk, limits).await {
+                if let Some(failure) = failure {
+                    running.fail(&failure);
+                    ending.failed(&running);
+                }
+                return;
+            }
+        }
+    }
+    if trailers && running.state == State::Complete {
+        let mut fields = HeaderMap::new();
+        fields.insert("sluice-rows", HeaderValue::from(running.rows));
+        fields.insert("sluice-complete", HeaderValue::from_static("true"));
+        if sender.send(Ok(Frame::trailers(fields))).await.is_err() {
+            return;
+        }
+    }
+    if running.state == State::Complete {
+        ending.complete.store(true, Ordering::Release);
+    }
+}
+
+/// Sends one chunk, waiting at most `idle_write_timeout` for the client to take
+/// the one before and no later than the body's deadline. `Err(None)`: the
+/// client left; `Err(Some(_))`: a time limit.
+async fn hand_over(
+    sender: &mpsc::Sender<BodyFrame>,
+    chunk: Bytes,
+    (body_deadline, max_duration, idle_write_timeout): (tokio::time::Instant, Duration, Duration),
+) -> Result<(), Option<Failure>> {
+    let idle_deadline = tokio::time::Instant::now() + idle_write_timeout;
+    let (deadline, failure) = match idle_deadline <= body_deadline {
+        true => (idle_deadline, Failure::ClientIdle(idle_write_timeout)),
+        false => (body_deadline, Failure::TooLong(max_duration)),
+    };
+    match tokio::time::timeout_at(deadline, sender.send(Ok(Frame::data(chunk)))).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(None),
+        Err(_) => Err(Some(failure)),
+    }
 }

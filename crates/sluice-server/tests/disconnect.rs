@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use sluice_server::AppState;
 use sluice_testkit::TestDb;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
 
 const QUERIES: &str = r#"
 [queries.big]
@@ -21,37 +20,6 @@ sql = "select g as id, case when g = 20000 then pg_sleep(120) end as nap from ge
 sql = "select count(*) as n from generate_series(1, $1::int)"
 params = [{ name = "n", type = "int", required = true }]
 "#;
-
-/// Sends a GET, reads until at least `want` body bytes have arrived, and returns
-/// the open socket.
-async fn start_reading(address: std::net::SocketAddr, path: &str, want: usize) -> TcpStream {
-    let mut socket = TcpStream::connect(address).await.unwrap();
-    socket
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut received = Vec::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = socket.read(&mut buffer).await.unwrap();
-        assert!(
-            read > 0,
-            "the server closed: {}",
-            String::from_utf8_lossy(&received)
-        );
-        received.extend_from_slice(&buffer[..read]);
-        if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
-            assert!(
-                received.starts_with(b"HTTP/1.1 200"),
-                "{}",
-                String::from_utf8_lossy(&received[..end])
-            );
-            if received.len() - end - 4 >= want {
-                return socket;
-            }
-        }
-    }
-}
 
 /// A test database, the app's sessions on it, and the app.
 async fn setup(pool: &str) -> (TestDb, Sessions, AppState) {
@@ -66,21 +34,11 @@ async fn setup(pool: &str) -> (TestDb, Sessions, AppState) {
     (db, sessions, AppState::new(config))
 }
 
-/// Waits until none of the sessions is running a statement; the time it took.
-async fn wait_until_idle(sessions: &Sessions) -> Duration {
-    wait_until(
-        PATIENCE,
-        "no statement of the app to be running",
-        move || async move { sessions.active().await == 0 },
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_holds_the_database_back_instead_of_filling_memory() {
     let (_db, sessions, state) = setup("pool_size = 2").await;
     let (address, stop, _task) = listen(state, Duration::from_secs(5)).await;
-    let mut socket = start_reading(address, "/queries/big", 1).await;
+    let mut socket = start_reading(address, "/queries/big", "", 1).await.0;
     // The client stops reading: socket buffers fill, then the server stops
     // encoding, then PostgreSQL blocks writing to sluice.
     let sessions = &sessions;
@@ -123,7 +81,7 @@ async fn a_client_leaving_while_the_database_works_cancels_it_within_a_second() 
     let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
     // 20,000 rows arrive, then the backend sleeps for two minutes: the client
     // leaves while nothing is being written to it.
-    let socket = start_reading(address, "/queries/stall", 1).await;
+    let socket = start_reading(address, "/queries/stall", "", 1).await.0;
     let sessions = &sessions;
     wait_until(
         PATIENCE,
@@ -157,7 +115,7 @@ async fn a_thousand_aborted_requests_leave_nothing_running_and_the_pool_serving(
     for client in 0..4 {
         clients.spawn(async move {
             for _ in (client..ABORTS).step_by(4) {
-                let socket = start_reading(address, "/queries/big", 1).await;
+                let socket = start_reading(address, "/queries/big", "", 1).await.0;
                 drop(socket);
             }
         });

@@ -11,8 +11,6 @@ use axum::http::{header, Request, StatusCode};
 use common::*;
 use sluice_server::{AppState, Config};
 use sluice_testkit::TestMariaDb;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const QUERIES: &str = r#"
 [queries.events]
@@ -393,29 +391,6 @@ async fn sessions_the_server_ended_while_idle_are_replaced_not_reused() {
     }
 }
 
-/// Sends a GET, reads until at least `want` body bytes have arrived, and returns
-/// the open socket.
-async fn start_reading(address: std::net::SocketAddr, path: &str, want: usize) -> TcpStream {
-    let mut socket = TcpStream::connect(address).await.unwrap();
-    socket
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut received = Vec::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = socket.read(&mut buffer).await.unwrap();
-        assert!(read > 0, "{}", String::from_utf8_lossy(&received));
-        received.extend_from_slice(&buffer[..read]);
-        if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
-            assert!(received.starts_with(b"HTTP/1.1 200"));
-            if received.len() - end - 4 >= want {
-                return socket;
-            }
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_mid_stream_has_its_query_killed() {
     let (db, state) = setup();
@@ -423,7 +398,7 @@ async fn a_client_that_leaves_mid_stream_has_its_query_killed() {
     let (address, stop, _task) = listen(state, Duration::from_secs(5)).await;
     // 20,000 rows arrive, then the server sleeps for two minutes: the client
     // leaves while nothing is written to it, so only KILL QUERY stops it.
-    let socket = start_reading(address, "/queries/stall", 1).await;
+    let socket = start_reading(address, "/queries/stall", "", 1).await.0;
     let watcher = &watcher;
     wait_until(
         PATIENCE,

@@ -306,11 +306,23 @@ async fn complete_1_ends_a_whole_ndjson_body_with_a_completion_line_and_a_cut_on
         .unwrap_err()
         .contains("division by zero"));
 
-    // NDJSON only; a value other than 1/0 is a 400 naming the parameter.
+    // JSON shows completion by its closing bracket: nothing is added.
+    let array = body(
+        oneshot(
+            &state,
+            get("/queries/series?n=2&complete=1&format=json", &[]),
+        )
+        .await,
+    )
+    .await;
+    let array: serde_json::Value = serde_json::from_slice(&array.unwrap()).unwrap();
+    assert_eq!(array.as_array().unwrap().len(), 2);
+
+    // CSV cannot show it; a value other than 1/0 is a 400 naming the parameter.
     for (uri, message) in [
         (
             "/queries/series?n=3&complete=1&format=csv",
-            "NDJSON bodies only",
+            "CSV has no way to show that a body is complete",
         ),
         ("/queries/series?n=3&complete=yes", "give 1 or 0"),
     ] {

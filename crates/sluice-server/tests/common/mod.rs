@@ -14,7 +14,8 @@ use axum::body::Body;
 use axum::http::{Request, Response};
 use sluice_server::{app, AppState, Config};
 use sluice_testkit::TestDb;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -373,4 +374,51 @@ impl Sessions {
         .parse()
         .unwrap()
     }
+}
+
+/// Sends `GET path` with the extra header lines `headers` (each ending in
+/// CRLF), reads until the response is a 200 with at least `want` body bytes,
+/// and returns the open socket with what it read.
+pub async fn start_reading(
+    address: SocketAddr,
+    path: &str,
+    headers: &str,
+    want: usize,
+) -> (TcpStream, Vec<u8>) {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    socket
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = socket.read(&mut buffer).await.unwrap();
+        assert!(
+            read > 0,
+            "the server closed: {}",
+            String::from_utf8_lossy(&received)
+        );
+        received.extend_from_slice(&buffer[..read]);
+        if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
+            assert!(
+                received.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&received[..end])
+            );
+            if received.len() - end - 4 >= want {
+                return (socket, received);
+            }
+        }
+    }
+}
+
+/// Waits until none of `sessions` is running a statement; the time it took.
+pub async fn wait_until_idle(sessions: &Sessions) -> Duration {
+    wait_until(
+        PATIENCE,
+        "no statement of the app to be running",
+        move || async move { sessions.active().await == 0 },
+    )
+    .await
 }
