@@ -37,7 +37,8 @@ require_positive_integers ROWS REPS TO_SQL_ROWS
 
 PYTHON_VENV="$BENCH/.venv-python"
 PEER_PINS=(connectorx==0.4.6 pyarrow==26.0.1 pandas==2.3.3 polars==2.1.0
-           'psycopg[binary]==3.3.9' SQLAlchemy==2.1.9)
+           'psycopg[binary]==3.3.9' SQLAlchemy==2.1.9
+           adbc-driver-manager==1.13.0 adbc-driver-postgresql==1.13.0)
 LOAD_AVG_START=$(load_average)
 # Every client on plain TCP (PGSSLMODE covers sluice and libpq; ConnectorX reads the URL).
 if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$URL?sslmode=disable"; fi
@@ -45,7 +46,7 @@ if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$U
 ensure_tables
 build_sluice
 
-ensure_peer_venv "$PYTHON_VENV" "connectorx, polars, pandas, psycopg, sqlalchemy" "${PEER_PINS[@]}"
+ensure_peer_venv "$PYTHON_VENV" "connectorx, polars, pandas, psycopg, sqlalchemy, adbc_driver_postgresql" "${PEER_PINS[@]}"
 # The package from the source tree, driving the release binary (what the wheel holds).
 export PYTHONPATH="$ROOT/python" SLUICE_BIN="$SLUICE"
 
@@ -57,8 +58,8 @@ pg -c "\\copy payment_events to '$CSV' csv"
 pg -c "create table if not exists payment_events_py_write (like payment_events)"
 
 READS=(connectorx_arrow sluice_arrow connectorx_pandas sluice_pandas connectorx_polars
-       sluice_polars polars_uri psycopg_pandas)
-WRITES=(psql_copy sluice_write psycopg_copy to_sql)
+       sluice_polars polars_uri psycopg_pandas psycopg_copy_arrow adbc_arrow)
+WRITES=(psql_copy sluice_write psycopg_copy polars_adbc to_sql)
 declare -A LABEL=(
     [connectorx_arrow]="ConnectorX $(peer_version connectorx) → pyarrow"
     [connectorx_pandas]="ConnectorX → pandas"
@@ -68,6 +69,9 @@ declare -A LABEL=(
     [sluice_polars]="**sluice \`read_polars\`**"
     [polars_uri]="polars $(peer_version polars) \`read_database_uri\`"
     [psycopg_pandas]="psycopg $PSYCOPG_VERSION \`fetchall\` → pandas"
+    [psycopg_copy_arrow]="psycopg binary COPY → pyarrow"
+    [adbc_arrow]="adbc_driver_postgresql $(peer_version adbc-driver-postgresql) → pyarrow"
+    [polars_adbc]="polars \`write_database(engine=\"adbc\")\`"
     [psql_copy]="psql \`\\copy … from … csv\` (reference)"
     [sluice_write]="**sluice \`write\`** (pandas DataFrame)"
     [psycopg_copy]="psycopg $PSYCOPG_VERSION COPY, \`write_row\` per row"
@@ -80,7 +84,7 @@ run_variant() {
     case $key in
         psql_copy) command=(psql "$PLAIN_URL" -X -q -v ON_ERROR_STOP=1 -c "\\copy payment_events_py_write from '$CSV' csv") ;;
         to_sql) command=("$PY" "$BENCH/python_peers.py" "$key" "$PLAIN_URL" --source "$SOURCE" --rows "$TO_SQL_ROWS") ;;
-        sluice_write | psycopg_copy) command=("$PY" "$BENCH/python_peers.py" "$key" "$PLAIN_URL" --source "$SOURCE" --rows "$ROWS") ;;
+        sluice_write | psycopg_copy | polars_adbc) command=("$PY" "$BENCH/python_peers.py" "$key" "$PLAIN_URL" --source "$SOURCE" --rows "$ROWS") ;;
         *) command=("$PY" "$BENCH/python_peers.py" "$key" "$PLAIN_URL") ;;
     esac
     if [[ " ${WRITES[*]} " == *" $key "* ]]; then pg -c "truncate payment_events_py_write"; fi
@@ -102,7 +106,7 @@ done
 # seconds KEY: the median time of KEY: the write alone for the Python writers, the process otherwise.
 seconds() {
     case $1 in
-        sluice_write | psycopg_copy | to_sql) median 3 "$WORK/$1.samples" ;;
+        sluice_write | psycopg_copy | polars_adbc | to_sql) median 3 "$WORK/$1.samples" ;;
         *) median 1 "$WORK/$1.samples" ;;
     esac
 }

@@ -56,6 +56,14 @@ def read(variant, url):
         import polars
 
         return len(polars.read_database_uri(QUERY, url))
+    if variant == "adbc_arrow":
+        import adbc_driver_postgresql.dbapi as dbapi
+
+        with dbapi.connect(url) as connection, connection.cursor() as cursor:
+            cursor.execute(QUERY)
+            return len(cursor.fetch_arrow_table())
+    if variant == "psycopg_copy_arrow":
+        return len(psycopg_binary_copy_table(url))
     if variant == "psycopg_pandas":
         import pandas
         import psycopg
@@ -65,6 +73,32 @@ def read(variant, url):
             names = [column.name for column in cursor.description]
             return len(pandas.DataFrame.from_records(cursor.fetchall(), columns=names))
     raise SystemExit(f"unknown variant {variant}")
+
+
+def psycopg_binary_copy_table(url):
+    """psycopg 3's binary COPY, its rows gathered into a pyarrow Table in
+    batches, as bench/columnar_peers.py does it (the same `to_batch`)."""
+    import psycopg
+    import pyarrow as pa
+    from columnar_peers import BATCH_ROWS, to_batch
+
+    batches = []
+    with psycopg.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute(f"select * from ({QUERY}) as q limit 0")
+        names = [column.name for column in cursor.description]
+        types = [column.type_code for column in cursor.description]
+        with cursor.copy(f"copy ({QUERY}) to stdout (format binary)") as copy:
+            copy.set_types(types)
+            columns = [[] for _ in names]
+            for row in copy.rows():
+                for column, value in zip(columns, row):
+                    column.append(value)
+                if len(columns[0]) == BATCH_ROWS:
+                    batches.append(to_batch(names, columns))
+                    columns = [[] for _ in names]
+            if columns[0] or not batches:
+                batches.append(to_batch(names, columns))
+    return pa.Table.from_batches(batches)
 
 
 def write(variant, url, frame):
@@ -80,6 +114,13 @@ def write(variant, url, frame):
         types = {"amount": sqlalchemy.Numeric(12, 2), "payload": sqlalchemy.dialects.postgresql.JSONB}
         frame.to_sql(
             WRITE_TABLE, engine, if_exists="append", index=False, method="multi", chunksize=1000, dtype=types
+        )
+    elif variant == "polars_adbc":
+        import polars
+
+        # polars' fastest writer: ADBC's bulk ingest (COPY), as its docs advise.
+        polars.from_pandas(frame).write_database(
+            WRITE_TABLE, url, if_table_exists="append", engine="adbc"
         )
     elif variant == "psycopg_copy":
         import psycopg
