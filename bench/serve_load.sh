@@ -59,7 +59,11 @@
 #      workers and multiprocessing's resource tracker) and, for sluice, the
 #      largest and the mean `sluice_pool_waiting` seen by scraping /metrics
 #      every 0.5 s (sluice exposes only that gauge, no wait counter; it counts
-#      requests whose new session is still connecting as waiting too);
+#      requests whose new session is still connecting as waiting too), and
+#      the CPU time per 2xx response of the server's processes and of the
+#      PostgreSQL backends of its sessions (found through ss and
+#      pg_stat_activity's client ports; PostgreSQL on this machine only),
+#      over the middle of the timed part;
 #   6. writes bench/results/serve_load-<date>.md with the medians over REPS
 #      (errors summed, RSS and pool waits the largest), the raw runs, the load
 #      average, versions and the commands.
@@ -268,6 +272,65 @@ reset_peak() {
         echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || PEAK_RESET=0
     done
 }
+# cpu_ticks PID...: their user + system CPU time so far, in clock ticks.
+cpu_ticks() {
+    local pid total=0
+    for pid in "$@"; do
+        total=$(( total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
+    done
+    echo "$total"
+}
+# The PostgreSQL backends of a server's sessions, found through the client
+# ports of its connections, when PostgreSQL runs on this machine (PG_LOCAL=1:
+# /proc shows its processes).
+PG_PORT_NUM=$(sed -E 's#^postgres(ql)?://([^@/]*@)?(\[[^]]*\]|[^:/?]*)(:([0-9]+))?.*#\5#' <<<"$URL")
+PG_PORT_NUM=${PG_PORT_NUM:-5432}
+PG_LOCAL=0
+checkpointer=$(pg -c "select pid from pg_stat_activity where backend_type = 'checkpointer'" 2>/dev/null || true)
+if [[ -n $checkpointer && -r /proc/$checkpointer/stat ]] && command -v ss >/dev/null; then PG_LOCAL=1; fi
+backend_pids() {
+    (( PG_LOCAL )) || return 0
+    local pids ports
+    pids=$(server_pids "$1" | paste -sd '|')
+    ports=$(ss -tnpH state established "( dport = :$PG_PORT_NUM )" | grep -E "pid=($pids)," \
+        | awk '{ n = split($3, a, ":"); print a[n] }' | paste -sd ,)
+    [[ -z $ports ]] || pg -c "select pid from pg_stat_activity where client_port in ($ports)"
+}
+# cpu_window SERVER FILE: writes to FILE the CPU ticks of the server's
+# processes and of its sessions' backends over the middle of a timed run, the
+# window's length in seconds and how many of those backends ended within it:
+# from min(1, D/4) s in (sessions that the warm-up's abandoned requests cost
+# are replaced by then) to min(1, D/4) s before the end (wrk's abandoned
+# requests end their sessions then, and a backend that has exited can no
+# longer be read). Started with the timed run.
+cpu_window() {
+    local margin began backends server0 server1 pid pg_ticks=0 ended=0 t0 t1
+    local -A pg0
+    began=$(date +%s.%N)
+    margin=$(awk -v d="$DURATION" 'BEGIN { print (d / 4 < 1 ? d / 4 : 1) }')
+    sleep "$margin"
+    backends=$(backend_pids "$1")
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2046  # one argument per process id
+    server0=$(cpu_ticks $(server_pids "$1"))
+    for pid in $backends; do pg0[$pid]=$(cpu_ticks "$pid"); done
+    # Until DURATION - margin after the start, whatever the look-ups took.
+    sleep "$(awk -v d="$DURATION" -v m="$margin" -v b="$began" -v n="$(date +%s.%N)" \
+        'BEGIN { s = d - m - (n - b); print (s > 0 ? s : 0) }')"
+    t1=$(date +%s.%N)
+    # shellcheck disable=SC2046
+    server1=$(cpu_ticks $(server_pids "$1"))
+    # A backend that ended meanwhile (a session being replaced) is left out.
+    for pid in "${!pg0[@]}"; do
+        if [[ -r /proc/$pid/stat ]]; then
+            pg_ticks=$(( pg_ticks + $(cpu_ticks "$pid") - pg0[$pid] ))
+        else
+            ended=$(( ended + 1 ))
+        fi
+    done
+    echo "$(( server1 - server0 )) $pg_ticks $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') $ended" >"$2"
+}
+HZ=$(getconf CLK_TCK)
 check_alive() {
     local server pid
     for server in "${SERVERS[@]}"; do
@@ -410,7 +473,8 @@ field() { sed -E "s/.* $1=([0-9]+).*/\1/" <<<"$line"; }
 
 # run_cell SERVER QUERY CLIENTS REP: warm-up, then the timed run; appends a
 # line to WORK/SERVER.QUERY.CLIENTS.samples:
-#   ok_rps p50_ms p99_ms p999_ms errors peak_rss_kb pool_waiting_max detail
+#   ok_rps p50_ms p99_ms p999_ms errors peak_rss_kb pool_waiting(max/mean)
+#   detail server_cpu_us_per_2xx postgres_cpu_us_per_2xx
 run_cell() {
     local server=$1 query=$2 clients=$3 rep=$4 base="$WORK/$1.$2.$3" out line
     local requests duration status errs ok_rps detail="" waiting=- log_lines
@@ -431,7 +495,11 @@ run_cell() {
     fi
     wrk_cmd "$server" "$query" "$clients" "$DURATION"
     out="$base.wrk.$rep"
+    local cpu_pid server_us pg_us
+    cpu_window "$server" "$base.cpu.$rep" &
+    cpu_pid=$!
     "${CMD[@]}" >"$out"
+    wait "$cpu_pid"
     if [[ $server == sluice ]]; then
         kill "$SAMPLER_PID"; wait "$SAMPLER_PID" 2>/dev/null || true; SAMPLER_PID=""
         # In-flight requests wrk abandoned at the end are logged once cancelled.
@@ -447,6 +515,11 @@ run_cell() {
     requests=$(field requests); duration=$(field duration_us); status=$(field status)
     errs=$(( $(field connect) + $(field read) + $(field write) + status + $(field timeout) ))
     ok_rps=$(awk -v r="$requests" -v s="$status" -v d="$duration" 'BEGIN { printf "%.1f", (r - s) / (d / 1e6) }')
+    # CPU per 2xx response over the window, at the run's mean rate.
+    read -r server_us pg_us < <(awk -v hz="$HZ" -v rps="$ok_rps" -v local="$PG_LOCAL" '{
+        n = rps * $3
+        if (n <= 0) { print 0, "-"; exit }
+        printf "%.0f %s\n", $1 / hz * 1e6 / n, (local == 1 ? sprintf("%.0f", $2 / hz * 1e6 / n) : "-") }' "$base.cpu.$rep")
     for kind in connect read write timeout; do
         (( $(field "$kind") == 0 )) || detail+="${detail:+,}$kind×$(field "$kind")"
     done
@@ -473,7 +546,8 @@ run_cell() {
     detail=${detail#,}
     awk -v r="$ok_rps" -v a="$(field p50_us)" -v b="$(field p99_us)" -v c="$(field p999_us)" \
         -v e="$errs" -v k="$PEAK_KB" -v w="$waiting" -v d="${detail:--}" -v s="$status" \
-        'BEGIN { printf "%s %.2f %.2f %.2f %d %d %s %s status_errors=%d\n", r, a / 1000, b / 1000, c / 1000, e, k, w, d, s }' \
+        -v su="$server_us" -v pu="$pg_us" \
+        'BEGIN { printf "%s %.2f %.2f %.2f %d %d %s %s %s %s status_errors=%d\n", r, a / 1000, b / 1000, c / 1000, e, k, w, d, su, pu, s }' \
         >>"$base.samples"
 }
 
@@ -604,6 +678,33 @@ VERDICTS=()
                 VERDICTS+=("$clients client$( (( clients == 1 )) || echo s): req/s $(ratio_of "$s_rps" "$f_rps") of FastAPI's (target ≥ 3×: $ratio_met); p99 $(printf '%.2f' "$s_p99") ms vs $(printf '%.2f' "$f_p99") ms (target ≤: $([[ $p99_ok == yes ]] && echo met || echo NOT met))")
             fi
         done
+        echo
+        echo "CPU time per 2xx response, µs (user + system over the middle of the timed part, divided by the"
+        echo "responses at the run's mean rate; median of the reps): the server's processes, and the PostgreSQL"
+        echo "backends of its sessions (found by their client ports). wrk's own is not counted. When the cores are"
+        echo "saturated (here from 16 clients on), the last column bounds sluice's req/s ratio: it is what the"
+        echo "ratio would be if sluice itself cost no CPU at all."
+        echo
+        echo "| clients | sluice | its PostgreSQL | FastAPI | its PostgreSQL | sluice + PG ÷ FastAPI + PG | ceiling: FastAPI + PG ÷ sluice's PG |"
+        echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        for clients in "${LEVEL_LIST[@]}"; do
+            s_cpu=$(cell_median sluice "$query" "$clients" 9)
+            f_cpu=$(cell_median fastapi "$query" "$clients" 9)
+            if (( PG_LOCAL )); then
+                s_pg=$(cell_median sluice "$query" "$clients" 10)
+                f_pg=$(cell_median fastapi "$query" "$clients" 10)
+                printf '| %s | %.0f | %.0f | %.0f | %.0f | %s | %s |\n' "$clients" "$s_cpu" "$s_pg" "$f_cpu" "$f_pg" \
+                    "$(awk -v a="$s_cpu" -v b="$s_pg" -v c="$f_cpu" -v d="$f_pg" 'BEGIN { printf "%.2f", (a + b) / (c + d) }')" \
+                    "$(ratio_of "$(awk -v c="$f_cpu" -v d="$f_pg" 'BEGIN { print c + d }')" "$s_pg")"
+            else
+                printf '| %s | %.0f | n/a | %.0f | n/a | n/a | n/a |\n' "$clients" "$s_cpu" "$f_cpu"
+            fi
+        done
+        ended=$(cat "$WORK"/*."$query".*.cpu.* 2>/dev/null | awk '{ s += $4 } END { print s + 0 }')
+        if (( ended )); then
+            echo
+            echo "$ended of the sessions whose backends were measured ended within the CPU window (over all cells of this query); their CPU is left out."
+        fi
         if [[ -s $WORK/round_trips.$query ]]; then
             echo
             echo "sluice database round trips per 200 response (from \`sluice_db_round_trips_total\`, median of the cells): $(median 1 "$WORK/round_trips.$query")."
@@ -684,5 +785,8 @@ VERDICTS=()
             done
         done
     done
-} | sed "s#$WORK#\$WORK#g; s#$ROOT/##g" >"$REPORT"
+} | sed "s#$WORK#\$WORK#g; s#$ROOT/##g" >"$WORK/report.md"
+# Written elsewhere first: a new file in bench/results would make the report
+# call the tree dirty.
+mv "$WORK/report.md" "$REPORT"
 show_report "$REPORT"
