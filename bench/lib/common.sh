@@ -78,7 +78,8 @@ ensure_psycopg() { ensure_peer_venv "$VENV" psycopg 'psycopg[binary]>=3.1,<4'; }
 
 # ensure_peer_venv DIR IMPORTS PIN...: PY, the interpreter of the virtualenv
 # DIR with the pinned PINs (made with PYTHON, default python3, unless IMPORTS,
-# a comma-separated module list, already import), and PSYCOPG_VERSION.
+# a comma-separated module list, already import), and PSYCOPG_VERSION (empty
+# when the venv has no psycopg).
 ensure_peer_venv() {
     local venv=$1 imports=$2
     shift 2
@@ -88,7 +89,7 @@ ensure_peer_venv() {
         "${PYTHON:-python3}" -m venv "$venv"
         "$PY" -m pip install --quiet "$@"
     fi
-    PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)')
+    PSYCOPG_VERSION=$("$PY" -c 'import psycopg; print(psycopg.__version__)' 2>/dev/null || true)
 }
 
 # peer_version NAME: the version of package NAME in PY's environment, or "?".
@@ -207,7 +208,7 @@ machine_section() {
     if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then dirty=" (with uncommitted changes)"; fi
     if (( ${SLUICE_OK:-1} )); then sluice_at=${SLUICE#"$ROOT"/}; else sluice_at="not built"; fi
     # A script that runs no Python peer (copy.sh) leaves PY unset.
-    if [[ -n ${PY:-} ]]; then python="$("$PY" --version 2>&1), psycopg ${PSYCOPG_VERSION:-?}"; fi
+    if [[ -n ${PY:-} ]]; then python="$("$PY" --version 2>&1)${PSYCOPG_VERSION:+, psycopg $PSYCOPG_VERSION}"; fi
     if (( detail )); then
         python+=" ($("$PY" -c 'import psycopg; print(psycopg.pq.__impl__)') implementation, libpq $("$PY" -c 'import psycopg; v = psycopg.pq.version(); print(f"{v // 10000}.{v % 100}")'))"
     fi
