@@ -129,7 +129,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let shutdown = shutdown_signal();
     let live = LiveApp::new(state);
     reload_on_hangup(tls.clone(), arguments.config.clone(), live.clone());
-    let listener = match tokio::net::TcpListener::bind(address).await {
+    let listener = match sluice_server::server::bind(address) {
         Ok(listener) => listener,
         Err(error) => {
             err_line!("sluice: cannot listen on {address}: {error}");

@@ -48,6 +48,24 @@ pub fn effective_listen(
     )
 }
 
+/// Connections the kernel queues for `accept` before it refuses more: a burst
+/// of clients (a load balancer's pool opening at once) must not be dropped
+/// (tokio's `bind` listens with 128).
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// A listener on `address` with [`LISTEN_BACKLOG`].
+pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As std's and tokio's own bind do: a restarted server can take its port
+    // back while old connections linger in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves `app` (an [`crate::AppState`], or a [`LiveApp`] whose configuration
 /// may be replaced meanwhile) on `listener` (HTTPS with `tls`) until `shutdown` resolves;
 /// then stops accepting,
@@ -114,6 +132,9 @@ async fn accept_until(
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // Without it the last small write of a response waits for
+                    // the client's delayed ACK (Nagle): ~40 ms a response.
+                    let _ = stream.set_nodelay(true);
                     connections.spawn(serve_connection(
                         stream,
                         tls.clone(),
