@@ -115,13 +115,6 @@ def write(variant, url, frame):
         frame.to_sql(
             WRITE_TABLE, engine, if_exists="append", index=False, method="multi", chunksize=1000, dtype=types
         )
-    elif variant == "polars_adbc":
-        import polars
-
-        # polars' fastest writer: ADBC's bulk ingest (COPY), as its docs advise.
-        polars.from_pandas(frame).write_database(
-            WRITE_TABLE, url, if_table_exists="append", engine="adbc"
-        )
     elif variant == "psycopg_copy":
         import psycopg
 
