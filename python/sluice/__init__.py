@@ -365,12 +365,35 @@ def _record_batch_reader(data: Any) -> "pyarrow.RecordBatchReader":
         return data.to_reader()
     module = type(data).__module__
     if module.startswith("pandas"):
-        return pyarrow.Table.from_pandas(data, preserve_index=False).to_reader()
+        return _pandas_batches(data)
     if module.startswith("polars"):
         return data.to_arrow().to_reader()
     if hasattr(data, "__arrow_c_stream__"):
         return pyarrow.RecordBatchReader.from_stream(data)
     raise UsageError(f"cannot write a {type(data).__name__}: pass a pyarrow Table, a pandas or polars DataFrame")
+
+
+#: Rows of a DataFrame converted to Arrow at a time by :func:`write`.
+PANDAS_BATCH_ROWS = 65536
+
+
+def _pandas_batches(frame: Any) -> "pyarrow.RecordBatchReader":
+    """A pandas DataFrame as record batches converted one at a time, as sluice
+    asks for them: the conversion (slow for object columns such as
+    ``Decimal`` or strings) overlaps the COPY running in sluice's process, and
+    memory holds one converted batch rather than a copy of the whole frame.
+    The schema is inferred from the whole frame first, so a column whose
+    first rows are all missing still gets its type from the later ones."""
+    import pyarrow
+
+    schema = pyarrow.Schema.from_pandas(frame, preserve_index=False)
+
+    def batches() -> Iterator["pyarrow.RecordBatch"]:
+        for start in range(0, len(frame), PANDAS_BATCH_ROWS):
+            part = frame.iloc[start : start + PANDAS_BATCH_ROWS]
+            yield pyarrow.RecordBatch.from_pandas(part, schema=schema, preserve_index=False)
+
+    return pyarrow.RecordBatchReader.from_batches(schema, batches())
 
 
 def _storage_types(table: "pyarrow.Table") -> "pyarrow.Table":

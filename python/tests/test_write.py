@@ -96,3 +96,32 @@ def test_an_empty_frame_writes_nothing(url, schema, sql):
     sql(f"create table {schema}.t (id int4)")
     sluice.write(url, f"{schema}.t", pa.table({"id": pa.array([], pa.int32())}))
     assert sql(f"select count(*) from {schema}.t") == "0"
+
+
+def test_a_large_frame_goes_in_batches_typed_by_all_its_rows(url, schema, sql):
+    # More rows than one converted batch; the note column is missing in the
+    # whole first batch and text later, and a bad row sits in the third batch.
+    rows = 2 * sluice.PANDAS_BATCH_ROWS + 1000
+    sql(f"create table {schema}.t (id int8 primary key, note text, code int4 not null)")
+    frame = pd.DataFrame(
+        {
+            "id": range(rows),
+            "note": [None] * (sluice.PANDAS_BATCH_ROWS + 10) + ["n"] * (rows - sluice.PANDAS_BATCH_ROWS - 10),
+            "code": pd.array([1] * rows, dtype="Int64"),
+        }
+    )
+    sluice.write(url, f"{schema}.t", frame)
+    assert sql(f"select count(*), count(note), sum(code) from {schema}.t") == f"{rows}|{rows - sluice.PANDAS_BATCH_ROWS - 10}|{rows}"
+    sql(f"truncate {schema}.t")
+    frame.loc[rows - 5, "code"] = pd.NA
+    with pytest.raises(sluice.Error) as caught:
+        sluice.write(url, f"{schema}.t", frame)
+    assert caught.value.row == rows - 5
+    assert caught.value.column_name == "code"
+    assert sql(f"select count(*) from {schema}.t") == "0"
+
+
+def test_an_empty_pandas_frame_writes_nothing(url, schema, sql):
+    sql(f"create table {schema}.t (id int8)")
+    sluice.write(url, f"{schema}.t", pd.DataFrame({"id": pd.Series([], dtype="int64")}))
+    assert sql(f"select count(*) from {schema}.t") == "0"
