@@ -287,11 +287,15 @@ fn clients_leaving_while_queued_for_a_connection_are_logged_and_counted() {
     let started = Instant::now();
     let stderr = loop {
         let stderr = server.stderr();
-        let logged = stderr
-            .lines()
-            .filter(|line| line.contains("sluice::request") && line.contains("query=queued"))
-            .count();
-        if logged >= QUEUED || started.elapsed() > Duration::from_secs(20) {
+        let logged = |query: &str| {
+            stderr
+                .lines()
+                .filter(|line| line.contains("sluice::request") && line.contains(query))
+                .count()
+        };
+        // The lines arrive through a pipe: wait for the last ones too.
+        let all_logged = logged("query=queued") >= QUEUED && logged("query=hold") >= 1;
+        if all_logged || started.elapsed() > Duration::from_secs(20) {
             break stderr;
         }
         std::thread::sleep(Duration::from_millis(20));
