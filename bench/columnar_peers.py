@@ -87,6 +87,16 @@ def polars(form, url, query, path):
 
 
 def psycopg_copy(form, url, query, path):
+    writer = Writer(form, path)
+    for batch in psycopg_binary_batches(url, query):
+        writer.write(batch)
+    return writer.close()
+
+
+def psycopg_binary_batches(url, query):
+    """psycopg 3's binary COPY of `query`, its rows gathered into record
+    batches of BATCH_ROWS (at least one batch, empty for no rows). Also used by
+    bench/python_peers.py."""
     import psycopg
 
     with psycopg.connect(url) as connection:
@@ -94,19 +104,19 @@ def psycopg_copy(form, url, query, path):
             cursor.execute(f"select * from ({query}) as q limit 0")
             names = [column.name for column in cursor.description]
             types = [column.type_code for column in cursor.description]
-            writer = Writer(form, path)
             with cursor.copy(f"copy ({query}) to stdout (format binary)") as copy:
                 copy.set_types(types)
                 columns = [[] for _ in names]
+                sent = False
                 for row in copy.rows():
                     for column, value in zip(columns, row):
                         column.append(value)
                     if len(columns[0]) == BATCH_ROWS:
-                        writer.write(to_batch(names, columns))
+                        yield to_batch(names, columns)
+                        sent = True
                         columns = [[] for _ in names]
-                if columns[0] or writer.inner is None:
-                    writer.write(to_batch(names, columns))
-            return writer.close()
+                if columns[0] or not sent:
+                    yield to_batch(names, columns)
 
 
 def to_batch(names, columns):

@@ -76,29 +76,12 @@ def read(variant, url):
 
 
 def psycopg_binary_copy_table(url):
-    """psycopg 3's binary COPY, its rows gathered into a pyarrow Table in
-    batches, as bench/columnar_peers.py does it (the same `to_batch`)."""
-    import psycopg
+    """psycopg 3's binary COPY into a pyarrow Table, batch by batch as
+    bench/columnar_peers.py reads it."""
     import pyarrow as pa
-    from columnar_peers import BATCH_ROWS, to_batch
+    from columnar_peers import psycopg_binary_batches
 
-    batches = []
-    with psycopg.connect(url) as connection, connection.cursor() as cursor:
-        cursor.execute(f"select * from ({QUERY}) as q limit 0")
-        names = [column.name for column in cursor.description]
-        types = [column.type_code for column in cursor.description]
-        with cursor.copy(f"copy ({QUERY}) to stdout (format binary)") as copy:
-            copy.set_types(types)
-            columns = [[] for _ in names]
-            for row in copy.rows():
-                for column, value in zip(columns, row):
-                    column.append(value)
-                if len(columns[0]) == BATCH_ROWS:
-                    batches.append(to_batch(names, columns))
-                    columns = [[] for _ in names]
-            if columns[0] or not batches:
-                batches.append(to_batch(names, columns))
-    return pa.Table.from_batches(batches)
+    return pa.Table.from_batches(list(psycopg_binary_batches(url, QUERY)))
 
 
 def write(variant, url, frame):

@@ -54,13 +54,9 @@ pub struct Grant {
 }
 
 impl Auth {
-    /// Checks requests against `tokens`.
+    /// Checks requests against `tokens`, their limits' state fresh.
     pub fn new(tokens: Vec<TokenConfig>) -> Auth {
-        let throttles = tokens
-            .iter()
-            .map(|token| Arc::new(Throttle::new(token.limits)))
-            .collect();
-        Auth { tokens, throttles }
+        Auth::default().carried_over(tokens)
     }
 
     /// The tokens of a reloaded configuration: a token of the same name and

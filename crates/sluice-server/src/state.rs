@@ -38,14 +38,32 @@ impl AppState {
             .iter()
             .map(|(name, database)| (name.clone(), Database::new(database)))
             .collect();
+        AppState::assemble(
+            config,
+            databases,
+            &Auth::default(),
+            CancellationToken::new(),
+            TaskTracker::new(),
+        )
+    }
+
+    /// The state of `config` over `databases`, its tokens carrying over what
+    /// `previous` knew of them, sharing `shutdown` and `tracker`.
+    fn assemble(
+        config: Config,
+        databases: BTreeMap<String, Database>,
+        previous: &Auth,
+        shutdown: CancellationToken,
+        tracker: TaskTracker,
+    ) -> AppState {
         let openapi = crate::openapi::document(&config);
         AppState {
             inner: Arc::new(Inner {
-                auth: Auth::new(config.tokens.clone()),
+                auth: previous.carried_over(config.tokens.clone()),
                 config,
                 databases,
-                shutdown: CancellationToken::new(),
-                tracker: TaskTracker::new(),
+                shutdown,
+                tracker,
                 openapi,
             }),
         }
@@ -74,17 +92,13 @@ impl AppState {
                 )
             })
             .collect();
-        let openapi = crate::openapi::document(&config);
-        AppState {
-            inner: Arc::new(Inner {
-                auth: self.inner.auth.carried_over(config.tokens.clone()),
-                config,
-                databases,
-                shutdown: self.inner.shutdown.clone(),
-                tracker: self.inner.tracker.clone(),
-                openapi,
-            }),
-        }
+        AppState::assemble(
+            config,
+            databases,
+            &self.inner.auth,
+            self.inner.shutdown.clone(),
+            self.inner.tracker.clone(),
+        )
     }
 
     /// The configuration.
