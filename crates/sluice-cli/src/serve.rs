@@ -127,6 +127,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         None => {}
     }
     let shutdown = shutdown_signal();
+    let flight = state.config().flight.clone();
     let live = LiveApp::new(state);
     reload_on_hangup(tls.clone(), arguments.config.clone(), live.clone());
     let listener = match sluice_server::server::bind(address) {
@@ -151,6 +152,18 @@ pub async fn run(arguments: ServeArgs) -> u8 {
         err_line!("       curl -s 'http://{bound}/queries/daily_totals?since=2024-06-01' -H 'Accept: text/csv'");
         err_line!("       curl -s http://{bound}/openapi.json");
     }
+    // Flight stops with HTTP: both wait on the one signal.
+    let stopping = tokio_util::sync::CancellationToken::new();
+    if let Some(flight) = flight {
+        if let Err(code) = start_flight(&live, flight, &stopping) {
+            return code;
+        }
+    }
+    let signalled = stopping.clone();
+    let shutdown = async move {
+        shutdown.await;
+        signalled.cancel();
+    };
     match serve(live, listener, tls, shutdown, grace).await {
         Ok(()) => 0,
         Err(error) => {
@@ -158,6 +171,37 @@ pub async fn run(arguments: ServeArgs) -> u8 {
             exit::IO
         }
     }
+}
+
+/// Binds `[flight] listen` (loopback only without tokens, as HTTP) and serves
+/// Arrow Flight there until `stopping` is cancelled.
+fn start_flight(
+    live: &LiveApp,
+    flight: sluice_server::config::FlightConfig,
+    stopping: &tokio_util::sync::CancellationToken,
+) -> Result<(), u8> {
+    let (address, warning) = effective_listen(flight.listen, live.state().auth_enabled(), false);
+    if let Some(warning) = warning {
+        err_line!("sluice: Flight: {warning}");
+    }
+    let listener = sluice_server::server::bind(address).map_err(|error| {
+        err_line!("sluice: cannot listen for Flight on {address}: {error}");
+        exit::IO
+    })?;
+    let bound = listener.local_addr().unwrap_or(address);
+    err_line!(
+        "sluice serve: Arrow Flight on grpc://{bound}, {} part{} per plan by default",
+        flight.partitions,
+        if flight.partitions == 1 { "" } else { "s" }
+    );
+    let stopped = stopping.clone().cancelled_owned();
+    let live = live.clone();
+    tokio::spawn(async move {
+        if let Err(error) = sluice_flight::serve(live, flight, listener, stopped).await {
+            tracing::error!(%error, "Flight stopped");
+        }
+    });
+    Ok(())
 }
 
 /// Prepares every named query and vets `[sql]` on the databases that answer (a

@@ -122,6 +122,14 @@ pub trait Target: Send + Sync + fmt::Debug {
     fn has_large_objects(&self) -> bool {
         false
     }
+
+    /// True for a database whose sessions split a read into parts that share
+    /// one snapshot ([`Session::split_read`] and
+    /// [`crate::database::Access::InSnapshot`]), so configurations that ask
+    /// for it elsewhere are refused before anything runs. Default: false.
+    fn splits_reads(&self) -> bool {
+        false
+    }
 }
 
 /// Stops the statement a session is running, from another task (Ctrl-C, a

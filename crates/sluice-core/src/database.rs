@@ -96,6 +96,18 @@ pub enum Access<'a> {
         /// Run as this role.
         role: Option<&'a str>,
     },
+    /// One part of a split read ([`crate::split`]): a query from the
+    /// configuration (or a part made of one) in a read-only transaction that
+    /// reads in `snapshot`, one that [`crate::connect::Session::split_read`]
+    /// exported on another session, so that every part sees the same moment.
+    /// The session is discarded afterwards rather than reused, since its
+    /// transaction is still open when the last row has been read. Databases
+    /// that cannot split reads refuse it as [`StartError::Query`] with an
+    /// [`crate::ErrorKind::Unsupported`] error.
+    InSnapshot {
+        /// The snapshot, as the split gave it.
+        snapshot: &'a str,
+    },
 }
 
 /// A query to start.

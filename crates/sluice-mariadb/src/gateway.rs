@@ -94,7 +94,7 @@ use sluice_core::database::{
     RunningQuery, StartError, StatementProblem, Usage,
 };
 use sluice_core::pool::{Connector, SessionPool, Taken};
-use sluice_core::{Error, Meter};
+use sluice_core::{Error, ErrorKind, Meter};
 use tokio::sync::oneshot;
 
 pub use crate::calls::param_text;
@@ -282,6 +282,12 @@ impl MariaDbDatabase {
                     .statement_timeout
                     .map(|timeout| start_watchdog(cancel.clone(), timeout));
                 (None, watchdog)
+            }
+            Access::InSnapshot { .. } => {
+                return Err(StartError::Query(Error::new(
+                    ErrorKind::Unsupported,
+                    "MariaDB/MySQL sessions cannot read in a snapshot another session exported",
+                )))
             }
         };
         let options = QueryOptions {

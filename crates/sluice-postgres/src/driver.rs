@@ -71,6 +71,10 @@ impl Target for PostgresTarget {
         true
     }
 
+    fn splits_reads(&self) -> bool {
+        true
+    }
+
     fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
         Box::pin(async move {
             let connection = Connection::connect(&self.config, meter).await?;

@@ -35,6 +35,7 @@ use sluice_core::{Error, ErrorKind, Meter, MeterSnapshot};
 
 use crate::driver::PostgresSession;
 use crate::privileges::{Privileges, QUERY};
+use crate::split::join_snapshot;
 use crate::types::Oid;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
@@ -180,6 +181,13 @@ impl PostgresDatabase {
             }
             Access::AdHoc { role } => {
                 begin_ad_hoc(&mut connection, request.statement_timeout, role).await?;
+            }
+            Access::InSnapshot { snapshot } => {
+                let setup = in_snapshot_setup(snapshot, request.statement_timeout);
+                connection
+                    .simple_command(&setup)
+                    .await
+                    .map_err(StartError::classify)?;
             }
         }
         let meter = connection.meter().clone();
@@ -349,13 +357,24 @@ fn ad_hoc_setup(statement_timeout: Option<Duration>, role: Option<&str>) -> Stri
     sql
 }
 
+/// The statements that open a part's transaction in `snapshot`, with its
+/// statement timeout, as one simple query (one round trip).
+fn in_snapshot_setup(snapshot: &str, statement_timeout: Option<Duration>) -> String {
+    format!(
+        "{}; SET LOCAL statement_timeout = {}",
+        join_snapshot(snapshot),
+        milliseconds(statement_timeout)
+    )
+}
+
 /// What a query on a pooled session needs besides its rows: the session to
 /// give back, how to cancel it, its meter.
 struct SessionEnd {
     session: PooledSlot,
     cancel: CancelToken,
     config: Arc<Config>,
-    /// False for ad-hoc SQL, whose session is never reused.
+    /// False for ad-hoc SQL and parts of split reads, whose sessions are
+    /// never reused (a part's transaction is still open).
     reuse: bool,
     meter: Meter,
     meter_start: MeterSnapshot,

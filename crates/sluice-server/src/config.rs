@@ -80,6 +80,10 @@ use sluice_core::parse_duration;
 use sluice_formats::{Declared, ParamType, Signature};
 use toml::Spanned;
 
+mod flight;
+
+pub use flight::{FlightConfig, DEFAULT_PARTITIONS, MAX_PARTITIONS};
+
 use crate::throttle::{default_burst, TokenLimits};
 use crate::tls::TlsFiles;
 
@@ -202,8 +206,23 @@ pub struct QueryConfig {
     /// `lob = "inline"`: large objects (PostgreSQL `oid` columns) are read and
     /// streamed in the place of their numbers.
     pub inline_large_objects: bool,
+    /// How Arrow Flight cuts it into parts that read one snapshot
+    /// (`split_by`, or the storage of a `table` query); `None`: one part.
+    pub split: Option<QuerySplit>,
     /// The line of its `sql` in the configuration file, for start-up errors.
     pub line: usize,
+}
+
+/// How a named query is cut into parts ([`sluice_core::split`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuerySplit {
+    /// By ranges of this table's storage (`table = "…"` without `split_by`).
+    Storage {
+        /// The table, as the database knows it.
+        table: String,
+    },
+    /// By ranges of this integer column's values (`split_by = "…"`).
+    Column(String),
 }
 
 /// Which named queries a token may run.
@@ -310,6 +329,8 @@ pub struct Config {
     pub sql: Option<SqlConfig>,
     /// Tables open to `POST /tables/{name}`, by name.
     pub tables: BTreeMap<String, TableConfig>,
+    /// `[flight]`: Arrow Flight beside HTTP, when enabled.
+    pub flight: Option<FlightConfig>,
 }
 
 #[derive(Deserialize)]
@@ -326,6 +347,7 @@ struct RawFile {
     sql: Option<Spanned<RawSql>>,
     #[serde(default)]
     tables: BTreeMap<String, Spanned<RawTable>>,
+    flight: Option<Spanned<flight::RawFlight>>,
 }
 
 #[derive(Deserialize)]
@@ -367,7 +389,9 @@ struct RawDatabase {
 #[serde(deny_unknown_fields)]
 struct RawQuery {
     database: Option<Spanned<String>>,
-    sql: Spanned<String>,
+    sql: Option<Spanned<String>>,
+    table: Option<Spanned<String>>,
+    split_by: Option<Spanned<String>>,
     description: Option<String>,
     #[serde(default)]
     params: Vec<Spanned<RawParam>>,
@@ -550,6 +574,11 @@ fn parse_bytes(value: &toml::Value) -> Result<u64, String> {
     }
 }
 
+/// A table name: identifiers joined by dots (`payment_events`, `public.payment_events`).
+fn is_qualified_identifier(name: &str) -> bool {
+    name.split('.').all(is_identifier) && name.split('.').count() <= 3
+}
+
 fn is_identifier(name: &str) -> bool {
     let mut characters = name.chars();
     characters
@@ -593,6 +622,10 @@ impl Config {
             None => None,
         };
         let tables = tables_section(&source, &raw.tables, &databases, &tokens)?;
+        let flight = match &raw.flight {
+            Some(flight) => Some(flight::flight_section(&source, flight)?),
+            None => None,
+        };
         Ok(Config {
             file: file.to_owned(),
             listen: server.listen,
@@ -610,6 +643,7 @@ impl Config {
             tokens,
             sql,
             tables,
+            flight,
         })
     }
 }
@@ -854,11 +888,9 @@ fn query_entry(
         databases,
         &query.database,
         &format!("{key}.database"),
-        span,
+        span.clone(),
     )?;
-    if query.sql.get_ref().trim().is_empty() {
-        return Err(source.error(query.sql.span(), &format!("{key}.sql"), "the SQL is empty"));
-    }
+    let (sql, sql_span) = query_sql(source, &key, span.clone(), query)?;
     let mut params: Vec<ParamSpec> = Vec::new();
     for (index, param) in query.params.iter().enumerate() {
         let key = format!("{key}.params[{index}]");
@@ -899,17 +931,87 @@ fn query_entry(
             }
         },
     };
+    let split = query_split(source, &key, query, &params, &databases[&database])?;
     Ok(QueryConfig {
         name: name.to_owned(),
         database,
-        sql: query.sql.get_ref().clone(),
+        sql,
+        split,
         description: query.description.clone(),
         signature: Signature::new(params.iter().map(ParamSpec::declared).collect()),
         params,
         limits,
         inline_large_objects,
-        line: source.line(query.sql.span().start),
+        line: source.line(sql_span.start),
     })
+}
+
+/// A query's SQL: its `sql`, or the whole of its `table`; and where it is.
+fn query_sql(
+    source: &ConfigText<'_>,
+    key: &str,
+    span: Range<usize>,
+    query: &RawQuery,
+) -> Result<(String, Range<usize>), ConfigError> {
+    match (&query.sql, &query.table) {
+        (Some(sql), None) if sql.get_ref().trim().is_empty() => {
+            Err(source.error(sql.span(), &format!("{key}.sql"), "the SQL is empty"))
+        }
+        (Some(sql), None) => Ok((sql.get_ref().clone(), sql.span())),
+        (None, Some(table)) if is_qualified_identifier(table.get_ref()) => {
+            Ok((format!("select * from {}", table.get_ref()), table.span()))
+        }
+        (None, Some(table)) => Err(source.error(
+            table.span(),
+            &format!("{key}.table"),
+            "a table is named by letters, digits and _, optionally after its schema and a dot",
+        )),
+        _ => Err(source.error(
+            span,
+            key,
+            "give exactly one of sql = \"…\" or table = \"…\" (every row of a table)",
+        )),
+    }
+}
+
+/// `split_by`, or the storage of a `table` query on a database that splits
+/// reads: how Flight cuts the query into parts.
+fn query_split(
+    source: &ConfigText<'_>,
+    key: &str,
+    query: &RawQuery,
+    params: &[ParamSpec],
+    database: &DatabaseConfig,
+) -> Result<Option<QuerySplit>, ConfigError> {
+    if let (Some(table), false) = (&query.table, params.is_empty()) {
+        return Err(source.error(
+            table.span(),
+            &format!("{key}.params"),
+            "a table query takes no parameters: write the SQL with sql = \"…\"",
+        ));
+    }
+    let splits = database.target.splits_reads();
+    match (&query.split_by, &query.table) {
+        (Some(column), _) if !splits => Err(source.error(
+            column.span(),
+            &format!("{key}.split_by"),
+            format!(
+                "database {:?} is {}, which cannot read parts of one snapshot in parallel",
+                database.name,
+                database.target.product()
+            ),
+        )),
+        (Some(column), _) if !is_identifier(column.get_ref()) => Err(source.error(
+            column.span(),
+            &format!("{key}.split_by"),
+            "a column is named by letters, digits and _",
+        )),
+        (Some(column), _) => Ok(Some(QuerySplit::Column(column.get_ref().clone()))),
+        (None, Some(table)) if splits => Ok(Some(QuerySplit::Storage {
+            table: table.get_ref().clone(),
+        })),
+        (None, _) => Ok(None),
+    }
 }
 
 /// One of a query's `params`, after `earlier` ones; `key` is its dotted path.
@@ -1637,6 +1739,87 @@ scopes = ["sql"]
             (4, "tables.events.database")
         );
         assert!(error.message.contains("read-only"), "{error}");
+    }
+
+    #[test]
+    fn table_queries_and_split_by_say_how_flight_cuts_a_query() {
+        let text = "[databases.main]\nurl = \"postgres://u@h/d\"\n\
+                    [queries.whole]\ntable = \"app.events\"\n\
+                    [queries.by_id]\ntable = \"events\"\nsplit_by = \"id\"\n\
+                    [queries.some]\nsql = \"select * from events where k = $1\"\n\
+                    params = [{ name = \"k\", type = \"int\" }]\nsplit_by = \"id\"\n\
+                    [queries.plain]\nsql = \"select 1\"\n";
+        let config = Config::parse(text, "good.toml").unwrap();
+        let whole = &config.queries["whole"];
+        assert_eq!(whole.sql, "select * from app.events");
+        assert_eq!(
+            whole.split,
+            Some(QuerySplit::Storage {
+                table: "app.events".into()
+            })
+        );
+        assert_eq!(whole.line, 4);
+        assert_eq!(
+            config.queries["by_id"].split,
+            Some(QuerySplit::Column("id".into()))
+        );
+        assert_eq!(
+            config.queries["some"].split,
+            Some(QuerySplit::Column("id".into()))
+        );
+        assert_eq!(config.queries["plain"].split, None);
+        assert!(config.flight.is_none());
+
+        let both = "[databases.main]\nurl = \"postgres://u@h/d\"\n\
+                    [queries.q]\nsql = \"select 1\"\ntable = \"t\"\n";
+        assert!(error_for(both).message.contains("exactly one of sql"));
+        let injected = "[databases.main]\nurl = \"postgres://u@h/d\"\n\
+                        [queries.q]\ntable = \"t; drop table t\"\n";
+        assert_eq!(error_for(injected).key, "queries.q.table");
+        let with_params = "[databases.main]\nurl = \"postgres://u@h/d\"\n\
+                           [queries.q]\ntable = \"t\"\nparams = [{ name = \"k\", type = \"int\" }]\n";
+        assert_eq!(error_for(with_params).key, "queries.q.params");
+        let sqlite = "[databases.demo]\nsqlite = \"/tmp/x.sqlite\"\n\
+                      [queries.q]\nsql = \"select 1 as id\"\nsplit_by = \"id\"\n";
+        let error = error_for(sqlite);
+        assert_eq!(error.key, "queries.q.split_by");
+        assert!(error.message.contains("SQLite"), "{error}");
+        // A table query on SQLite is one part: nothing to refuse.
+        let sqlite_table =
+            "[databases.demo]\nsqlite = \"/tmp/x.sqlite\"\n[queries.q]\ntable = \"t\"\n";
+        assert_eq!(
+            Config::parse(sqlite_table, "ok.toml").unwrap().queries["q"].split,
+            None
+        );
+    }
+
+    #[test]
+    fn flight_takes_its_defaults_and_needs_a_shared_secret_for_replicas() {
+        let base =
+            "[databases.main]\nurl = \"postgres://u@h/d\"\n[flight]\nlisten = \"127.0.0.1:8815\"\n";
+        let flight = Config::parse(base, "good.toml").unwrap().flight.unwrap();
+        assert_eq!(flight.partitions, DEFAULT_PARTITIONS);
+        assert_eq!(flight.plan_timeout, Duration::from_secs(600));
+        assert!(flight.locations.is_empty() && flight.ticket_secret.is_none());
+
+        let replicas = format!("{base}locations = [\"grpc://10.0.0.1:8815\"]\n");
+        assert_eq!(error_for(&replicas).key, "flight.ticket_secret");
+        let short = format!("{replicas}ticket_secret = \"short\"\n");
+        assert!(error_for(&short).message.contains("32 bytes"));
+        let good = format!(
+            "{replicas}ticket_secret = \"{}\"\npartitions = 8\n",
+            "s".repeat(32)
+        );
+        let flight = Config::parse(&good, "good.toml").unwrap().flight.unwrap();
+        assert_eq!(flight.partitions, 8);
+        assert_eq!(flight.locations, ["grpc://10.0.0.1:8815"]);
+
+        let https = format!("{base}locations = [\"https://x\"]\n");
+        assert_eq!(error_for(&https).key, "flight.locations[0]");
+        let zero = format!("{base}partitions = 0\n");
+        assert_eq!(error_for(&zero).key, "flight.partitions");
+        let address = base.replace("127.0.0.1:8815", "somewhere");
+        assert_eq!(error_for(&address).key, "flight.listen");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!
 //! What is bound when the server starts stays until a restart: the listening
 //! address, TLS files (reloaded on their own, [`crate::tls`]), worker threads,
-//! the connection timeouts and the shutdown grace. A reload that changes one of
+//! the connection timeouts, the shutdown grace and `[flight]` (its queries and
+//! tokens do follow the reload). A reload that changes one of
 //! them says so ([`Reloaded::needs_restart`]).
 
 use std::sync::{Arc, RwLock};
@@ -118,6 +119,9 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.shutdown_grace != new.shutdown_grace {
         changed.push("shutdown_grace");
+    }
+    if old.flight != new.flight {
+        changed.push("[flight]");
     }
     changed
 }

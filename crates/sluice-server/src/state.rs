@@ -122,7 +122,7 @@ impl AppState {
     }
 
     /// The bearer tokens.
-    pub(crate) fn auth(&self) -> &Auth {
+    pub fn auth(&self) -> &Auth {
         &self.inner.auth
     }
 
@@ -145,7 +145,9 @@ impl AppState {
         &self.inner.openapi
     }
 
-    pub(crate) fn database(&self, name: &str) -> Result<&Database, AppError> {
+    /// The configured database `name` (an internal error when there is none:
+    /// the configuration names only databases it has).
+    pub fn database(&self, name: &str) -> Result<&Database, AppError> {
         self.inner
             .databases
             .get(name)

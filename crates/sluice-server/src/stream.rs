@@ -489,7 +489,10 @@ pub async fn respond(
     if !first.is_empty() {
         let _ = sender.try_send(Ok(Frame::data(first)));
     }
-    tokio::spawn(fill_body(
+    // Followed by the tracker, so a shutdown waits for the task to log the
+    // request and cancel its query.
+    let tracker = running.tracker.clone();
+    tracker.spawn(fill_body(
         running,
         sender,
         ending.clone(),
@@ -561,7 +564,12 @@ async fn fill_body(
         };
         if !chunk.is_empty() {
             let limits = (running.deadline, running.max_duration, idle_write_timeout);
-            if let Err(failure) = hand_over(&sender, chunk, limits).await {
+            let handed = tokio::select! {
+                // A client that stopped reading does not hold the shutdown up.
+                _ = running.shutdown.cancelled() => Err(Some(Failure::Shutdown)),
+                handed = hand_over(&sender, chunk, limits) => handed,
+            };
+            if let Err(failure) = handed {
                 if let Some(failure) = failure {
                     running.fail(&failure);
                     ending.failed(&running);

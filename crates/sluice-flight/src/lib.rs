@@ -1,0 +1,74 @@
+//! # sluice-flight
+//!
+//! Arrow Flight beside `sluice serve`'s HTTP gateway (`[flight] listen`), so
+//! that distributed engines (Spark, DuckDB, Beam, ADBC) pull one named query in
+//! parallel parts that together are **one consistent read**.
+//!
+//! - [`descriptor`]: what a `FlightDescriptor` asks for (a named query, its
+//!   parameters, the number of parts);
+//! - [`plan`](mod@plan): `GetFlightInfo` — the schema, and one endpoint per
+//!   part, split in one exported snapshot where the query is configured to
+//!   split; [`plans`]: the snapshots held until every part has started;
+//! - [`ticket`]: signed tickets any replica sharing the key can redeem;
+//! - [`part`]: `DoGet` — one part streamed by the gateway's Arrow engine;
+//!   [`ipc`]: the Arrow IPC stream cut into Flight messages;
+//! - [`service`]: the gRPC service over the gateway's state, tokens and
+//!   permissions; [`serve`]: the listener and its shutdown.
+#![warn(missing_docs)]
+
+pub mod descriptor;
+pub mod ipc;
+pub mod part;
+pub mod plan;
+pub mod plans;
+pub mod service;
+pub mod ticket;
+
+use std::future::Future;
+use std::time::Duration;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use sluice_server::config::FlightConfig;
+use sluice_server::reload::LiveApp;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+pub use plans::Plans;
+pub use service::Service;
+
+/// The largest message a client may send (descriptors and tickets are small;
+/// this bounds what an unauthenticated caller can make the server buffer).
+const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Serves Flight for `live` on `listener` until `shutdown` resolves; then stops
+/// accepting calls and releases every held snapshot. Parts in flight end by the
+/// gateway's own shutdown deadline (its state's shutdown token).
+pub async fn serve(
+    live: LiveApp,
+    flight: FlightConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let plans = Plans::default();
+    let tracker = live.state().tracker();
+    let expiry = tokio::spawn(expire_plans(plans.clone(), tracker.clone()));
+    let service = FlightServiceServer::new(Service::new(live, flight, plans.clone()))
+        .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let served = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await;
+    expiry.abort();
+    plans.release_all(&tracker);
+    served
+}
+
+/// Releases the plans whose time is over, every second.
+async fn expire_plans(plans: Plans, tracker: tokio_util::task::TaskTracker) {
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        interval.tick().await;
+        plans.expire(&tracker);
+    }
+}

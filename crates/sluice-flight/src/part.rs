@@ -1,0 +1,224 @@
+//! `DoGet`: one part of a plan streamed as Flight messages.
+//!
+//! A task per call reads the part through the same engine as the HTTP
+//! gateway's `--format arrow` bodies ([`Transfer`] with the Arrow encoder),
+//! cuts the stream into messages ([`crate::ipc`]) and hands each to gRPC over
+//! a channel of two, so memory stays at a chunk or two whatever the part's
+//! size or the client's speed. The task ends, and the query is cancelled on
+//! the database, when the client goes away (the channel closes), takes
+//! nothing for `idle_write_timeout`, the part runs past `max_stream_duration`,
+//! or the server's shutdown deadline passes. Every call is logged once and
+//! counted in `/metrics` (route `flight`), with its rows, bytes and round
+//! trips.
+
+use std::time::Duration;
+
+use arrow_flight::FlightData;
+use sluice_core::database::RunningQuery;
+use sluice_core::{Encoder, Transfer, TransferError};
+use sluice_server::stream::RequestContext;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::Status;
+
+use crate::ipc::MessageSplitter;
+
+/// Bytes read from the encoder before they are cut into messages.
+const FILL_BYTES: usize = 256 << 10;
+
+/// The messages gRPC sends, or the status that ends the call.
+pub type Messages = mpsc::Receiver<Result<FlightData, Status>>;
+
+/// A part being read.
+pub struct PartStream {
+    /// The query, started.
+    pub source: Box<dyn RunningQuery>,
+    /// The Arrow encoder.
+    pub encoder: Box<dyn Encoder>,
+    /// `max_rows` and `max_bytes` of the query.
+    pub limits: sluice_core::Limits,
+    /// The longest the part may take, and the longest its client may take
+    /// nothing.
+    pub max_duration: Duration,
+    /// See [`PartStream::max_duration`].
+    pub idle_write_timeout: Duration,
+    /// Logs the call at its end.
+    pub context: RequestContext,
+    /// Cancelled at the server's shutdown deadline.
+    pub shutdown: CancellationToken,
+    /// Follows the cancel requests of abandoned parts.
+    pub tracker: TaskTracker,
+}
+
+/// How a part ended.
+enum Ending {
+    Complete,
+    ClientGone,
+    Failed {
+        outcome: &'static str,
+        status: Status,
+    },
+}
+
+impl PartStream {
+    /// Starts the task; gRPC sends what the returned channel yields.
+    pub fn start(self, tracker: &TaskTracker) -> Messages {
+        let (sender, receiver) = mpsc::channel(2);
+        tracker.spawn(self.run(sender));
+        receiver
+    }
+
+    async fn run(self, sender: mpsc::Sender<Result<FlightData, Status>>) {
+        let PartStream {
+            source,
+            encoder,
+            limits,
+            max_duration,
+            idle_write_timeout,
+            context,
+            shutdown,
+            tracker,
+        } = self;
+        let mut transfer = Transfer::new(source, encoder).with_limits(limits);
+        let deadline = Instant::now() + max_duration;
+        let timing = (deadline, max_duration, idle_write_timeout);
+        let ending = tokio::select! {
+            biased;
+            () = sender.closed() => Ending::ClientGone,
+            _ = shutdown.cancelled() => Ending::Failed {
+                outcome: "shutdown",
+                status: Status::unavailable("the server is shutting down"),
+            },
+            () = tokio::time::sleep_until(deadline) => too_long(max_duration),
+            ending = pump(&mut transfer, &sender, timing) => ending,
+        };
+        let (rows, bytes) = (transfer.rows(), transfer.bytes());
+        let source = transfer.into_source();
+        let round_trips = source.round_trips();
+        match ending {
+            Ending::Complete => {
+                source.complete();
+                context.finish(200, "complete", rows, bytes, round_trips, None);
+            }
+            Ending::ClientGone => {
+                abandon(source, &tracker);
+                let message = "the client left before the part ended";
+                context.finish(499, "client_gone", rows, bytes, round_trips, Some(message));
+            }
+            Ending::Failed { outcome, status } => {
+                abandon(source, &tracker);
+                let message = status.message().to_owned();
+                let code = http_status(&status);
+                let _ = sender.try_send(Err(status));
+                context.finish(code, outcome, rows, bytes, round_trips, Some(&message));
+            }
+        }
+    }
+}
+
+/// Cancels the part's query on the database, in a task the tracker follows.
+fn abandon(source: Box<dyn RunningQuery>, tracker: &TaskTracker) {
+    if let Some(cancel) = source.abandon() {
+        tracker.spawn(cancel);
+    }
+}
+
+fn too_long(max_duration: Duration) -> Ending {
+    Ending::Failed {
+        outcome: "timeout",
+        status: Status::deadline_exceeded(format!(
+            "the part ran longer than its max_stream_duration ({})",
+            humanize(max_duration)
+        )),
+    }
+}
+
+/// Reads the part to its end, handing over each message as it is complete.
+async fn pump(
+    transfer: &mut Transfer<Box<dyn RunningQuery>, Box<dyn Encoder>>,
+    sender: &mpsc::Sender<Result<FlightData, Status>>,
+    (deadline, max_duration, idle_write_timeout): (Instant, Duration, Duration),
+) -> Ending {
+    let mut splitter = MessageSplitter::default();
+    let mut output = Vec::with_capacity(FILL_BYTES + FILL_BYTES / 2);
+    loop {
+        output.clear();
+        let more = match transfer.fill(&mut output).await {
+            Ok(more) => more,
+            Err(error) => return transfer_failed(&error),
+        };
+        splitter.push(&output);
+        loop {
+            let message = match splitter.next_message() {
+                Ok(Some(message)) => message,
+                Ok(None) => break,
+                Err(malformed) => {
+                    return Ending::Failed {
+                        outcome: "error",
+                        status: Status::internal(format!(
+                            "the Arrow stream could not be cut into messages: {}",
+                            malformed.0
+                        )),
+                    }
+                }
+            };
+            let idle = Instant::now() + idle_write_timeout;
+            match tokio::time::timeout_at(idle.min(deadline), sender.send(Ok(message))).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Ending::ClientGone,
+                Err(_) if idle <= deadline => {
+                    return Ending::Failed {
+                        outcome: "timeout",
+                        status: Status::deadline_exceeded(format!(
+                            "the client took nothing for its idle_write_timeout ({})",
+                            humanize(idle_write_timeout)
+                        )),
+                    }
+                }
+                Err(_) => return too_long(max_duration),
+            }
+        }
+        if !more {
+            return Ending::Complete;
+        }
+    }
+}
+
+fn transfer_failed(error: &TransferError) -> Ending {
+    let status = match error {
+        TransferError::TooManyRows(_) | TransferError::TooManyBytes(_) => {
+            Status::resource_exhausted(error.to_string())
+        }
+        _ => Status::internal(error.to_string()),
+    };
+    Ending::Failed {
+        outcome: "error",
+        status,
+    }
+}
+
+fn humanize(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
+/// The HTTP status a gRPC status stands for, for the log line and metrics
+/// that HTTP requests share.
+pub fn http_status(status: &Status) -> u16 {
+    use tonic::Code;
+    match status.code() {
+        Code::Ok => 200,
+        Code::InvalidArgument | Code::OutOfRange => 400,
+        Code::Unauthenticated => 401,
+        Code::PermissionDenied => 403,
+        Code::NotFound => 404,
+        Code::FailedPrecondition => 412,
+        Code::ResourceExhausted => 429,
+        Code::Cancelled => 499,
+        Code::Unimplemented => 501,
+        Code::Unavailable => 503,
+        Code::DeadlineExceeded => 504,
+        _ => 500,
+    }
+}

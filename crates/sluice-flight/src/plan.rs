@@ -1,0 +1,189 @@
+//! `GetFlightInfo`: a named query turned into a plan — its Arrow schema and one
+//! endpoint per part, each with a signed ticket.
+//!
+//! A query configured to split (`split_by`, or a `table` query on a database
+//! that splits reads) with more than one part asked for is planned by a
+//! coordinating session of its own ([`sluice_core::split`]): it exports a
+//! snapshot and cuts the read into parts that together return exactly the
+//! rows one read would have returned at that moment. Any other query is one
+//! part, the query itself.
+
+use std::time::{Duration, SystemTime};
+
+use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo};
+use bytes::Bytes;
+use sluice_core::connect::Session;
+use sluice_core::database::{Access, Param};
+use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
+use sluice_core::{Meter, Transfer};
+use sluice_formats::{Format, OutputOptions};
+use sluice_server::config::{FlightConfig, QueryConfig, QuerySplit, MAX_PARTITIONS};
+use sluice_server::db::Reading;
+use sluice_server::{AppError, AppState};
+
+use crate::descriptor::PlanRequest;
+use crate::ipc::encapsulated_schema;
+use crate::plans::Plans;
+use crate::ticket::{plan_number, unix_seconds, Part, Ticket, TicketKey};
+
+/// What planning needs besides the request.
+pub struct Planner<'a> {
+    /// The state the request came in on.
+    pub state: &'a AppState,
+    /// `[flight]`.
+    pub flight: &'a FlightConfig,
+    /// Where held snapshots go.
+    pub plans: &'a Plans,
+    /// Signs the tickets.
+    pub key: &'a TicketKey,
+}
+
+impl Planner<'_> {
+    /// The plan of `request` for `query`, whose parameters are `params`.
+    pub async fn plan(
+        &self,
+        descriptor: FlightDescriptor,
+        request: &PlanRequest,
+        query: &QueryConfig,
+        params: Vec<Param>,
+    ) -> Result<FlightInfo, AppError> {
+        let schema = self.schema(query, params.clone()).await?;
+        let parts = request
+            .partitions
+            .unwrap_or(self.flight.partitions)
+            .min(MAX_PARTITIONS);
+        let plan = plan_number();
+        let expires = unix_seconds(SystemTime::now() + self.flight.plan_timeout);
+        let ticket = |index: usize, parts: usize, part: Option<Part>| Ticket {
+            query: query.name.clone(),
+            params: request.params.clone(),
+            part,
+            plan,
+            index,
+            parts,
+            expires,
+        };
+        let tickets: Vec<Ticket> = match (&query.split, parts > 1) {
+            (Some(split), true) => {
+                let (coordinator, read) = self.split(query, split, &params, parts).await?;
+                let count = read.parts.len();
+                self.plans
+                    .hold(plan, coordinator, count, self.flight.plan_timeout);
+                read.parts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, part)| {
+                        let part = Part {
+                            sql: part.sql,
+                            params: part.params,
+                            snapshot: read.snapshot.clone(),
+                        };
+                        ticket(index, count, Some(part))
+                    })
+                    .collect()
+            }
+            _ => vec![ticket(0, 1, None)],
+        };
+        let endpoints = tickets.iter().map(|ticket| self.endpoint(ticket)).collect();
+        Ok(FlightInfo {
+            schema,
+            flight_descriptor: Some(descriptor),
+            endpoint: endpoints,
+            total_records: -1,
+            total_bytes: -1,
+            ordered: false,
+            app_metadata: Bytes::new(),
+        })
+    }
+
+    /// The endpoint of one ticket: on the replica its position names, in turn.
+    fn endpoint(&self, ticket: &Ticket) -> FlightEndpoint {
+        let endpoint =
+            FlightEndpoint::new().with_ticket(arrow_flight::Ticket::new(self.key.sign(ticket)));
+        match self.flight.locations.as_slice() {
+            [] => endpoint,
+            locations => endpoint.with_location(&locations[ticket.index % locations.len()]),
+        }
+    }
+
+    /// The query's Arrow schema, as `DoGet` will send it: the query run for no
+    /// rows and encoded by the same encoder.
+    pub async fn schema(&self, query: &QueryConfig, params: Vec<Param>) -> Result<Bytes, AppError> {
+        let database = self.state.database(&query.database)?;
+        let sql = format!(
+            "select * from ({}) as sluice_schema limit 0",
+            query.sql.trim().trim_end_matches(';')
+        );
+        let source = database
+            .start(
+                &sql,
+                params,
+                query.limits.statement_timeout,
+                Access::Named { read_only: true },
+                Reading {
+                    format: Format::Arrow,
+                    inline_large_objects: query.inline_large_objects,
+                },
+            )
+            .await
+            .map_err(|error| AppError::from_start(error, false))?;
+        let mut transfer = Transfer::new(source, Format::Arrow.encoder(OutputOptions::default()));
+        let mut stream = Vec::new();
+        while transfer
+            .fill(&mut stream)
+            .await
+            .map_err(|error| AppError::Internal(format!("reading the schema: {error}")))?
+        {}
+        transfer.into_source().complete();
+        encapsulated_schema(&stream)
+            .map_err(|error| AppError::Internal(format!("encoding the schema: {}", error.0)))
+    }
+
+    /// Opens the coordinating session and splits the read on it.
+    async fn split(
+        &self,
+        query: &QueryConfig,
+        split: &QuerySplit,
+        params: &[Param],
+        parts: usize,
+    ) -> Result<(Box<dyn Session>, SplitRead), AppError> {
+        let config = &self.state.config().databases[&query.database];
+        let mut coordinator = config
+            .target
+            .connect(&Meter::new())
+            .await
+            .map_err(|error| AppError::from_query(error, false))?;
+        let spell = coordinator.param_spelling();
+        let (source, split_by) = match split {
+            QuerySplit::Storage { table } => (SplitSource::Table(table.clone()), None),
+            QuerySplit::Column(column) => (
+                SplitSource::Query {
+                    sql: query.sql.clone(),
+                    params: params.iter().map(spell).collect(),
+                },
+                Some(column.clone()),
+            ),
+        };
+        let request = SplitRequest {
+            source,
+            parts,
+            split_by,
+        };
+        let planned = tokio::time::timeout(SPLIT_TIMEOUT, coordinator.split_read(&request)).await;
+        match planned {
+            Ok(Ok(read)) => Ok((coordinator, read)),
+            Ok(Err(error)) => {
+                tokio::spawn(coordinator.close());
+                Err(AppError::from_query(error, false))
+            }
+            Err(_) => Err(AppError::Timeout(format!(
+                "planning the parts took longer than {} s",
+                SPLIT_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
+
+/// The longest a split may take to plan (it reads the table's size, or the
+/// least and greatest value of a column).
+const SPLIT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,0 +1,404 @@
+//! The Flight service: `GetFlightInfo` and `GetSchema` plan a named query,
+//! `DoGet` reads one part; the rest of Flight's calls are refused as
+//! unimplemented. Each call takes the configuration current when it arrives
+//! (a SIGHUP reload applies to the next call), the same bearer tokens as HTTP
+//! (`authorization: Bearer …` in the call's metadata) and the same
+//! permissions: a token that may run a named query may plan it and read its
+//! parts.
+
+use std::pin::Pin;
+
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket as WireTicket,
+};
+use futures_util::Stream;
+use sluice_core::database::{Access, Param};
+use sluice_formats::{Format, OutputOptions};
+use sluice_server::auth::Need;
+use sluice_server::config::{FlightConfig, QueryConfig};
+use sluice_server::db::Reading;
+use sluice_server::reload::LiveApp;
+use sluice_server::stream::RequestContext;
+use sluice_server::{AppError, AppState};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::descriptor::{plan_request, PlanRequest};
+use crate::part::{http_status, PartStream};
+use crate::plan::Planner;
+use crate::plans::Plans;
+use crate::ticket::{Refused, Ticket, TicketKey};
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// Arrow Flight over the gateway's state.
+pub struct Service {
+    live: LiveApp,
+    flight: FlightConfig,
+    plans: Plans,
+    key: TicketKey,
+}
+
+impl Service {
+    /// The service for `live`'s configuration, whose `[flight]` is `flight`
+    /// (bound at start: a reload does not change it).
+    pub fn new(live: LiveApp, flight: FlightConfig, plans: Plans) -> Service {
+        let key = match &flight.ticket_secret {
+            Some(secret) => TicketKey::shared(secret),
+            None => TicketKey::random(),
+        };
+        Service {
+            live,
+            flight,
+            plans,
+            key,
+        }
+    }
+
+    /// The named query a request may run, with its parameters bound; the
+    /// context records the token.
+    fn admit<'a>(
+        state: &'a AppState,
+        metadata: &tonic::metadata::MetadataMap,
+        name: &str,
+        pairs: &[(String, String)],
+        context: &mut RequestContext,
+    ) -> Result<(&'a QueryConfig, Vec<Param>), AppError> {
+        let headers = metadata.clone().into_headers();
+        let Some(query) = state.config().queries.get(name) else {
+            // Unknown names are "not found" for everyone, so tokens reveal nothing.
+            state.auth().check(&headers, Need::Query(name))?;
+            return Err(AppError::NotFound(format!("no query named {name:?}")));
+        };
+        context.admit(state.auth().check(&headers, Need::Query(name))?);
+        let params = query.signature.bind_pairs(
+            pairs
+                .iter()
+                .map(|(key, value)| (key.as_str(), value.as_str())),
+            |_| false,
+        )?;
+        Ok((query, params))
+    }
+
+    async fn flight_info(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        descriptor: FlightDescriptor,
+    ) -> Result<FlightInfo, Status> {
+        let request = plan_request(&descriptor).map_err(Status::invalid_argument)?;
+        let state = self.live.state();
+        let mut context = self.context(&state, "flight_info", &request.query);
+        let planned = async {
+            let (query, params) = Service::admit(
+                &state,
+                metadata,
+                &request.query,
+                &request.params,
+                &mut context,
+            )?;
+            self.planner(&state)
+                .plan(descriptor, &request, query, params)
+                .await
+        }
+        .await;
+        let endpoints = planned
+            .as_ref()
+            .map_or(0, |info| info.endpoint.len() as u64);
+        finish(&context, planned.map_err(to_status), endpoints)
+    }
+
+    async fn schema(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        descriptor: FlightDescriptor,
+    ) -> Result<SchemaResult, Status> {
+        let request: PlanRequest = plan_request(&descriptor).map_err(Status::invalid_argument)?;
+        let state = self.live.state();
+        let mut context = self.context(&state, "flight_schema", &request.query);
+        let schema = async {
+            let (query, params) = Service::admit(
+                &state,
+                metadata,
+                &request.query,
+                &request.params,
+                &mut context,
+            )?;
+            self.planner(&state).schema(query, params).await
+        }
+        .await;
+        finish(
+            &context,
+            schema
+                .map(|schema| SchemaResult { schema })
+                .map_err(to_status),
+            0,
+        )
+    }
+
+    async fn part(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        wire: &[u8],
+    ) -> Result<crate::part::Messages, Status> {
+        let ticket = self.key.open(wire).map_err(refused)?;
+        let state = self.live.state();
+        let mut context = self.context(&state, "flight", &ticket.query);
+        let started = self
+            .start_part(&state, metadata, &ticket, &mut context)
+            .await;
+        let (source, query) = match started {
+            Ok(started) => started,
+            Err(status) => return finish(&context, Err(status), 0),
+        };
+        if ticket.part.is_some() {
+            self.plans
+                .started(ticket.plan, ticket.index, &state.tracker());
+        }
+        let config = state.config();
+        let limits = &query.limits;
+        let part = PartStream {
+            source,
+            encoder: Format::Arrow.encoder(OutputOptions::default()),
+            limits: sluice_core::Limits {
+                max_rows: limits.max_rows,
+                max_bytes: limits.max_bytes,
+            },
+            max_duration: limits
+                .max_stream_duration
+                .unwrap_or(config.max_stream_duration),
+            idle_write_timeout: limits
+                .idle_write_timeout
+                .unwrap_or(config.idle_write_timeout),
+            context,
+            shutdown: state.shutdown_token(),
+            tracker: state.tracker(),
+        };
+        Ok(part.start(&state.tracker()))
+    }
+
+    /// Starts the ticket's part: in the plan's snapshot when it has one.
+    async fn start_part(
+        &self,
+        state: &AppState,
+        metadata: &tonic::metadata::MetadataMap,
+        ticket: &Ticket,
+        context: &mut RequestContext,
+    ) -> Result<(Box<dyn sluice_core::database::RunningQuery>, QueryConfig), Status> {
+        let (query, params) =
+            Service::admit(state, metadata, &ticket.query, &ticket.params, context)
+                .map_err(to_status)?;
+        let database = state.database(&query.database).map_err(to_status)?;
+        let reading = Reading {
+            format: Format::Arrow,
+            inline_large_objects: query.inline_large_objects,
+        };
+        let timeout = query.limits.statement_timeout;
+        let started = match &ticket.part {
+            None => {
+                let access = Access::Named { read_only: true };
+                database
+                    .start(&query.sql, params, timeout, access, reading)
+                    .await
+            }
+            Some(part) => {
+                // The part's own statement and values, spelled for the
+                // database when the plan was made.
+                let values = part
+                    .params
+                    .iter()
+                    .map(|value| value.clone().map_or(Param::Null, Param::Text))
+                    .collect();
+                let access = Access::InSnapshot {
+                    snapshot: &part.snapshot,
+                };
+                database
+                    .start(&part.sql, values, timeout, access, reading)
+                    .await
+            }
+        };
+        match started {
+            Ok(source) => Ok((source, query.clone())),
+            Err(error) => Err(start_failed(error, ticket.part.is_some())),
+        }
+    }
+
+    fn planner<'a>(&'a self, state: &'a AppState) -> Planner<'a> {
+        Planner {
+            state,
+            flight: &self.flight,
+            plans: &self.plans,
+            key: &self.key,
+        }
+    }
+
+    fn context(&self, state: &AppState, route: &'static str, query: &str) -> RequestContext {
+        RequestContext::new(route, query, false, state.shutdown_token())
+    }
+}
+
+/// Logs a call that ended without a stream, and passes its result on.
+fn finish<T>(context: &RequestContext, result: Result<T, Status>, rows: u64) -> Result<T, Status> {
+    match &result {
+        Ok(_) => context.finish(200, "complete", rows, 0, 0, None),
+        Err(status) => context.finish(
+            http_status(status),
+            "rejected",
+            0,
+            0,
+            0,
+            Some(status.message()),
+        ),
+    }
+    result
+}
+
+/// A part that did not start. A part whose snapshot is gone is the client's
+/// to fix by planning again; it is told so rather than given the database's
+/// words.
+fn start_failed(error: sluice_core::database::StartError, in_snapshot: bool) -> Status {
+    use sluice_core::database::StartError;
+    if let (StartError::Query(error), true) = (&error, in_snapshot) {
+        // 22023 invalid_parameter_value: "invalid snapshot identifier".
+        if error.code() == Some("22023") && error.to_string().contains("snapshot") {
+            return Status::failed_precondition(
+                "the plan's snapshot is no longer held (every part had started, or the plan \
+                 timed out): ask for a new plan with GetFlightInfo",
+            );
+        }
+    }
+    to_status(AppError::from_start(error, false))
+}
+
+/// A ticket this server will not redeem.
+fn refused(refused: Refused) -> Status {
+    match refused {
+        Refused::Unknown => Status::not_found(
+            "unknown ticket: it was not made by this server (or a replica sharing its \
+             ticket_secret), or it was altered",
+        ),
+        Refused::Expired { ago } => Status::failed_precondition(format!(
+            "the ticket expired {} ago: ask for a new plan with GetFlightInfo",
+            humantime::format_duration(ago)
+        )),
+    }
+}
+
+/// The gRPC status of an error the HTTP gateway would have answered with a
+/// status code; the message is the same (it leaks no internals).
+pub fn to_status(error: AppError) -> Status {
+    use tonic::Code;
+    let code = match error.status().as_u16() {
+        400 | 413 | 414 | 415 | 422 => Code::InvalidArgument,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::NotFound,
+        429 => Code::ResourceExhausted,
+        503 => Code::Unavailable,
+        504 => Code::DeadlineExceeded,
+        _ => Code::Internal,
+    };
+    Status::new(code, error.to_string())
+}
+
+#[tonic::async_trait]
+impl FlightService for Service {
+    type HandshakeStream = BoxStream<HandshakeResponse>;
+    type ListFlightsStream = BoxStream<FlightInfo>;
+    type DoGetStream = ReceiverStream<Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<PutResult>;
+    type DoExchangeStream = BoxStream<FlightData>;
+    type DoActionStream = BoxStream<arrow_flight::Result>;
+    type ListActionsStream = BoxStream<ActionType>;
+
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let (metadata, _, descriptor) = request.into_parts();
+        self.flight_info(&metadata, descriptor)
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_schema(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        let (metadata, _, descriptor) = request.into_parts();
+        self.schema(&metadata, descriptor).await.map(Response::new)
+    }
+
+    async fn do_get(
+        &self,
+        request: Request<WireTicket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
+        let (metadata, _, ticket) = request.into_parts();
+        let messages = self.part(&metadata, &ticket.ticket).await?;
+        Ok(Response::new(ReceiverStream::new(messages)))
+    }
+
+    async fn handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented(
+            "no handshake: send `authorization: Bearer <token>` with each call",
+        ))
+    }
+
+    async fn list_flights(
+        &self,
+        _request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        Err(Status::unimplemented(
+            "the named queries are listed in the HTTP gateway's /openapi.json",
+        ))
+    }
+
+    async fn poll_flight_info(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented(
+            "plans are made at once: use GetFlightInfo",
+        ))
+    }
+
+    async fn do_put(
+        &self,
+        _request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        Err(Status::unimplemented(
+            "sluice's Flight service reads; load tables through POST /tables",
+        ))
+    }
+
+    async fn do_exchange(
+        &self,
+        _request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented(
+            "sluice's Flight service has no exchanges",
+        ))
+    }
+
+    async fn do_action(
+        &self,
+        _request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        Err(Status::unimplemented(
+            "sluice's Flight service has no actions",
+        ))
+    }
+
+    async fn list_actions(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        Err(Status::unimplemented(
+            "sluice's Flight service has no actions",
+        ))
+    }
+}

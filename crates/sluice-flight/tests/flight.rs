@@ -1,0 +1,463 @@
+//! Arrow Flight against a real PostgreSQL, through arrow-rs's own Flight
+//! client: a plan's parts together equal one read in its snapshot while
+//! writes run, never overlap, may be redeemed on another replica; tickets that
+//! are unknown or expired are clear errors; a client that leaves mid-part
+//! cancels that part's query; tokens and permissions are HTTP's.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::RecordBatch;
+use arrow_flight::{FlightClient, FlightDescriptor, FlightEndpoint, FlightInfo};
+use futures_util::TryStreamExt;
+use sluice_server::reload::LiveApp;
+use sluice_server::{AppState, Config};
+use sluice_testkit::TestDb;
+use tokio_util::sync::CancellationToken;
+use tonic::Code;
+
+const SECRET: &str = "a-shared-ticket-secret-of-32-bytes-or-more";
+
+/// A Flight server in this process, stopped on drop.
+struct Server {
+    address: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn quoted(text: &str) -> String {
+    format!("{:?}", text)
+}
+
+/// The configuration: the test database, `rest`, and `[flight]` with `flight`.
+fn config(db_url: &str, rest: &str, flight: &str) -> Config {
+    let text = format!(
+        "[databases.main]\nurl = {}\npool_size = 8\n{rest}\n[flight]\nlisten = \"127.0.0.1:0\"\n{flight}\n",
+        quoted(db_url)
+    );
+    Config::parse(&text, "test.toml").unwrap_or_else(|error| panic!("{error}\n{text}"))
+}
+
+async fn start(config: Config) -> Server {
+    let flight = config.flight.clone().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let live = LiveApp::new(AppState::new(config));
+    tokio::spawn(sluice_flight::serve(
+        live,
+        flight,
+        listener,
+        stop.clone().cancelled_owned(),
+    ));
+    Server { address, stop }
+}
+
+async fn client(address: SocketAddr, token: Option<&str>) -> FlightClient {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightClient::new(channel);
+    if let Some(token) = token {
+        client
+            .add_header("authorization", &format!("Bearer {token}"))
+            .unwrap();
+    }
+    client
+}
+
+fn command(json: &str) -> FlightDescriptor {
+    FlightDescriptor::new_cmd(json.to_owned())
+}
+
+/// Every batch of one endpoint.
+async fn read(client: &mut FlightClient, endpoint: &FlightEndpoint) -> Vec<RecordBatch> {
+    let ticket = endpoint.ticket.clone().unwrap();
+    client
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+/// The `(id, v)` pairs of every endpoint, each read by its own client at the
+/// same time.
+async fn read_all(address: SocketAddr, info: &FlightInfo) -> Vec<Vec<(i64, i64)>> {
+    let reads = info.endpoint.iter().cloned().map(|endpoint| {
+        tokio::spawn(async move {
+            let mut client = client(address, None).await;
+            pairs(&read(&mut client, &endpoint).await)
+        })
+    });
+    let mut parts = Vec::new();
+    for read in reads {
+        parts.push(read.await.unwrap());
+    }
+    parts
+}
+
+fn pairs(batches: &[RecordBatch]) -> Vec<(i64, i64)> {
+    let mut pairs = Vec::new();
+    for batch in batches {
+        let ids = batch.column(0).as_primitive::<Int64Type>();
+        let values = batch.column(1).as_primitive::<Int64Type>();
+        pairs.extend(
+            ids.values()
+                .iter()
+                .copied()
+                .zip(values.values().iter().copied()),
+        );
+    }
+    pairs
+}
+
+/// The table's `(id, v)` pairs now, in id order.
+fn table_now(db: &TestDb) -> Vec<(i64, i64)> {
+    db.query_text("select id, v from items order by id")
+        .lines()
+        .map(|line| {
+            let (id, v) = line.split_once('|').unwrap();
+            (id.parse().unwrap(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Checks that `parts` do not overlap and together are `expected`.
+fn assert_union(parts: Vec<Vec<(i64, i64)>>, expected: &[(i64, i64)]) {
+    let total: usize = parts.iter().map(Vec::len).sum();
+    let mut union: Vec<(i64, i64)> = parts.into_iter().flatten().collect();
+    union.sort();
+    let ids: BTreeSet<i64> = union.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), total, "parts overlap");
+    assert_eq!(union.len(), expected.len());
+    assert!(union == expected, "the parts differ from the snapshot");
+}
+
+fn items(db: &TestDb, rows: u32) {
+    db.execute(&format!(
+        "create table items (id int8 primary key, v int8 not null, pad text);
+         insert into items select g, g * 10, repeat('x', 100) from generate_series(1, {rows}) g;
+         analyze items;"
+    ));
+}
+
+const TABLE_QUERY: &str = "[queries.items]\ntable = \"items\"\n";
+
+#[tokio::test]
+async fn the_parts_of_a_table_plan_are_one_read_in_its_snapshot_while_writes_run() {
+    let db = TestDb::new();
+    items(&db, 40_000);
+    let server = start(config(db.url(), TABLE_QUERY, "partitions = 4")).await;
+    let mut client = client(server.address, None).await;
+    let info = client
+        .get_flight_info(command(r#"{"query": "items"}"#))
+        .await
+        .unwrap();
+    assert_eq!(info.endpoint.len(), 4);
+    let schema = info.clone().try_decode_schema().unwrap();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["id", "v", "pad"]);
+    let snapshot = table_now(&db);
+    // Writes committed after the plan: none may show in any part.
+    db.execute(
+        "update items set v = -v where id % 7 = 0;
+         delete from items where id % 11 = 0;
+         insert into items select g, 1, 'new' from generate_series(40001, 45000) g;",
+    );
+    // And writes running while the parts are read.
+    let writer = {
+        let url = db.url().to_owned();
+        let db_schema = db.schema().to_owned();
+        std::thread::spawn(move || writes_for(&url, &db_schema, Duration::from_secs(2)))
+    };
+    let parts = read_all(server.address, &info).await;
+    writer.join().unwrap();
+    assert!(parts.iter().all(|part| !part.is_empty()), "an empty part");
+    assert_union(parts, &snapshot);
+}
+
+/// Updates the table in many small transactions for `duration`.
+fn writes_for(url: &str, schema: &str, duration: Duration) {
+    let started = Instant::now();
+    let mut round = 0;
+    while started.elapsed() < duration {
+        round += 1;
+        let sql = format!(
+            "set search_path = {schema}; update items set v = v + 1 where id % 13 = {};",
+            round % 13
+        );
+        let status = std::process::Command::new(sluice_testkit::psql_path())
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", &sql])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+#[tokio::test]
+async fn a_query_split_by_a_column_keeps_its_parameters() {
+    let db = TestDb::new();
+    items(&db, 10_000);
+    let queries = "[queries.above]\nsql = \"select id, v from items where v >= $1\"\n\
+                   params = [{ name = \"min\", type = \"bigint\", required = true }]\n\
+                   split_by = \"id\"\n";
+    let server = start(config(db.url(), queries, "partitions = 2")).await;
+    let mut client = client(server.address, None).await;
+    let info = client
+        .get_flight_info(command(
+            r#"{"query": "above", "params": {"min": 25000}, "partitions": 3}"#,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(info.endpoint.len(), 3);
+    let expected: Vec<(i64, i64)> = table_now(&db)
+        .into_iter()
+        .filter(|(_, v)| *v >= 25_000)
+        .collect();
+    assert_union(read_all(server.address, &info).await, &expected);
+}
+
+#[tokio::test]
+async fn a_query_without_a_split_is_one_part_and_one_part_is_asked_for_by_path() {
+    let db = TestDb::new();
+    items(&db, 1_000);
+    let queries =
+        format!("{TABLE_QUERY}[queries.small]\nsql = \"select id, v from items where id <= 10\"\n");
+    let server = start(config(db.url(), &queries, "")).await;
+    let mut client = client(server.address, None).await;
+    let info = client
+        .get_flight_info(FlightDescriptor::new_path(vec!["small".into()]))
+        .await
+        .unwrap();
+    assert_eq!(info.endpoint.len(), 1);
+    let rows = pairs(&read(&mut client, &info.endpoint[0]).await);
+    assert_eq!(rows.len(), 10);
+    let one = client
+        .get_flight_info(command(r#"{"query": "items", "partitions": 1}"#))
+        .await
+        .unwrap();
+    assert_eq!(one.endpoint.len(), 1);
+    assert_eq!(
+        pairs(&read(&mut client, &one.endpoint[0]).await).len(),
+        1_000
+    );
+}
+
+#[tokio::test]
+async fn unknown_altered_and_expired_tickets_are_clear_errors() {
+    let db = TestDb::new();
+    items(&db, 1_000);
+    let server = start(config(db.url(), TABLE_QUERY, "plan_timeout = \"1s\"")).await;
+    let mut client = client(server.address, None).await;
+    let error = client
+        .do_get(arrow_flight::Ticket::new("made up"))
+        .await
+        .err()
+        .unwrap();
+    let status = tonic_status(error);
+    assert_eq!(status.code(), Code::NotFound);
+    assert!(status.message().contains("unknown ticket"), "{status:?}");
+    let info = client
+        .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
+        .await
+        .unwrap();
+    let mut altered = info.endpoint[0].ticket.clone().unwrap().ticket.to_vec();
+    altered[2] ^= 1;
+    let status = tonic_status(
+        client
+            .do_get(arrow_flight::Ticket::new(altered))
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::NotFound);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let status = tonic_status(
+        client
+            .do_get(info.endpoint[1].ticket.clone().unwrap())
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert!(status.message().contains("expired"), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_part_redeemed_after_every_part_started_is_told_to_plan_again() {
+    let db = TestDb::new();
+    items(&db, 2_000);
+    let server = start(config(db.url(), TABLE_QUERY, "")).await;
+    let mut client = client(server.address, None).await;
+    let info = client
+        .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
+        .await
+        .unwrap();
+    for endpoint in &info.endpoint {
+        read(&mut client, endpoint).await;
+    }
+    // Both parts started, so the snapshot was released: a retry cannot join it.
+    let status = tonic_status(
+        client
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("new plan"), "{status:?}");
+}
+
+#[tokio::test]
+async fn two_replicas_serve_the_parts_of_one_plan() {
+    let db = TestDb::new();
+    items(&db, 20_000);
+    // Each replica is told the locations of both, and shares the secret.
+    let a = start_replica(&db).await;
+    let b = start_replica(&db).await;
+    let locations = format!(
+        "locations = [\"grpc://{}\", \"grpc://{}\"]\nticket_secret = \"{SECRET}\"\n",
+        a.address, b.address
+    );
+    // The plan is made on a replica whose [flight] names both.
+    let planner = start(config(
+        db.url(),
+        TABLE_QUERY,
+        &format!("partitions = 4\n{locations}"),
+    ))
+    .await;
+    let mut client = client(planner.address, None).await;
+    let info = client
+        .get_flight_info(command(r#"{"query": "items"}"#))
+        .await
+        .unwrap();
+    let snapshot = table_now(&db);
+    db.execute("update items set v = 0 where id % 2 = 0");
+    let mut parts = Vec::new();
+    for (index, endpoint) in info.endpoint.iter().enumerate() {
+        let location = &endpoint.location[0].uri;
+        let replica = [&a, &b][index % 2];
+        assert_eq!(location, &format!("grpc://{}", replica.address));
+        let mut replica_client = self::client(replica.address, None).await;
+        parts.push(pairs(&read(&mut replica_client, endpoint).await));
+    }
+    assert_union(parts, &snapshot);
+}
+
+/// A replica sharing the secret (its own locations do not matter for redeeming).
+async fn start_replica(db: &TestDb) -> Server {
+    start(config(
+        db.url(),
+        TABLE_QUERY,
+        &format!("ticket_secret = \"{SECRET}\""),
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_part_cancels_its_query() {
+    let db = TestDb::new();
+    let application = format!("sluice_flight_{}", std::process::id());
+    let url = format!("{}&application_name={application}", db.url());
+    let queries = "[queries.nap]\nsql = \"select g::int8 as id, g::int8 as v from generate_series(1, 300000) g \
+                   where g < 100000 or pg_sleep(0.01) is not null\"\n";
+    let server = start(config(&url, queries, "")).await;
+    let mut client = client(server.address, None).await;
+    let info = client
+        .get_flight_info(command(r#"{"query": "nap"}"#))
+        .await
+        .unwrap();
+    let running = format!(
+        "select count(*) from pg_stat_activity where application_name = '{application}' \
+         and state = 'active' and query like '%pg_sleep%'"
+    );
+    {
+        let mut stream = client
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap();
+        let first = stream.try_next().await.unwrap().unwrap();
+        assert!(first.num_rows() > 0);
+        assert_eq!(db.query_text(&running), "1");
+    }
+    drop(client);
+    let started = Instant::now();
+    while db.query_text(&running) != "0" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the part's query still runs after its client left"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = sluice_server::metrics::handle().render();
+    assert!(
+        metrics.contains("route=\"flight\"") && metrics.contains("outcome=\"client_gone\""),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn tokens_and_permissions_are_the_gateways() {
+    let db = TestDb::new();
+    items(&db, 100);
+    let rest = format!(
+        "{TABLE_QUERY}[queries.other]\nsql = \"select 1::int8 as id, 1::int8 as v\"\n\
+         [[tokens]]\nname = \"reader\"\ntoken = \"reader-token-0123456789\"\nqueries = [\"items\"]\n"
+    );
+    let server = start(config(db.url(), &rest, "")).await;
+    let mut anonymous = client(server.address, None).await;
+    let status = tonic_status(
+        anonymous
+            .get_flight_info(command(r#"{"query": "items"}"#))
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let mut reader = client(server.address, Some("reader-token-0123456789")).await;
+    let status = tonic_status(
+        reader
+            .get_flight_info(command(r#"{"query": "other"}"#))
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    let info = reader
+        .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
+        .await
+        .unwrap();
+    // A ticket is no token: redeeming it still needs one.
+    let status = tonic_status(
+        anonymous
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let mut rows = 0;
+    for endpoint in &info.endpoint {
+        rows += pairs(&read(&mut reader, endpoint).await).len();
+    }
+    assert_eq!(rows, 100);
+}
+
+fn tonic_status(error: arrow_flight::error::FlightError) -> tonic::Status {
+    match error {
+        arrow_flight::error::FlightError::Tonic(status) => *status,
+        other => panic!("expected a gRPC status, got {other:?}"),
+    }
+}

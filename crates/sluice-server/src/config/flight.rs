@@ -1,0 +1,148 @@
+//! `[flight]`: Arrow Flight beside HTTP (served by the `sluice-flight` crate).
+//!
+//! ```toml
+//! [flight]
+//! listen = "127.0.0.1:8815"        # serve Arrow Flight (gRPC) here too
+//! partitions = 4                   # parts per plan unless the request asks (default 4)
+//! plan_timeout = "10m"             # a plan's snapshot and tickets last this long at most (default 10m)
+//! locations = ["grpc://10.0.0.1:8815", "grpc://10.0.0.2:8815"]  # replicas the parts are spread over (default: this one)
+//! ticket_secret = "${SLUICE_FLIGHT_SECRET}"  # signs tickets; replicas share it (needed with locations)
+//! ```
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::ConfigText;
+use crate::ConfigError;
+
+/// The default `[flight] partitions`.
+pub const DEFAULT_PARTITIONS: usize = 4;
+
+/// The most parts a plan may have: far beyond any useful parallelism, low
+/// enough that a request cannot open thousands of sessions.
+pub const MAX_PARTITIONS: usize = 256;
+
+/// The default `[flight] plan_timeout`.
+pub const DEFAULT_PLAN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The shortest `ticket_secret`, in bytes: tickets carry SQL, so their
+/// signature must not be guessable.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// `[flight]`, checked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FlightConfig {
+    /// Where Flight's gRPC listens.
+    pub listen: SocketAddr,
+    /// Parts per plan unless the request asks for another number.
+    pub partitions: usize,
+    /// How long a plan's snapshot is held, and its tickets redeemable, at most.
+    pub plan_timeout: Duration,
+    /// The replicas whose addresses endpoints name, in turn (empty: the
+    /// client's own connection, as Flight's empty location list means).
+    pub locations: Vec<String>,
+    /// Signs tickets so every replica can trust them; `None`: a random key
+    /// per process (only this process redeems its tickets).
+    pub ticket_secret: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for FlightConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlightConfig")
+            .field("listen", &self.listen)
+            .field("partitions", &self.partitions)
+            .field("plan_timeout", &self.plan_timeout)
+            .field("locations", &self.locations)
+            .field("ticket_secret", &self.ticket_secret.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFlight {
+    listen: Spanned<String>,
+    partitions: Option<Spanned<i64>>,
+    plan_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    locations: Vec<Spanned<String>>,
+    ticket_secret: Option<Spanned<String>>,
+}
+
+pub(super) fn flight_section(
+    source: &ConfigText<'_>,
+    raw: &Spanned<RawFlight>,
+) -> Result<FlightConfig, ConfigError> {
+    let flight = raw.get_ref();
+    let listen = flight.listen.get_ref().parse::<SocketAddr>().map_err(|_| {
+        source.error(
+            flight.listen.span(),
+            "flight.listen",
+            format!(
+                "{:?} is not an address such as \"127.0.0.1:8815\"",
+                flight.listen.get_ref()
+            ),
+        )
+    })?;
+    let partitions = match &flight.partitions {
+        Some(parts) if (1..=MAX_PARTITIONS as i64).contains(parts.get_ref()) => {
+            *parts.get_ref() as usize
+        }
+        Some(parts) => {
+            return Err(source.error(
+                parts.span(),
+                "flight.partitions",
+                format!("must be between 1 and {MAX_PARTITIONS}"),
+            ))
+        }
+        None => DEFAULT_PARTITIONS,
+    };
+    let plan_timeout = source.timeout(
+        &flight.plan_timeout,
+        "flight.plan_timeout",
+        DEFAULT_PLAN_TIMEOUT,
+    )?;
+    let mut locations = Vec::new();
+    for (index, location) in flight.locations.iter().enumerate() {
+        let text = location.get_ref().trim();
+        if !(text.starts_with("grpc://") || text.starts_with("grpc+tcp://")) {
+            return Err(source.error(
+                location.span(),
+                &format!("flight.locations[{index}]"),
+                format!("{text:?} is not a location such as \"grpc://10.0.0.1:8815\""),
+            ));
+        }
+        locations.push(text.to_owned());
+    }
+    let ticket_secret = match &flight.ticket_secret {
+        Some(secret) => {
+            let text = source.substitute(secret, "flight.ticket_secret")?;
+            if text.len() < MIN_SECRET_BYTES {
+                return Err(source.error(
+                    secret.span(),
+                    "flight.ticket_secret",
+                    format!("must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"),
+                ));
+            }
+            Some(text.into_bytes())
+        }
+        None if !locations.is_empty() => {
+            return Err(source.error(
+                raw.span(),
+                "flight.ticket_secret",
+                "locations spread the parts over several replicas, which must share a ticket_secret to trust each other's tickets",
+            ))
+        }
+        None => None,
+    };
+    Ok(FlightConfig {
+        listen,
+        partitions,
+        plan_timeout,
+        locations,
+        ticket_secret,
+    })
+}

@@ -1,0 +1,141 @@
+"""`sluice serve`'s Arrow Flight endpoint through real Flight clients:
+pyarrow.flight plans a named query and pulls its parts in parallel threads,
+DuckDB queries what they return; the parts are one read in the plan's snapshot
+while writes run, and clear Flight errors come back for bad tickets."""
+
+import os
+import re
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import duckdb
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+TOKEN = "flight-test-token-0123456789"
+
+
+@pytest.fixture
+def items(schema, sql):
+    sql(
+        f"create table {schema}.items (id int8 primary key, v int8 not null, amount numeric(12,2), "
+        f"note text); insert into {schema}.items select g, g * 10, g / 100.0, 'n' || g "
+        f"from generate_series(1, 50000) g; analyze {schema}.items"
+    )
+    return f"{schema}.items"
+
+
+@pytest.fixture
+def server(url, items, tmp_path):
+    """`sluice serve` with Flight on a free port; yields its grpc:// location."""
+    config = tmp_path / "sluice.toml"
+    config.write_text(
+        f"""
+[server]
+listen = "127.0.0.1:0"
+[databases.main]
+url = "{url}"
+[queries.items]
+table = "{items}"
+[queries.above]
+sql = "select id, v from {items} where v >= $1"
+params = [{{ name = "min", type = "bigint", required = true }}]
+split_by = "id"
+[[tokens]]
+name = "analyst"
+token = "{TOKEN}"
+queries = ["*"]
+[flight]
+listen = "127.0.0.1:0"
+partitions = 4
+"""
+    )
+    process = subprocess.Popen(
+        [os.environ["SLUICE_BIN"], "serve", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    location = None
+    deadline = time.monotonic() + 30
+    while location is None and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        found = re.search(r"Arrow Flight on (grpc://\S+),", line)
+        if found:
+            location = found.group(1)
+    # Keep reading its log so the server never blocks on a full pipe.
+    threading.Thread(target=process.stderr.read, daemon=True).start()
+    if location is None:
+        process.kill()
+        pytest.fail("sluice serve did not say where Flight listens")
+    yield location
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def options():
+    return flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {TOKEN}".encode())])
+
+
+def pull(location, info):
+    """Every endpoint of `info`, each read by its own client in its own thread."""
+
+    def read(endpoint):
+        client = flight.connect(location)
+        return client.do_get(endpoint.ticket, options()).read_all()
+
+    with ThreadPoolExecutor(len(info.endpoints)) as pool:
+        return list(pool.map(read, info.endpoints))
+
+
+def test_parts_pulled_in_parallel_are_one_read_in_the_snapshot(server, items, sql):
+    client = flight.connect(server)
+    info = client.get_flight_info(
+        flight.FlightDescriptor.for_command(b'{"query": "items"}'), options()
+    )
+    assert len(info.endpoints) == 4
+    assert info.schema.names == ["id", "v", "amount", "note"]
+    # NUMERIC stays exact.
+    assert info.schema.field("amount").type == pa.decimal128(12, 2)
+    before = sql(f"select count(*), sum(v), sum(amount) from {items}")
+    sql(f"update {items} set v = -v where id % 3 = 0; delete from {items} where id % 5 = 0")
+    sql(f"insert into {items} select g, 1, 0, 'new' from generate_series(50001, 60000) g")
+    parts = pull(server, info)
+    assert all(part.num_rows > 0 for part in parts)
+    union = pa.concat_tables(parts)
+    # DuckDB reads the Arrow tables the Flight client returned.
+    connection = duckdb.connect()
+    connection.register("union_table", union)
+    count, distinct, total, amount = connection.execute(
+        "select count(*), count(distinct id), sum(v), sum(amount) from union_table"
+    ).fetchone()
+    assert count == distinct, "the parts overlap"
+    assert f"{count}|{total}|{amount}" == before
+
+
+def test_a_split_query_keeps_its_parameters(server, items, sql):
+    client = flight.connect(server)
+    command = b'{"query": "above", "params": {"min": 400000}, "partitions": 3}'
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(command), options())
+    assert len(info.endpoints) == 3
+    union = pa.concat_tables(pull(server, info))
+    expected = sql(f"select count(*), sum(v) from {items} where v >= 400000")
+    connection = duckdb.connect()
+    connection.register("parts", union)
+    count, total = connection.execute("select count(*), sum(v) from parts").fetchone()
+    assert f"{count}|{total}" == expected
+
+
+def test_bad_tickets_and_missing_tokens_are_flight_errors(server):
+    client = flight.connect(server)
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        client.get_flight_info(flight.FlightDescriptor.for_command(b'{"query": "items"}'))
+    # gRPC's NOT_FOUND: pyarrow raises it as a KeyError.
+    with pytest.raises(KeyError, match="unknown ticket"):
+        client.do_get(flight.Ticket(b"made up"), options()).read_all()
+    with pytest.raises(KeyError, match="no query named"):
+        client.get_flight_info(flight.FlightDescriptor.for_path("nothing"), options())
