@@ -155,7 +155,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     // Flight stops with HTTP: both wait on the one signal.
     let stopping = tokio_util::sync::CancellationToken::new();
     if let Some(flight) = flight {
-        if let Err(code) = start_flight(&live, flight, &stopping) {
+        if let Err(code) = start_flight(&live, flight, tls.clone(), &stopping) {
             return code;
         }
     }
@@ -174,13 +174,16 @@ pub async fn run(arguments: ServeArgs) -> u8 {
 }
 
 /// Binds `[flight] listen` (loopback only without tokens, as HTTP) and serves
-/// Arrow Flight there until `stopping` is cancelled.
+/// Arrow Flight there, over HTTP's TLS when it has one, until `stopping` is
+/// cancelled.
 fn start_flight(
     live: &LiveApp,
     flight: sluice_server::config::FlightConfig,
+    tls: Option<ServerTls>,
     stopping: &tokio_util::sync::CancellationToken,
 ) -> Result<(), u8> {
-    let (address, warning) = effective_listen(flight.listen, live.state().auth_enabled(), false);
+    let https = tls.is_some();
+    let (address, warning) = effective_listen(flight.listen, live.state().auth_enabled(), https);
     if let Some(warning) = warning {
         err_line!("sluice: Flight: {warning}");
     }
@@ -190,14 +193,15 @@ fn start_flight(
     })?;
     let bound = listener.local_addr().unwrap_or(address);
     err_line!(
-        "sluice serve: Arrow Flight on grpc://{bound}, {} part{} per plan by default",
+        "sluice serve: Arrow Flight on {}://{bound}, {} part{} per plan by default",
+        if https { "grpc+tls" } else { "grpc" },
         flight.partitions,
         if flight.partitions == 1 { "" } else { "s" }
     );
     let stopped = stopping.clone().cancelled_owned();
     let live = live.clone();
     tokio::spawn(async move {
-        if let Err(error) = sluice_flight::serve(live, flight, listener, stopped).await {
+        if let Err(error) = sluice_flight::serve(live, flight, listener, tls, stopped).await {
             tracing::error!(%error, "Flight stopped");
         }
     });

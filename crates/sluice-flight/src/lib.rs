@@ -13,11 +13,13 @@
 //! - [`part`]: `DoGet` — one part streamed by the gateway's Arrow engine;
 //!   [`ipc`]: the Arrow IPC stream cut into Flight messages;
 //! - [`service`]: the gRPC service over the gateway's state, tokens and
-//!   permissions; [`serve`]: the listener and its shutdown.
+//!   permissions; [`serve`]: the listener and its shutdown; [`listener`]:
+//!   its connections, over the gateway's TLS when it serves HTTPS.
 #![warn(missing_docs)]
 
 pub mod descriptor;
 pub mod ipc;
+pub mod listener;
 pub mod part;
 pub mod plan;
 pub mod plans;
@@ -30,8 +32,8 @@ use std::time::Duration;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use sluice_server::config::FlightConfig;
 use sluice_server::reload::LiveApp;
+use sluice_server::tls::ServerTls;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 
 pub use plans::Plans;
 pub use service::Service;
@@ -40,13 +42,15 @@ pub use service::Service;
 /// this bounds what an unauthenticated caller can make the server buffer).
 const MAX_REQUEST_BYTES: usize = 1 << 20;
 
-/// Serves Flight for `live` on `listener` until `shutdown` resolves; then stops
+/// Serves Flight for `live` on `listener` (over `tls` when given: the HTTP
+/// gateway's certificate) until `shutdown` resolves; then stops
 /// accepting calls and releases every held snapshot. Parts in flight end by the
 /// gateway's own shutdown deadline (its state's shutdown token).
 pub async fn serve(
     live: LiveApp,
     flight: FlightConfig,
     listener: TcpListener,
+    tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let plans = Plans::default();
@@ -55,9 +59,8 @@ pub async fn serve(
     let service = FlightServiceServer::new(Service::new(live, flight, plans.clone()))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
     let served = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(listener::incoming(listener, tls), shutdown)
         .await;
     expiry.abort();
     plans.release_all(&tracker);

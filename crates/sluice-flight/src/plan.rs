@@ -65,6 +65,15 @@ impl Planner<'_> {
         };
         let tickets: Vec<Ticket> = match (&query.split, parts > 1) {
             (Some(split), true) => {
+                if self.plans.len() >= MAX_HELD_PLANS {
+                    return Err(AppError::TooManyRequests {
+                        message: format!(
+                            "{MAX_HELD_PLANS} plans already hold a snapshot open on this server; \
+                             retry when their parts have started"
+                        ),
+                        retry_after: 1,
+                    });
+                }
                 let (coordinator, read) = self.split(query, split, &params, parts).await?;
                 let count = read.parts.len();
                 self.plans
@@ -183,6 +192,10 @@ impl Planner<'_> {
         }
     }
 }
+
+/// The most plans whose snapshots one server holds at once: each holds a
+/// database connection of its own, outside the pools.
+pub const MAX_HELD_PLANS: usize = 64;
 
 /// The longest a split may take to plan (it reads the table's size, or the
 /// least and greatest value of a column).

@@ -14,6 +14,7 @@ use arrow_array::RecordBatch;
 use arrow_flight::{FlightClient, FlightDescriptor, FlightEndpoint, FlightInfo};
 use futures_util::TryStreamExt;
 use sluice_server::reload::LiveApp;
+use sluice_server::tls::{ServerTls, TlsFiles};
 use sluice_server::{AppState, Config};
 use sluice_testkit::TestDb;
 use tokio_util::sync::CancellationToken;
@@ -47,6 +48,10 @@ fn config(db_url: &str, rest: &str, flight: &str) -> Config {
 }
 
 async fn start(config: Config) -> Server {
+    start_with(config, None).await
+}
+
+async fn start_with(config: Config, tls: Option<ServerTls>) -> Server {
     let flight = config.flight.clone().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -56,6 +61,7 @@ async fn start(config: Config) -> Server {
         live,
         flight,
         listener,
+        tls,
         stop.clone().cancelled_owned(),
     ));
     Server { address, stop }
@@ -459,5 +465,52 @@ fn tonic_status(error: arrow_flight::error::FlightError) -> tonic::Status {
     match error {
         arrow_flight::error::FlightError::Tonic(status) => *status,
         other => panic!("expected a gRPC status, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn with_https_configured_flight_speaks_tls_with_the_same_certificate() {
+    let db = TestDb::new();
+    items(&db, 500);
+    let certificates = sluice_testkit::TestCertificates::generate(&["localhost"]);
+    let files = certificates.server();
+    let tls = ServerTls::load(&TlsFiles {
+        certificate: files.certificate.clone(),
+        key: files.key.clone(),
+    })
+    .unwrap();
+    let server = start_with(config(db.url(), TABLE_QUERY, ""), Some(tls)).await;
+    let ca = std::fs::read(certificates.ca()).unwrap();
+    let tls_config = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+        .domain_name("localhost");
+    let channel = tonic::transport::Channel::from_shared(format!("https://{}", server.address))
+        .unwrap()
+        .tls_config(tls_config)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightClient::new(channel);
+    let info = client
+        .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
+        .await
+        .unwrap();
+    let mut rows = 0;
+    for endpoint in &info.endpoint {
+        rows += pairs(&read(&mut client, endpoint).await).len();
+    }
+    assert_eq!(rows, 500);
+    // A client speaking plain gRPC to it gets nowhere.
+    let plain = tonic::transport::Channel::from_shared(format!("http://{}", server.address))
+        .unwrap()
+        .connect()
+        .await;
+    if let Ok(channel) = plain {
+        let mut client = FlightClient::new(channel);
+        assert!(client
+            .get_flight_info(command(r#"{"query": "items"}"#))
+            .await
+            .is_err());
     }
 }

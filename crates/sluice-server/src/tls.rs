@@ -125,7 +125,8 @@ impl ServerTls {
         &self.certificate.files
     }
 
-    pub(crate) fn acceptor(&self) -> &TlsAcceptor {
+    /// Accepts TLS connections with the pair in use (HTTP/2 and HTTP/1.1 by ALPN).
+    pub fn acceptor(&self) -> &TlsAcceptor {
         &self.acceptor
     }
 }

@@ -5,7 +5,7 @@
 //! listen = "127.0.0.1:8815"        # serve Arrow Flight (gRPC) here too
 //! partitions = 4                   # parts per plan unless the request asks (default 4)
 //! plan_timeout = "10m"             # a plan's snapshot and tickets last this long at most (default 10m)
-//! locations = ["grpc://10.0.0.1:8815", "grpc://10.0.0.2:8815"]  # replicas the parts are spread over (default: this one)
+//! locations = ["grpc://10.0.0.1:8815", "grpc://10.0.0.2:8815"]  # replicas the parts are spread over (default: the client's own); grpc+tls:// with [server] tls_cert
 //! ticket_secret = "${SLUICE_FLIGHT_SECRET}"  # signs tickets; replicas share it (needed with locations)
 //! ```
 
@@ -108,7 +108,8 @@ pub(super) fn flight_section(
     let mut locations = Vec::new();
     for (index, location) in flight.locations.iter().enumerate() {
         let text = location.get_ref().trim();
-        if !(text.starts_with("grpc://") || text.starts_with("grpc+tcp://")) {
+        let schemes = ["grpc://", "grpc+tcp://", "grpc+tls://"];
+        if !schemes.iter().any(|scheme| text.starts_with(scheme)) {
             return Err(source.error(
                 location.span(),
                 &format!("flight.locations[{index}]"),
