@@ -59,7 +59,8 @@ SERVER_LOG="$WORK/serve.log"
 SERVER_TIME="$WORK/serve.time"
 /usr/bin/time -f '%e %M' -o "$SERVER_TIME" "$SLUICE" serve --config "$CONFIG" 2>"$SERVER_LOG" &
 SERVER_PID=$!
-stop_server() { kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+# SIGTERM to sluice itself (time's child): time then reports its peak RSS.
+stop_server() { pkill -TERM -P "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
 trap 'stop_server; remove_work' EXIT
 LOCATION=
 for _ in $(seq 1 100); do
@@ -91,7 +92,7 @@ for (( rep = 1; rep <= REPS; rep++ )); do
     done
 done
 stop_server
-SERVER_RSS_KB=$(awk '{ print $2 }' "$SERVER_TIME")
+SERVER_RSS_KB=$(tail -n 1 "$SERVER_TIME" | awk '{ print $2 }')
 
 REPORT="$RESULTS/flight-$ROWS-$(date -u +%F).md"
 {

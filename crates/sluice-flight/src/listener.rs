@@ -17,18 +17,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::either::Either;
 use tonic::transport::server::Connected;
 
 /// The longest a TLS handshake may take.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One client's connection, plain or TLS.
-pub enum Connection {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS over TCP.
-    Tls(Box<TlsStream<TcpStream>>),
-}
+/// One client's connection, plain or TLS (the wrapper is for tonic's
+/// [`Connected`], which `Either` cannot implement here).
+pub struct Connection(Either<TcpStream, Box<TlsStream<TcpStream>>>);
 
 /// Accepts connections on `listener` (with `tls`, each after its handshake)
 /// until the returned stream is dropped.
@@ -62,7 +59,11 @@ async fn accept(
         let _ = stream.set_nodelay(true);
         match &tls {
             None => {
-                if sender.send(Ok(Connection::Plain(stream))).await.is_err() {
+                if sender
+                    .send(Ok(Connection(Either::Left(stream))))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -80,7 +81,9 @@ async fn handshake(
 ) {
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await {
         Ok(Ok(stream)) => {
-            let _ = sender.send(Ok(Connection::Tls(Box::new(stream)))).await;
+            let _ = sender
+                .send(Ok(Connection(Either::Right(Box::new(stream)))))
+                .await;
         }
         Ok(Err(error)) => {
             tracing::debug!(%error, "Flight: TLS handshake failed");
@@ -101,60 +104,28 @@ impl Connected for Connection {
 
 impl AsyncRead for Connection {
     fn poll_read(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         context: &mut Context<'_>,
         buffer: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Connection::Plain(stream) => Pin::new(stream).poll_read(context, buffer),
-            Connection::Tls(stream) => Pin::new(stream.as_mut()).poll_read(context, buffer),
-        }
+        Pin::new(&mut self.0).poll_read(context, buffer)
     }
 }
 
 impl AsyncWrite for Connection {
     fn poll_write(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         context: &mut Context<'_>,
         bytes: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Connection::Plain(stream) => Pin::new(stream).poll_write(context, bytes),
-            Connection::Tls(stream) => Pin::new(stream.as_mut()).poll_write(context, bytes),
-        }
+        Pin::new(&mut self.0).poll_write(context, bytes)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Connection::Plain(stream) => Pin::new(stream).poll_flush(context),
-            Connection::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(context),
-        }
+    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(context)
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Connection::Plain(stream) => Pin::new(stream).poll_shutdown(context),
-            Connection::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(context),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffers: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Connection::Plain(stream) => Pin::new(stream).poll_write_vectored(context, buffers),
-            Connection::Tls(stream) => {
-                Pin::new(stream.as_mut()).poll_write_vectored(context, buffers)
-            }
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Connection::Plain(stream) => stream.is_write_vectored(),
-            Connection::Tls(stream) => stream.is_write_vectored(),
-        }
+    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(context)
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use arrow_flight::FlightData;
 use sluice_core::database::RunningQuery;
 use sluice_core::{Encoder, Transfer, TransferError};
-use sluice_server::stream::RequestContext;
+use sluice_server::stream::{RequestContext, Timing};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -41,9 +41,7 @@ pub struct PartStream {
     pub limits: sluice_core::Limits,
     /// The longest the part may take, and the longest its client may take
     /// nothing.
-    pub max_duration: Duration,
-    /// See [`PartStream::max_duration`].
-    pub idle_write_timeout: Duration,
+    pub timing: Timing,
     /// Logs the call at its end.
     pub context: RequestContext,
     /// Cancelled at the server's shutdown deadline.
@@ -75,8 +73,11 @@ impl PartStream {
             source,
             encoder,
             limits,
-            max_duration,
-            idle_write_timeout,
+            timing:
+                Timing {
+                    max_duration,
+                    idle_write_timeout,
+                },
             context,
             shutdown,
             tracker,

@@ -156,21 +156,11 @@ impl Service {
             self.plans
                 .started(ticket.plan, ticket.index, &state.tracker());
         }
-        let config = state.config();
-        let limits = &query.limits;
         let part = PartStream {
             source,
             encoder: Format::Arrow.encoder(OutputOptions::default()),
-            limits: sluice_core::Limits {
-                max_rows: limits.max_rows,
-                max_bytes: limits.max_bytes,
-            },
-            max_duration: limits
-                .max_stream_duration
-                .unwrap_or(config.max_stream_duration),
-            idle_write_timeout: limits
-                .idle_write_timeout
-                .unwrap_or(config.idle_write_timeout),
+            limits: query.limits.transfer(),
+            timing: state.config().timing(&query.limits),
             context,
             shutdown: state.shutdown_token(),
             tracker: state.tracker(),

@@ -219,7 +219,7 @@ async fn stream_or_reject(
             source,
             output,
             output.format.encoder(JsonOptions::default()),
-            timing(&limits, state),
+            state.config().timing(&limits),
             limits,
             context,
             state.shutdown_token(),
@@ -238,19 +238,6 @@ async fn stream_or_reject(
             );
             error.into_response()
         }
-    }
-}
-
-/// A response's time limits: the query's own, else the server's.
-fn timing(limits: &crate::config::Limits, state: &AppState) -> crate::stream::Timing {
-    let config = state.config();
-    crate::stream::Timing {
-        max_duration: limits
-            .max_stream_duration
-            .unwrap_or(config.max_stream_duration),
-        idle_write_timeout: limits
-            .idle_write_timeout
-            .unwrap_or(config.idle_write_timeout),
     }
 }
 

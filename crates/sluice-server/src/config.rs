@@ -140,6 +140,28 @@ pub struct Limits {
     pub idle_write_timeout: Option<Duration>,
 }
 
+impl Limits {
+    /// The row and byte limits, as the streaming engine applies them.
+    pub fn transfer(&self) -> sluice_core::Limits {
+        sluice_core::Limits {
+            max_rows: self.max_rows,
+            max_bytes: self.max_bytes,
+        }
+    }
+}
+
+impl Config {
+    /// A response's time limits: the query's own `limits`, else the server's.
+    pub fn timing(&self, limits: &Limits) -> crate::stream::Timing {
+        crate::stream::Timing {
+            max_duration: limits
+                .max_stream_duration
+                .unwrap_or(self.max_stream_duration),
+            idle_write_timeout: limits.idle_write_timeout.unwrap_or(self.idle_write_timeout),
+        }
+    }
+}
+
 /// One database and its pool.
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {

@@ -452,12 +452,8 @@ pub async fn respond(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> Result<Response, AppError> {
-    let transfer_limits = sluice_core::Limits {
-        max_rows: limits.max_rows,
-        max_bytes: limits.max_bytes,
-    };
     let mut running = Running {
-        transfer: Some(Transfer::new(source, encoder).with_limits(transfer_limits)),
+        transfer: Some(Transfer::new(source, encoder).with_limits(limits.transfer())),
         rows: 0,
         bytes: 0,
         state: State::Streaming,
