@@ -9,7 +9,9 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit, urlunsplit
 
+import adbc_driver_flightsql.dbapi as flight_sql
 import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -29,7 +31,19 @@ def items(schema, sql):
 
 
 @pytest.fixture
-def server(url, items, tmp_path):
+def reader_url(url, schema, items, sql):
+    """A login that may only read `items` (ad-hoc SQL needs an unprivileged one)."""
+    role = f"{schema}_reader"
+    sql(f"create role {role} login password 'reader-password'; grant usage on schema {schema} to {role}; "
+        f"grant select on {items} to {role}")
+    parts = urlsplit(url)
+    netloc = f"{role}:reader-password@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    yield urlunsplit(parts._replace(netloc=netloc))
+    sql(f"drop owned by {role}; drop role {role}")
+
+
+@pytest.fixture
+def server(url, reader_url, items, tmp_path):
     """`sluice serve` with Flight on a free port; yields its grpc:// location."""
     config = tmp_path / "sluice.toml"
     config.write_text(
@@ -38,9 +52,15 @@ def server(url, items, tmp_path):
 listen = "127.0.0.1:0"
 [databases.main]
 url = "{url}"
+[databases.adhoc]
+url = "{reader_url}"
+[sql]
+database = "adhoc"
 [queries.items]
+database = "main"
 table = "{items}"
 [queries.above]
+database = "main"
 sql = "select id, v from {items} where v >= $1"
 params = [{{ name = "min", type = "bigint", required = true }}]
 split_by = "id"
@@ -48,6 +68,7 @@ split_by = "id"
 name = "analyst"
 token = "{TOKEN}"
 queries = ["*"]
+scopes = ["sql"]
 [flight]
 listen = "127.0.0.1:0"
 partitions = 4
@@ -139,3 +160,14 @@ def test_bad_tickets_and_missing_tokens_are_flight_errors(server):
         client.do_get(flight.Ticket(b"made up"), options()).read_all()
     with pytest.raises(KeyError, match="no query named"):
         client.get_flight_info(flight.FlightDescriptor.for_path("nothing"), options())
+
+
+def test_adbc_flight_sql_runs_ad_hoc_sql(server, items):
+    connection = flight_sql.connect(
+        server, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {TOKEN}"}
+    )
+    with connection, connection.cursor() as cursor:
+        cursor.execute(f"select id, amount from {items} where id <= 5 order by id")
+        table = cursor.fetch_arrow_table()
+    assert table.column("id").to_pylist() == [1, 2, 3, 4, 5]
+    assert table.schema.field("amount").type == pa.decimal128(12, 2)

@@ -7,6 +7,11 @@
 //!   (`params` and `partitions` optional; values may be strings, numbers or
 //!   booleans, read as the HTTP query string's text would be);
 //! - a path (`FlightDescriptor::new_path`): `["payments"]`, without parameters.
+//!
+//! A command may also be Flight SQL's `CommandStatementQuery` (a protobuf
+//! `Any`, as ADBC's and JDBC's Flight SQL drivers send it): ad-hoc SQL, served
+//! where `[sql]` allows it. Only that command of Flight SQL is read: sluice
+//! is no SQL catalog server.
 
 use arrow_flight::flight_descriptor::DescriptorType;
 use arrow_flight::FlightDescriptor;
@@ -33,7 +38,70 @@ struct Command {
     partitions: Option<usize>,
 }
 
+/// What a descriptor asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// A named query.
+    Query(PlanRequest),
+    /// Ad-hoc SQL (Flight SQL's `CommandStatementQuery`).
+    Statement(String),
+}
+
+/// `google.protobuf.Any`, which carries every Flight SQL command.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Any {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "bytes", tag = "2")]
+    value: bytes::Bytes,
+}
+
+/// Flight SQL's `CommandStatementQuery` (without a transaction: sluice's
+/// ad-hoc SQL runs in a read-only transaction of its own).
+#[derive(Clone, PartialEq, prost::Message)]
+struct CommandStatementQuery {
+    #[prost(string, tag = "1")]
+    query: String,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    transaction_id: Option<bytes::Bytes>,
+}
+
+const STATEMENT_QUERY: &str = "type.googleapis.com/arrow.flight.protocol.sql.CommandStatementQuery";
+
 /// Reads `descriptor`; the error says what is wrong, for the client.
+pub fn read_descriptor(descriptor: &FlightDescriptor) -> Result<Asked, String> {
+    let is_json = descriptor.cmd.first() == Some(&b'{');
+    match DescriptorType::try_from(descriptor.r#type) {
+        Ok(DescriptorType::Cmd) if !is_json && !descriptor.cmd.is_empty() => {
+            flight_sql(&descriptor.cmd)
+        }
+        _ => plan_request(descriptor).map(Asked::Query),
+    }
+}
+
+/// A Flight SQL command: only `CommandStatementQuery` is served.
+fn flight_sql(bytes: &[u8]) -> Result<Asked, String> {
+    use prost::Message;
+    let any = Any::decode(bytes).map_err(|_| {
+        format!("the command is neither a query request such as {COMMAND_EXAMPLE} nor a Flight SQL command")
+    })?;
+    if any.type_url != STATEMENT_QUERY {
+        let name = any.type_url.rsplit('.').next().unwrap_or("");
+        return Err(format!(
+            "Flight SQL's {name} is not served: sluice serves CommandStatementQuery (ad-hoc SQL) and its named queries"
+        ));
+    }
+    let command = CommandStatementQuery::decode(any.value)
+        .map_err(|error| format!("a malformed CommandStatementQuery: {error}"))?;
+    if command.transaction_id.is_some() {
+        return Err(
+            "transactions are not served: each statement runs in its own read-only one".into(),
+        );
+    }
+    Ok(Asked::Statement(command.query))
+}
+
+/// Reads a descriptor that names a query.
 pub fn plan_request(descriptor: &FlightDescriptor) -> Result<PlanRequest, String> {
     match DescriptorType::try_from(descriptor.r#type) {
         Ok(DescriptorType::Cmd) => command(&descriptor.cmd),
@@ -110,6 +178,29 @@ mod tests {
         let path = plan_request(&FlightDescriptor::new_path(vec!["payments".into()])).unwrap();
         assert_eq!(path.query, "payments");
         assert!(path.params.is_empty() && path.partitions.is_none());
+    }
+
+    #[test]
+    fn flight_sql_statement_queries_are_ad_hoc_sql_and_other_commands_are_refused() {
+        use prost::Message;
+        let statement = CommandStatementQuery {
+            query: "select 1".into(),
+            transaction_id: None,
+        };
+        let any = |type_url: &str| Any {
+            type_url: type_url.into(),
+            value: statement.encode_to_vec().into(),
+        };
+        let descriptor = FlightDescriptor::new_cmd(any(STATEMENT_QUERY).encode_to_vec());
+        assert_eq!(
+            read_descriptor(&descriptor),
+            Ok(Asked::Statement("select 1".into()))
+        );
+        let other = any("type.googleapis.com/arrow.flight.protocol.sql.CommandGetTables");
+        let error = read_descriptor(&FlightDescriptor::new_cmd(other.encode_to_vec())).unwrap_err();
+        assert!(error.contains("CommandGetTables is not served"), "{error}");
+        let json = FlightDescriptor::new_cmd(r#"{"query": "q"}"#);
+        assert!(matches!(read_descriptor(&json), Ok(Asked::Query(_))));
     }
 
     #[test]

@@ -28,9 +28,15 @@ pub struct MessageSplitter {
 }
 
 impl MessageSplitter {
-    /// Adds the next bytes of the stream.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.pending.extend_from_slice(bytes);
+    /// Adds the next bytes of the stream. When nothing is pending (the
+    /// usual case: the encoder hands out whole messages) the bytes are taken
+    /// over as they are, and the messages cut from them share their memory.
+    pub fn push(&mut self, bytes: Vec<u8>) {
+        if self.pending.is_empty() {
+            self.pending = BytesMut::from(Bytes::from(bytes));
+        } else {
+            self.pending.extend_from_slice(&bytes);
+        }
     }
 
     /// True once the end-of-stream marker was read.
@@ -95,7 +101,7 @@ fn body_length(header: &[u8]) -> Result<usize, Malformed> {
 /// `SchemaResult.schema` carry it.
 pub fn encapsulated_schema(stream: &[u8]) -> Result<Bytes, Malformed> {
     let mut splitter = MessageSplitter::default();
-    splitter.push(stream);
+    splitter.push(stream.to_vec());
     let first = splitter
         .next_message()?
         .ok_or_else(|| Malformed("the stream has no schema message".into()))?;
@@ -147,7 +153,7 @@ mod tests {
             let mut splitter = MessageSplitter::default();
             let mut messages = Vec::new();
             for chunk in stream.chunks(piece) {
-                splitter.push(chunk);
+                splitter.push(chunk.to_vec());
                 while let Some(message) = splitter.next_message().unwrap() {
                     messages.push(message);
                 }
@@ -181,7 +187,7 @@ mod tests {
     #[test]
     fn what_is_not_an_arrow_stream_is_refused() {
         let mut splitter = MessageSplitter::default();
-        splitter.push(b"not an arrow stream");
+        splitter.push(b"not an arrow stream".to_vec());
         assert!(splitter.next_message().is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! A task per call reads the part through the same engine as the HTTP
 //! gateway's `--format arrow` bodies ([`Transfer`] with the Arrow encoder),
 //! cuts the stream into messages ([`crate::ipc`]) and hands each to gRPC over
-//! a channel of two, so memory stays at a chunk or two whatever the part's
+//! a channel of one, so memory stays at a message or two whatever the part's
 //! size or the client's speed. The task ends, and the query is cancelled on
 //! the database, when the client goes away (the channel closes), takes
 //! nothing for `idle_write_timeout`, the part runs past `max_stream_duration`,
@@ -25,8 +25,26 @@ use tonic::Status;
 
 use crate::ipc::MessageSplitter;
 
-/// Bytes read from the encoder before they are cut into messages.
-const FILL_BYTES: usize = 256 << 10;
+/// The first capacity of a fill's buffer (the transfer hands out 64 KiB
+/// pieces, or a whole record batch's message).
+const FILL_BYTES: usize = 96 << 10;
+
+/// Record batches of at most this many bytes of values: arrow-flight's own
+/// default message size, small enough that a part holds a few MiB, large
+/// enough that per-message costs vanish.
+pub const FLIGHT_BATCH_BYTES: usize = 2 << 20;
+
+/// The Arrow encoder a part is written with.
+pub fn encoder() -> Box<dyn Encoder> {
+    let columnar = sluice_formats::ColumnarOptions {
+        batch_bytes: FLIGHT_BATCH_BYTES,
+        ..sluice_formats::ColumnarOptions::default()
+    };
+    sluice_formats::Format::Arrow.encoder(sluice_formats::OutputOptions {
+        columnar,
+        ..sluice_formats::OutputOptions::default()
+    })
+}
 
 /// The messages gRPC sends, or the status that ends the call.
 pub type Messages = mpsc::Receiver<Result<FlightData, Status>>;
@@ -63,7 +81,7 @@ enum Ending {
 impl PartStream {
     /// Starts the task; gRPC sends what the returned channel yields.
     pub fn start(self, tracker: &TaskTracker) -> Messages {
-        let (sender, receiver) = mpsc::channel(2);
+        let (sender, receiver) = mpsc::channel(1);
         tracker.spawn(self.run(sender));
         receiver
     }
@@ -143,14 +161,15 @@ async fn pump(
     (deadline, max_duration, idle_write_timeout): (Instant, Duration, Duration),
 ) -> Ending {
     let mut splitter = MessageSplitter::default();
-    let mut output = Vec::with_capacity(FILL_BYTES + FILL_BYTES / 2);
     loop {
-        output.clear();
+        // A buffer per fill: the messages cut from it keep it until gRPC has
+        // sent them.
+        let mut output = Vec::with_capacity(FILL_BYTES);
         let more = match transfer.fill(&mut output).await {
             Ok(more) => more,
             Err(error) => return transfer_failed(&error),
         };
-        splitter.push(&output);
+        splitter.push(output);
         loop {
             let message = match splitter.next_message() {
                 Ok(Some(message)) => message,

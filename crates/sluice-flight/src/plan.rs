@@ -16,8 +16,8 @@ use sluice_core::connect::Session;
 use sluice_core::database::{Access, Param};
 use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
 use sluice_core::{Meter, Transfer};
-use sluice_formats::{Format, OutputOptions};
-use sluice_server::config::{FlightConfig, QueryConfig, QuerySplit, MAX_PARTITIONS};
+use sluice_formats::Format;
+use sluice_server::config::{FlightConfig, QueryConfig, QuerySplit, SqlConfig, MAX_PARTITIONS};
 use sluice_server::db::Reading;
 use sluice_server::{AppError, AppState};
 
@@ -25,6 +25,50 @@ use crate::descriptor::PlanRequest;
 use crate::ipc::encapsulated_schema;
 use crate::plans::Plans;
 use crate::ticket::{plan_number, unix_seconds, Part, Ticket, TicketKey};
+
+/// What a statement runs on and how: a named query's, or ad-hoc SQL's.
+pub struct Runs<'a> {
+    /// The configured database.
+    pub database: &'a str,
+    /// The statement.
+    pub sql: &'a str,
+    /// Its parameters.
+    pub params: Vec<Param>,
+    /// Its statement timeout.
+    pub statement_timeout: Option<Duration>,
+    /// How it runs.
+    pub access: Access<'a>,
+    /// `lob = "inline"`.
+    pub inline_large_objects: bool,
+}
+
+impl<'a> Runs<'a> {
+    /// A named query with its bound parameters, read-only.
+    pub fn named(query: &'a QueryConfig, params: Vec<Param>) -> Runs<'a> {
+        Runs {
+            database: &query.database,
+            sql: &query.sql,
+            params,
+            statement_timeout: query.limits.statement_timeout,
+            access: Access::Named { read_only: true },
+            inline_large_objects: query.inline_large_objects,
+        }
+    }
+
+    /// Ad-hoc SQL, fenced as `POST /sql` fences it.
+    pub fn statement(statement: &'a str, sql: &'a SqlConfig) -> Runs<'a> {
+        Runs {
+            database: &sql.database,
+            sql: statement,
+            params: Vec::new(),
+            statement_timeout: sql.limits.statement_timeout,
+            access: Access::AdHoc {
+                role: sql.role.as_deref(),
+            },
+            inline_large_objects: false,
+        }
+    }
+}
 
 /// What planning needs besides the request.
 pub struct Planner<'a> {
@@ -47,7 +91,7 @@ impl Planner<'_> {
         query: &QueryConfig,
         params: Vec<Param>,
     ) -> Result<FlightInfo, AppError> {
-        let schema = self.schema(query, params.clone()).await?;
+        let schema = self.schema(Runs::named(query, params.clone())).await?;
         let parts = request
             .partitions
             .unwrap_or(self.flight.partitions)
@@ -58,6 +102,7 @@ impl Planner<'_> {
             query: query.name.clone(),
             params: request.params.clone(),
             part,
+            statement: None,
             plan,
             index,
             parts,
@@ -115,28 +160,60 @@ impl Planner<'_> {
         }
     }
 
-    /// The query's Arrow schema, as `DoGet` will send it: the query run for no
-    /// rows and encoded by the same encoder.
-    pub async fn schema(&self, query: &QueryConfig, params: Vec<Param>) -> Result<Bytes, AppError> {
-        let database = self.state.database(&query.database)?;
+    /// The plan of ad-hoc SQL (Flight SQL's `CommandStatementQuery`, where
+    /// `[sql]` allows): one endpoint, the statement itself, run as `POST /sql`
+    /// runs it.
+    pub async fn plan_statement(
+        &self,
+        descriptor: FlightDescriptor,
+        statement: &str,
+        sql: &SqlConfig,
+    ) -> Result<FlightInfo, AppError> {
+        let schema = self.schema(Runs::statement(statement, sql)).await?;
+        let ticket = Ticket {
+            query: String::new(),
+            params: Vec::new(),
+            part: None,
+            statement: Some(statement.to_owned()),
+            plan: plan_number(),
+            index: 0,
+            parts: 1,
+            expires: unix_seconds(SystemTime::now() + self.flight.plan_timeout),
+        };
+        Ok(FlightInfo {
+            schema,
+            flight_descriptor: Some(descriptor),
+            endpoint: vec![self.endpoint(&ticket)],
+            total_records: -1,
+            total_bytes: -1,
+            ordered: false,
+            app_metadata: Bytes::new(),
+        })
+    }
+
+    /// The Arrow schema `DoGet` will send: the statement run for no rows and
+    /// encoded by the same encoder.
+    pub async fn schema(&self, runs: Runs<'_>) -> Result<Bytes, AppError> {
+        let database = self.state.database(runs.database)?;
         let sql = format!(
             "select * from ({}) as sluice_schema limit 0",
-            query.sql.trim().trim_end_matches(';')
+            runs.sql.trim().trim_end_matches(';')
         );
+        let ad_hoc = matches!(runs.access, Access::AdHoc { .. });
         let source = database
             .start(
                 &sql,
-                params,
-                query.limits.statement_timeout,
-                Access::Named { read_only: true },
+                runs.params,
+                runs.statement_timeout,
+                runs.access,
                 Reading {
                     format: Format::Arrow,
-                    inline_large_objects: query.inline_large_objects,
+                    inline_large_objects: runs.inline_large_objects,
                 },
             )
             .await
-            .map_err(|error| AppError::from_start(error, false))?;
-        let mut transfer = Transfer::new(source, Format::Arrow.encoder(OutputOptions::default()));
+            .map_err(|error| AppError::from_start(error, ad_hoc))?;
+        let mut transfer = Transfer::new(source, crate::part::encoder());
         let mut stream = Vec::new();
         while transfer
             .fill(&mut stream)

@@ -15,9 +15,9 @@ use arrow_flight::{
 };
 use futures_util::Stream;
 use sluice_core::database::{Access, Param};
-use sluice_formats::{Format, OutputOptions};
+use sluice_formats::Format;
 use sluice_server::auth::Need;
-use sluice_server::config::{FlightConfig, QueryConfig};
+use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
 use sluice_server::db::Reading;
 use sluice_server::reload::LiveApp;
 use sluice_server::stream::RequestContext;
@@ -25,11 +25,14 @@ use sluice_server::{AppError, AppState};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::descriptor::{plan_request, PlanRequest};
+use crate::descriptor::{plan_request, read_descriptor, Asked, PlanRequest};
 use crate::part::{http_status, PartStream};
-use crate::plan::Planner;
+use crate::plan::{Planner, Runs};
 use crate::plans::Plans;
 use crate::ticket::{Refused, Ticket, TicketKey};
+
+/// A part's query, started, and the limits it streams under.
+type Started = (Box<dyn sluice_core::database::RunningQuery>, Limits);
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -87,7 +90,12 @@ impl Service {
         metadata: &tonic::metadata::MetadataMap,
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let request = plan_request(&descriptor).map_err(Status::invalid_argument)?;
+        let request = match read_descriptor(&descriptor).map_err(Status::invalid_argument)? {
+            Asked::Query(request) => request,
+            Asked::Statement(statement) => {
+                return self.statement_info(metadata, descriptor, &statement).await
+            }
+        };
         let state = self.live.state();
         let mut context = self.context(&state, "flight_info", &request.query);
         let planned = async {
@@ -109,6 +117,45 @@ impl Service {
         finish(&context, planned.map_err(to_status), endpoints)
     }
 
+    /// The plan of ad-hoc SQL: allowed as `POST /sql` is (`[sql]`, a token
+    /// with scope `sql`).
+    async fn statement_info(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        descriptor: FlightDescriptor,
+        statement: &str,
+    ) -> Result<FlightInfo, Status> {
+        let state = self.live.state();
+        let mut context = RequestContext::new("flight_sql", "", true, state.shutdown_token());
+        let planned = async {
+            let sql = Service::admit_statement(&state, metadata, &mut context)?;
+            self.planner(&state)
+                .plan_statement(descriptor, statement, sql)
+                .await
+        }
+        .await;
+        finish(&context, planned.map_err(to_status), 1)
+    }
+
+    /// `[sql]`, if this request may run ad-hoc SQL.
+    fn admit_statement<'a>(
+        state: &'a AppState,
+        metadata: &tonic::metadata::MetadataMap,
+        context: &mut RequestContext,
+    ) -> Result<&'a SqlConfig, AppError> {
+        let Some(sql) = state.config().sql.as_ref() else {
+            return Err(AppError::NotFound(
+                "ad-hoc SQL is not enabled on this server ([sql])".into(),
+            ));
+        };
+        context.admit(
+            state
+                .auth()
+                .check(&metadata.clone().into_headers(), Need::Sql)?,
+        );
+        Ok(sql)
+    }
+
     async fn schema(
         &self,
         metadata: &tonic::metadata::MetadataMap,
@@ -125,7 +172,9 @@ impl Service {
                 &request.params,
                 &mut context,
             )?;
-            self.planner(&state).schema(query, params).await
+            self.planner(&state)
+                .schema(Runs::named(query, params))
+                .await
         }
         .await;
         finish(
@@ -144,11 +193,21 @@ impl Service {
     ) -> Result<crate::part::Messages, Status> {
         let ticket = self.key.open(wire).map_err(refused)?;
         let state = self.live.state();
-        let mut context = self.context(&state, "flight", &ticket.query);
-        let started = self
-            .start_part(&state, metadata, &ticket, &mut context)
-            .await;
-        let (source, query) = match started {
+        let mut context = match ticket.statement {
+            Some(_) => RequestContext::new("flight_sql", "", true, state.shutdown_token()),
+            None => self.context(&state, "flight", &ticket.query),
+        };
+        let started = match &ticket.statement {
+            Some(statement) => {
+                self.start_statement(&state, metadata, statement, &mut context)
+                    .await
+            }
+            None => {
+                self.start_part(&state, metadata, &ticket, &mut context)
+                    .await
+            }
+        };
+        let (source, limits) = match started {
             Ok(started) => started,
             Err(status) => return finish(&context, Err(status), 0),
         };
@@ -158,14 +217,42 @@ impl Service {
         }
         let part = PartStream {
             source,
-            encoder: Format::Arrow.encoder(OutputOptions::default()),
-            limits: query.limits.transfer(),
-            timing: state.config().timing(&query.limits),
+            encoder: crate::part::encoder(),
+            limits: limits.transfer(),
+            timing: state.config().timing(&limits),
             context,
             shutdown: state.shutdown_token(),
             tracker: state.tracker(),
         };
         Ok(part.start(&state.tracker()))
+    }
+
+    /// Starts a statement's ticket, as `POST /sql` runs it.
+    async fn start_statement(
+        &self,
+        state: &AppState,
+        metadata: &tonic::metadata::MetadataMap,
+        statement: &str,
+        context: &mut RequestContext,
+    ) -> Result<Started, Status> {
+        let sql = Service::admit_statement(state, metadata, context).map_err(to_status)?;
+        let runs = Runs::statement(statement, sql);
+        let database = state.database(runs.database).map_err(to_status)?;
+        let reading = Reading {
+            format: Format::Arrow,
+            inline_large_objects: false,
+        };
+        database
+            .start(
+                runs.sql,
+                runs.params,
+                runs.statement_timeout,
+                runs.access,
+                reading,
+            )
+            .await
+            .map(|source| (source, sql.limits.clone()))
+            .map_err(|error| to_status(AppError::from_start(error, true)))
     }
 
     /// Starts the ticket's part: in the plan's snapshot when it has one.
@@ -175,7 +262,7 @@ impl Service {
         metadata: &tonic::metadata::MetadataMap,
         ticket: &Ticket,
         context: &mut RequestContext,
-    ) -> Result<(Box<dyn sluice_core::database::RunningQuery>, QueryConfig), Status> {
+    ) -> Result<Started, Status> {
         let (query, params) =
             Service::admit(state, metadata, &ticket.query, &ticket.params, context)
                 .map_err(to_status)?;
@@ -209,7 +296,7 @@ impl Service {
             }
         };
         match started {
-            Ok(source) => Ok((source, query.clone())),
+            Ok(source) => Ok((source, query.limits.clone())),
             Err(error) => Err(start_failed(error, ticket.part.is_some())),
         }
     }

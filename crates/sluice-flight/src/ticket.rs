@@ -27,6 +27,10 @@ pub struct Ticket {
     /// The part's own statement when the plan was split; `None`: the query
     /// itself, whole.
     pub part: Option<Part>,
+    /// Ad-hoc SQL (Flight SQL), run as `POST /sql` runs it; then `query` is
+    /// empty.
+    #[serde(default)]
+    pub statement: Option<String>,
     /// The plan this part belongs to (random, so plans never collide across
     /// replicas).
     pub plan: u64,
@@ -139,6 +143,7 @@ mod tests {
                 params: vec![None, Some("5".into())],
                 snapshot: "00000003-0000001B-1".into(),
             }),
+            statement: None,
             plan: 7,
             index: 0,
             parts: 2,

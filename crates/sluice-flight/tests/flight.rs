@@ -514,3 +514,72 @@ async fn with_https_configured_flight_speaks_tls_with_the_same_certificate() {
             .is_err());
     }
 }
+
+/// Flight SQL's `CommandStatementQuery` as ADBC's driver sends it.
+fn statement_query(sql: &str) -> FlightDescriptor {
+    use prost::Message;
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Statement {
+        #[prost(string, tag = "1")]
+        query: String,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Any {
+        #[prost(string, tag = "1")]
+        type_url: String,
+        #[prost(bytes = "vec", tag = "2")]
+        value: Vec<u8>,
+    }
+    let any = Any {
+        type_url: "type.googleapis.com/arrow.flight.protocol.sql.CommandStatementQuery".into(),
+        value: Statement { query: sql.into() }.encode_to_vec(),
+    };
+    FlightDescriptor::new_cmd(any.encode_to_vec())
+}
+
+#[tokio::test]
+async fn flight_sql_statements_run_as_post_sql_does() {
+    let db = TestDb::new();
+    items(&db, 100);
+    let role = db.create_role("flight_reader");
+    db.execute(&format!("grant select on items to {}", role.name));
+    let rest = format!(
+        "[databases.adhoc]\nurl = {}\n[sql]\ndatabase = \"adhoc\"\n\
+         [queries.items]\ndatabase = \"main\"\ntable = \"items\"\n\
+         [[tokens]]\nname = \"analyst\"\ntoken = \"analyst-token-0123456789\"\nqueries = [\"*\"]\nscopes = [\"sql\"]\n\
+         [[tokens]]\nname = \"reader\"\ntoken = \"reader-token-0123456789\"\nqueries = [\"*\"]\n",
+        quoted(&role.url)
+    );
+    let server = start(config(db.url(), &rest, "")).await;
+    let mut analyst = client(server.address, Some("analyst-token-0123456789")).await;
+    let info = analyst
+        .get_flight_info(statement_query("select id, v from items where id <= 7"))
+        .await
+        .unwrap();
+    assert_eq!(info.endpoint.len(), 1);
+    let rows = pairs(&read(&mut analyst, &info.endpoint[0]).await);
+    assert_eq!(rows.len(), 7);
+    // Read-only, as POST /sql.
+    let info = analyst
+        .get_flight_info(statement_query("select * from (values (1::int8, 2::int8)) v(id, v)"))
+        .await
+        .unwrap();
+    assert_eq!(pairs(&read(&mut analyst, &info.endpoint[0]).await), [(1, 2)]);
+    let refused = analyst
+        .get_flight_info(statement_query("select id, v from items for update"))
+        .await
+        .err()
+        .unwrap();
+    let status = tonic_status(refused);
+    assert!(status.message().contains("read-only"), "{status:?}");
+    // Only tokens with scope "sql".
+    let mut reader = client(server.address, Some("reader-token-0123456789")).await;
+    let status = tonic_status(
+        reader
+            .get_flight_info(statement_query("select 1"))
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+}
