@@ -561,10 +561,15 @@ async fn flight_sql_statements_run_as_post_sql_does() {
     assert_eq!(rows.len(), 7);
     // Read-only, as POST /sql.
     let info = analyst
-        .get_flight_info(statement_query("select * from (values (1::int8, 2::int8)) v(id, v)"))
+        .get_flight_info(statement_query(
+            "select * from (values (1::int8, 2::int8)) v(id, v)",
+        ))
         .await
         .unwrap();
-    assert_eq!(pairs(&read(&mut analyst, &info.endpoint[0]).await), [(1, 2)]);
+    assert_eq!(
+        pairs(&read(&mut analyst, &info.endpoint[0]).await),
+        [(1, 2)]
+    );
     let refused = analyst
         .get_flight_info(statement_query("select id, v from items for update"))
         .await
