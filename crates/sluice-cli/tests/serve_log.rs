@@ -226,7 +226,9 @@ fn every_request_is_logged_once_with_its_route_token_status_and_outcome() {
         let line = log.next(&mut server);
         let (rows, bytes, round_trips) =
             check_line(&line, ("queries", query, "reader"), (400, "limit"));
-        assert_eq!((bytes, round_trips), (0, 2), "{line:?}");
+        // One round trip on a session that ran this SQL before (it stays
+        // prepared), two on a fresh one: which one serves depends on the pool.
+        assert!(bytes == 0 && (1..=2).contains(&round_trips), "{line:?}");
         // `rows` counts the rows read: 0 for max_rows (checked before a batch is
         // encoded), the whole batch (100) for max_bytes, though none was sent.
         assert!(rows <= ROWS_BEFORE_FIRST_CHUNK_AT_MOST, "{line:?}");
@@ -254,7 +256,7 @@ fn every_request_is_logged_once_with_its_route_token_status_and_outcome() {
         let (rows, bytes, round_trips) =
             check_line(&line, ("queries", query, "reader"), (200, "limit"));
         assert!(line["error"].contains(limit), "{line:?}");
-        assert_eq!(round_trips, 2, "{line:?}");
+        assert!((1..=2).contains(&round_trips), "{line:?}");
         // Past the first chunk, within the limit, and at least what arrived.
         assert!(
             rows > ROWS_BEFORE_FIRST_CHUNK_AT_MOST && rows <= max_rows,
@@ -470,7 +472,8 @@ fn log_json_writes_json_lines_with_typed_request_fields() {
     let address = server.address;
     let reader = Some(READER_TOKEN);
     let mut served = Vec::new();
-    // The same query twice: a pooled session costs the same two round trips.
+    // The same query again: the pooled session kept it prepared, so one round
+    // trip instead of two.
     for rows in [1000, 1000, 3] {
         let reply = request(
             address,
@@ -515,13 +518,13 @@ fn log_json_writes_json_lines_with_typed_request_fields() {
         .filter(|line| line["target"] == "sluice::request")
         .collect();
     assert_eq!(requests.len(), 5, "{lines:#?}");
-    for (line, (rows, bytes)) in requests.iter().zip(&served) {
+    for ((line, (rows, bytes)), trips) in requests.iter().zip(&served).zip([2, 1, 1]) {
         let fields = json_request(line, "numbers", 200, "complete");
         assert_eq!(line["level"], "INFO", "{line}");
         assert_eq!(fields["token"], "reader", "{line}");
         assert_eq!(fields["rows"].as_u64(), Some(*rows), "{line}");
         assert_eq!(fields["bytes"].as_u64(), Some(*bytes), "{line}");
-        assert_eq!(fields["round_trips"].as_u64(), Some(2), "{line}");
+        assert_eq!(fields["round_trips"].as_u64(), Some(trips), "{line}");
     }
     let fields = json_request(requests[3], "numbers", 400, "rejected");
     assert_eq!(requests[3]["level"], "WARN", "{}", requests[3]);

@@ -24,6 +24,7 @@ use crate::error::db_error;
 use crate::CancelToken;
 
 mod exchange;
+pub(crate) mod statements;
 pub(crate) mod transport;
 mod wire;
 
@@ -85,6 +86,8 @@ pub struct Connection {
     /// How long a wait on the server may go without anything moving, and
     /// whether one already timed out (see [`Connection::set_wait_timeout`]).
     wait_limit: WaitLimit,
+    /// Statements kept prepared for reuse (the gateway's named queries).
+    pub(crate) statements: statements::Statements,
 }
 
 impl Connection {
@@ -245,6 +248,7 @@ impl Connection {
             server_version: String::new(),
             time_zone: String::new(),
             wait_limit: WaitLimit::default(),
+            statements: statements::Statements::default(),
         };
         connection.startup(config).await?;
         Ok(connection)

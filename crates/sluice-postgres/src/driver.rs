@@ -211,6 +211,8 @@ impl Session for PostgresSession {
                 lob_inline: options.inline_large_objects,
                 binary_values: options.binary_values,
                 native_values: options.native_values,
+                // A CLI export runs its statement once.
+                reuse_statement: false,
             };
             let stream = QueryStream::start(connection, &sql, options).await?;
             let slot = self.slot;

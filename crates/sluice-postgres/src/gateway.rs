@@ -199,6 +199,8 @@ impl PostgresDatabase {
             lob_inline: request.inline_large_objects,
             binary_values: request.binary_values,
             native_values: false,
+            // A named query runs again on this session: keep it prepared.
+            reuse_statement: matches!(request.access, Access::Named { .. }),
         };
         let stream = QueryStream::start(connection, request.sql, options)
             .await

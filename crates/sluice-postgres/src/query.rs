@@ -19,6 +19,7 @@
 use postgres_protocol::message::backend::Message;
 use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, Schema};
 
+use crate::connection::statements::Prepared;
 use crate::connection::{text_values, Connection, Received};
 use crate::error::db_error;
 use crate::lob::LobInline;
@@ -75,6 +76,11 @@ pub struct QueryOptions {
     /// ([`types::portable_binary`]); otherwise as without it. Takes precedence
     /// over `binary_values`; not with `lob_inline`. Default: false.
     pub native_values: bool,
+    /// Keep the statement prepared on the session and reuse it the next time
+    /// the same SQL runs there, so a repeated query costs one round trip, not
+    /// two (see `connection::statements`). Not with `lob_inline`, whose rows
+    /// come from a statement of its own. Default: false, the unnamed statement.
+    pub reuse_statement: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +135,11 @@ impl QueryStream {
         sql: &str,
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
-        let (columns, catalog) = describe(&mut connection, sql, &options).await?;
+        let reuse = options.reuse_statement && !options.lob_inline;
+        let (columns, catalog, statement) = match connection.statements.get(sql).filter(|_| reuse) {
+            Some(prepared) => cached(&mut connection, &prepared, &options).await?,
+            None => describe(&mut connection, sql, &options, reuse).await?,
+        };
         let oids: Vec<Oid> = columns.iter().map(|(_, oid, _)| *oid).collect();
         let mut schema = types::schema_of(&columns, &catalog);
         let lob_inline = options.lob_inline && oids.contains(&crate::lob::OID);
@@ -141,7 +151,7 @@ impl QueryStream {
         } else if options.binary_values {
             schema = binary_where_possible(schema, &oids);
         }
-        let rows = RowStream::bind(connection, schema, &options).await?;
+        let rows = RowStream::bind(connection, &statement, schema, &options).await?;
         let inner = match lob_inline {
             true => Inner::LargeObjects(LobInline::new(rows, &oids)),
             false => Inner::Rows(rows),
@@ -228,19 +238,68 @@ fn all_native(schema: Schema) -> Schema {
 
 /// Prepares `sql` as the unnamed statement, checks the parameter count and
 /// looks up the result columns' types; after an error the exchange is ended.
+/// A statement's result columns, their types' catalog entries, and the
+/// statement's name on the session.
+type Described = (Vec<(String, Oid, i32)>, types::Catalog, String);
+
+/// A statement the session keeps prepared: nothing to ask the server.
+async fn cached(
+    connection: &mut Connection,
+    prepared: &Prepared,
+    options: &QueryOptions,
+) -> Result<Described, Error> {
+    check_parameter_count(connection, prepared.parameters, options).await?;
+    Ok((
+        prepared.columns.clone(),
+        prepared.catalog.clone(),
+        prepared.name.clone(),
+    ))
+}
+
+/// Prepares and describes `sql` (as a statement the session keeps, when
+/// `reuse` and the cache has room) and looks up its types.
 async fn describe(
     connection: &mut Connection,
     sql: &str,
     options: &QueryOptions,
-) -> Result<(Vec<(String, Oid, i32)>, types::Catalog), Error> {
-    let description = match connection.prepare("", sql).await {
+    reuse: bool,
+) -> Result<Described, Error> {
+    let name = match reuse {
+        true => connection.statements.next_name().unwrap_or_default(),
+        false => String::new(),
+    };
+    let description = match connection.prepare(&name, sql).await {
         Ok(description) => description,
         Err(error) if error.kind() == sluice_core::ErrorKind::Database => {
             return Err(connection.abort_exchange(error).await)
         }
         Err(error) => return Err(error),
     };
-    let parameter_count = description.parameters;
+    check_parameter_count(connection, description.parameters, options).await?;
+    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid, _)| *oid).collect();
+    let catalog = match types::resolve(connection, &oids).await {
+        Ok(catalog) => catalog,
+        Err(error) => return Err(connection.abort_exchange(error).await),
+    };
+    if !name.is_empty() {
+        let prepared = Prepared {
+            name: name.clone(),
+            parameters: description.parameters,
+            columns: description.columns.clone(),
+            catalog: catalog.clone(),
+        };
+        connection.statements.insert(sql, prepared);
+    }
+    Ok((description.columns, catalog, name))
+}
+
+/// Refuses a number of values that is not the statement's number of
+/// parameters, ending the exchange.
+async fn check_parameter_count(
+    connection: &mut Connection,
+    parameter_count: usize,
+    options: &QueryOptions,
+) -> Result<(), Error> {
     if options.params.len() != parameter_count {
         let message = format!(
             "the query has {parameter_count} parameter{} but {} value{} given",
@@ -254,18 +313,15 @@ async fn describe(
         );
         return Err(connection.abort_exchange(Error::config(message)).await);
     }
-    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid, _)| *oid).collect();
-    match types::resolve(connection, &oids).await {
-        Ok(catalog) => Ok((description.columns, catalog)),
-        Err(error) => Err(connection.abort_exchange(error).await),
-    }
+    Ok(())
 }
 
 impl RowStream {
-    /// Binds the unnamed statement, whose result columns `schema` describes, and
-    /// starts the result flowing.
+    /// Binds `statement` (empty: the unnamed one), whose result columns
+    /// `schema` describes, and starts the result flowing.
     async fn bind(
         mut connection: Connection,
+        statement: &str,
         schema: Schema,
         options: &QueryOptions,
     ) -> Result<RowStream, Error> {
@@ -275,7 +331,8 @@ impl RowStream {
         let result_formats = schema.columns.iter().map(|column| {
             i16::from(column.kind == sluice_core::Kind::Bytes || column.encoding != Encoding::Text)
         });
-        let bound = connection.encode_bind("", [0], text_values(&options.params), result_formats);
+        let bound =
+            connection.encode_bind(statement, [0], text_values(&options.params), result_formats);
         if let Err(error) = bound {
             return Err(connection.abort_exchange(error).await);
         }
