@@ -16,7 +16,7 @@ use std::time::Duration;
 use arrow_flight::FlightData;
 use sluice_core::database::RunningQuery;
 use sluice_core::{Encoder, Transfer, TransferError};
-use sluice_server::stream::{RequestContext, Timing};
+use sluice_server::stream::{hand_over, NotTaken, RequestContext, Timing};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -184,11 +184,10 @@ async fn pump(
                     }
                 }
             };
-            let idle = Instant::now() + idle_write_timeout;
-            match tokio::time::timeout_at(idle.min(deadline), sender.send(Ok(message))).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Ending::ClientGone,
-                Err(_) if idle <= deadline => {
+            match hand_over(sender, Ok(message), deadline, idle_write_timeout).await {
+                Ok(()) => {}
+                Err(NotTaken::ClientGone) => return Ending::ClientGone,
+                Err(NotTaken::Idle) => {
                     return Ending::Failed {
                         outcome: "timeout",
                         status: Status::deadline_exceeded(format!(
@@ -197,7 +196,7 @@ async fn pump(
                         )),
                     }
                 }
-                Err(_) => return too_long(max_duration),
+                Err(NotTaken::PastDeadline) => return too_long(max_duration),
             }
         }
         if !more {

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo};
 use bytes::Bytes;
 use sluice_core::connect::Session;
-use sluice_core::database::{Access, Param};
+use sluice_core::database::{Access, Param, RunningQuery};
 use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
 use sluice_core::{Meter, Transfer};
 use sluice_formats::Format;
@@ -68,6 +68,27 @@ impl<'a> Runs<'a> {
             inline_large_objects: false,
         }
     }
+
+    /// Starts the statement, its values read for Arrow; a database error is
+    /// worded as the HTTP gateway words it for the same statement.
+    pub async fn start(self, state: &AppState) -> Result<Box<dyn RunningQuery>, AppError> {
+        let ad_hoc = matches!(self.access, Access::AdHoc { .. });
+        let reading = Reading {
+            format: Format::Arrow,
+            inline_large_objects: self.inline_large_objects,
+        };
+        state
+            .database(self.database)?
+            .start(
+                self.sql,
+                self.params,
+                self.statement_timeout,
+                self.access,
+                reading,
+            )
+            .await
+            .map_err(|error| AppError::from_start(error, ad_hoc))
+    }
 }
 
 /// What planning needs besides the request.
@@ -98,14 +119,13 @@ impl Planner<'_> {
             .min(MAX_PARTITIONS);
         let plan = plan_number();
         let expires = unix_seconds(SystemTime::now() + self.flight.plan_timeout);
-        let ticket = |index: usize, parts: usize, part: Option<Part>| Ticket {
+        let ticket = |index: usize, part: Option<Part>| Ticket {
             query: query.name.clone(),
             params: request.params.clone(),
             part,
             statement: None,
             plan,
             index,
-            parts,
             expires,
         };
         let tickets: Vec<Ticket> = match (&query.split, parts > 1) {
@@ -132,22 +152,26 @@ impl Planner<'_> {
                             params: part.params,
                             snapshot: read.snapshot.clone(),
                         };
-                        ticket(index, count, Some(part))
+                        ticket(index, Some(part))
                     })
                     .collect()
             }
-            _ => vec![ticket(0, 1, None)],
+            _ => vec![ticket(0, None)],
         };
-        let endpoints = tickets.iter().map(|ticket| self.endpoint(ticket)).collect();
-        Ok(FlightInfo {
+        Ok(self.info(descriptor, schema, &tickets))
+    }
+
+    /// The plan as Flight describes it: the schema and an endpoint per ticket.
+    fn info(&self, descriptor: FlightDescriptor, schema: Bytes, tickets: &[Ticket]) -> FlightInfo {
+        FlightInfo {
             schema,
             flight_descriptor: Some(descriptor),
-            endpoint: endpoints,
+            endpoint: tickets.iter().map(|ticket| self.endpoint(ticket)).collect(),
             total_records: -1,
             total_bytes: -1,
             ordered: false,
             app_metadata: Bytes::new(),
-        })
+        }
     }
 
     /// The endpoint of one ticket: on the replica its position names, in turn.
@@ -177,42 +201,19 @@ impl Planner<'_> {
             statement: Some(statement.to_owned()),
             plan: plan_number(),
             index: 0,
-            parts: 1,
             expires: unix_seconds(SystemTime::now() + self.flight.plan_timeout),
         };
-        Ok(FlightInfo {
-            schema,
-            flight_descriptor: Some(descriptor),
-            endpoint: vec![self.endpoint(&ticket)],
-            total_records: -1,
-            total_bytes: -1,
-            ordered: false,
-            app_metadata: Bytes::new(),
-        })
+        Ok(self.info(descriptor, schema, &[ticket]))
     }
 
     /// The Arrow schema `DoGet` will send: the statement run for no rows and
     /// encoded by the same encoder.
     pub async fn schema(&self, runs: Runs<'_>) -> Result<Bytes, AppError> {
-        let database = self.state.database(runs.database)?;
         let sql = format!(
             "select * from ({}) as sluice_schema limit 0",
             runs.sql.trim().trim_end_matches(';')
         );
-        let ad_hoc = matches!(runs.access, Access::AdHoc { .. });
-        let source = database
-            .start(
-                &sql,
-                runs.params,
-                runs.statement_timeout,
-                runs.access,
-                Reading {
-                    format: Format::Arrow,
-                    inline_large_objects: runs.inline_large_objects,
-                },
-            )
-            .await
-            .map_err(|error| AppError::from_start(error, ad_hoc))?;
+        let source = Runs { sql: &sql, ..runs }.start(self.state).await?;
         let mut transfer = Transfer::new(source, crate::part::encoder());
         let mut stream = Vec::new();
         while transfer

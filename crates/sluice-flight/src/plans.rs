@@ -73,8 +73,8 @@ impl Plans {
         self.len() == 0
     }
 
-    /// Releases the plans whose time is over; returns how many.
-    pub fn expire(&self, tracker: &TaskTracker) -> usize {
+    /// Releases the plans whose time is over.
+    pub fn expire(&self, tracker: &TaskTracker) {
         let now = Instant::now();
         let expired: Vec<(u64, Held)> = {
             let mut held = self.lock();
@@ -95,11 +95,9 @@ impl Plans {
                 "plan timed out: its snapshot is released"
             );
         }
-        let count = expired.len();
         for (_, entry) in expired {
             tracker.spawn(entry.coordinator.close());
         }
-        count
     }
 
     /// Releases every plan (at shutdown).

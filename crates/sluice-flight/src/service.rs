@@ -15,10 +15,7 @@ use arrow_flight::{
 };
 use futures_util::Stream;
 use sluice_core::database::{Access, Param};
-use sluice_formats::Format;
-use sluice_server::auth::Need;
 use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
-use sluice_server::db::Reading;
 use sluice_server::reload::LiveApp;
 use sluice_server::stream::RequestContext;
 use sluice_server::{AppError, AppState};
@@ -69,13 +66,7 @@ impl Service {
         pairs: &[(String, String)],
         context: &mut RequestContext,
     ) -> Result<(&'a QueryConfig, Vec<Param>), AppError> {
-        let headers = metadata.clone().into_headers();
-        let Some(query) = state.config().queries.get(name) else {
-            // Unknown names are "not found" for everyone, so tokens reveal nothing.
-            state.auth().check(&headers, Need::Query(name))?;
-            return Err(AppError::NotFound(format!("no query named {name:?}")));
-        };
-        context.admit(state.auth().check(&headers, Need::Query(name))?);
+        let query = state.admit_query(&metadata.clone().into_headers(), name, context)?;
         let params = query.signature.bind_pairs(
             pairs
                 .iter()
@@ -143,17 +134,11 @@ impl Service {
         metadata: &tonic::metadata::MetadataMap,
         context: &mut RequestContext,
     ) -> Result<&'a SqlConfig, AppError> {
-        let Some(sql) = state.config().sql.as_ref() else {
-            return Err(AppError::NotFound(
-                "ad-hoc SQL is not enabled on this server ([sql])".into(),
-            ));
-        };
-        context.admit(
-            state
-                .auth()
-                .check(&metadata.clone().into_headers(), Need::Sql)?,
-        );
-        Ok(sql)
+        state
+            .admit_sql(&metadata.clone().into_headers(), context)?
+            .ok_or_else(|| {
+                AppError::NotFound("ad-hoc SQL is not enabled on this server ([sql])".into())
+            })
     }
 
     async fn schema(
@@ -236,23 +221,11 @@ impl Service {
         context: &mut RequestContext,
     ) -> Result<Started, Status> {
         let sql = Service::admit_statement(state, metadata, context).map_err(to_status)?;
-        let runs = Runs::statement(statement, sql);
-        let database = state.database(runs.database).map_err(to_status)?;
-        let reading = Reading {
-            format: Format::Arrow,
-            inline_large_objects: false,
-        };
-        database
-            .start(
-                runs.sql,
-                runs.params,
-                runs.statement_timeout,
-                runs.access,
-                reading,
-            )
+        let source = Runs::statement(statement, sql)
+            .start(state)
             .await
-            .map(|source| (source, sql.limits.clone()))
-            .map_err(|error| to_status(AppError::from_start(error, true)))
+            .map_err(to_status)?;
+        Ok((source, sql.limits.clone()))
     }
 
     /// Starts the ticket's part: in the plan's snapshot when it has one.
@@ -266,36 +239,24 @@ impl Service {
         let (query, params) =
             Service::admit(state, metadata, &ticket.query, &ticket.params, context)
                 .map_err(to_status)?;
-        let database = state.database(&query.database).map_err(to_status)?;
-        let reading = Reading {
-            format: Format::Arrow,
-            inline_large_objects: query.inline_large_objects,
-        };
-        let timeout = query.limits.statement_timeout;
-        let started = match &ticket.part {
-            None => {
-                let access = Access::Named { read_only: true };
-                database
-                    .start(&query.sql, params, timeout, access, reading)
-                    .await
-            }
-            Some(part) => {
-                // The part's own statement and values, spelled for the
-                // database when the plan was made.
-                let values = part
+        let runs = match &ticket.part {
+            None => Runs::named(query, params),
+            // The part's own statement and values, spelled for the database
+            // when the plan was made, in the plan's snapshot.
+            Some(part) => Runs {
+                sql: &part.sql,
+                params: part
                     .params
                     .iter()
                     .map(|value| value.clone().map_or(Param::Null, Param::Text))
-                    .collect();
-                let access = Access::InSnapshot {
+                    .collect(),
+                access: Access::InSnapshot {
                     snapshot: &part.snapshot,
-                };
-                database
-                    .start(&part.sql, values, timeout, access, reading)
-                    .await
-            }
+                },
+                ..Runs::named(query, Vec::new())
+            },
         };
-        match started {
+        match runs.start(state).await {
             Ok(source) => Ok((source, query.limits.clone())),
             Err(error) => Err(start_failed(error, ticket.part.is_some())),
         }
@@ -334,9 +295,8 @@ fn finish<T>(context: &RequestContext, result: Result<T, Status>, rows: u64) -> 
 /// A part that did not start. A part whose snapshot is gone is the client's
 /// to fix by planning again; it is told so rather than given the database's
 /// words.
-fn start_failed(error: sluice_core::database::StartError, in_snapshot: bool) -> Status {
-    use sluice_core::database::StartError;
-    if let (StartError::Query(error), true) = (&error, in_snapshot) {
+fn start_failed(error: AppError, in_snapshot: bool) -> Status {
+    if let (AppError::Database { error, .. }, true) = (&error, in_snapshot) {
         // 22023 invalid_parameter_value: "invalid snapshot identifier".
         if error.code() == Some("22023") && error.to_string().contains("snapshot") {
             return Status::failed_precondition(
@@ -345,7 +305,7 @@ fn start_failed(error: sluice_core::database::StartError, in_snapshot: bool) -> 
             );
         }
     }
-    to_status(AppError::from_start(error, false))
+    to_status(error)
 }
 
 /// A ticket this server will not redeem.

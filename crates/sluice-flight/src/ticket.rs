@@ -34,10 +34,8 @@ pub struct Ticket {
     /// The plan this part belongs to (random, so plans never collide across
     /// replicas).
     pub plan: u64,
-    /// This part's position in the plan, and the plan's number of parts.
+    /// This part's position in the plan.
     pub index: usize,
-    /// The plan's number of parts.
-    pub parts: usize,
     /// Seconds since the Unix epoch after which the ticket is refused.
     pub expires: u64,
 }
@@ -146,7 +144,6 @@ mod tests {
             statement: None,
             plan: 7,
             index: 0,
-            parts: 2,
             expires,
         }
     }

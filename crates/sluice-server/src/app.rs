@@ -26,7 +26,6 @@ use sluice_formats::{untyped_param, Format, JsonOptions};
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 
-use crate::auth::Need;
 use crate::config::QueryConfig;
 use crate::db::Param;
 use crate::error::AppError;
@@ -142,12 +141,7 @@ async fn run_query(
 ) -> Response {
     let mut context = RequestContext::new("queries", name.clone(), false, state.shutdown_token());
     let prepared = async {
-        let Some(config) = state.config().queries.get(&name) else {
-            // Unknown names are 404 for everyone, so tokens reveal nothing.
-            state.auth().check(&headers, Need::Query(&name))?;
-            return Err(AppError::NotFound(format!("no query named {name:?}")));
-        };
-        context.admit(state.auth().check(&headers, Need::Query(&name))?);
+        let config = state.admit_query(&headers, &name, &mut context)?;
         // A GET must not write unless the token may.
         let read_only = !state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
@@ -257,12 +251,11 @@ async fn run_sql(
 ) -> Response {
     let mut context = RequestContext::new("sql", "", true, state.shutdown_token());
     let prepared = async {
-        let Some(sql) = &state.config().sql else {
+        let Some(sql) = state.admit_sql(&headers, &mut context)? else {
             return Err(AppError::NotFound(
                 "POST /sql is not enabled on this server".into(),
             ));
         };
-        context.admit(state.auth().check(&headers, Need::Sql)?);
         let QueryPairs(pairs) = query?;
         let output = output_of(&pairs, &headers)?;
         // Read here, not by an extractor: after the token check, and so that a

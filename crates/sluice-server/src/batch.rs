@@ -51,7 +51,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::io::StreamReader;
 
 use crate::app::AppState;
-use crate::auth::Need;
 use crate::config::QueryConfig;
 use crate::error::AppError;
 use crate::stream::RequestContext;
@@ -141,11 +140,7 @@ pub async fn run_batch(
 ) -> Response {
     let mut context = RequestContext::new("batch", name.clone(), false, state.shutdown_token());
     let prepared = async {
-        let Some(config) = state.config().queries.get(&name) else {
-            state.auth().check(&headers, Need::Query(&name))?;
-            return Err(AppError::NotFound(format!("no query named {name:?}")));
-        };
-        context.admit(state.auth().check(&headers, Need::Query(&name))?);
+        let config = state.admit_query(&headers, &name, &mut context)?;
         let may_write = state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
         let mut mode = None;

@@ -9,10 +9,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::Auth;
-use crate::config::Config;
+use axum::http::HeaderMap;
+
+use crate::auth::{Auth, Need};
+use crate::config::{Config, QueryConfig, SqlConfig};
 use crate::db::{Database, StartError};
 use crate::error::AppError;
+use crate::stream::RequestContext;
 
 /// Everything the handlers share; cheap to clone.
 #[derive(Clone)]
@@ -152,6 +155,38 @@ impl AppState {
             .databases
             .get(name)
             .ok_or_else(|| AppError::Internal(format!("no database {name:?}")))
+    }
+
+    /// The named query `name`, once the request's token may run it (its grant
+    /// recorded in `context`). An unknown name is "not found" for everyone,
+    /// but only after the token check, so tokens reveal nothing.
+    pub fn admit_query(
+        &self,
+        headers: &HeaderMap,
+        name: &str,
+        context: &mut RequestContext,
+    ) -> Result<&QueryConfig, AppError> {
+        let grant = self.auth().check(headers, Need::Query(name))?;
+        let Some(query) = self.config().queries.get(name) else {
+            return Err(AppError::NotFound(format!("no query named {name:?}")));
+        };
+        context.admit(grant);
+        Ok(query)
+    }
+
+    /// `[sql]`, once the request's token may run ad-hoc SQL (its grant
+    /// recorded in `context`); `None`, before any token check, when ad-hoc SQL
+    /// is off (each front end says so its own way).
+    pub fn admit_sql(
+        &self,
+        headers: &HeaderMap,
+        context: &mut RequestContext,
+    ) -> Result<Option<&SqlConfig>, AppError> {
+        let Some(sql) = &self.config().sql else {
+            return Ok(None);
+        };
+        context.admit(self.auth().check(headers, Need::Sql)?);
+        Ok(Some(sql))
     }
 }
 

@@ -563,7 +563,13 @@ async fn fill_body(
             let handed = tokio::select! {
                 // A client that stopped reading does not hold the shutdown up.
                 _ = running.shutdown.cancelled() => Err(Some(Failure::Shutdown)),
-                handed = hand_over(&sender, chunk, limits) => handed,
+                handed = hand_over(&sender, Ok(Frame::data(chunk)), limits.0, limits.2) => {
+                    handed.map_err(|not_taken| match not_taken {
+                        NotTaken::ClientGone => None,
+                        NotTaken::Idle => Some(Failure::ClientIdle(limits.2)),
+                        NotTaken::PastDeadline => Some(Failure::TooLong(limits.1)),
+                    })
+                }
             };
             if let Err(failure) = handed {
                 if let Some(failure) = failure {
@@ -587,22 +593,34 @@ async fn fill_body(
     }
 }
 
-/// Sends one chunk, waiting at most `idle_write_timeout` for the client to take
-/// the one before and no later than the body's deadline. `Err(None)`: the
-/// client left; `Err(Some(_))`: a time limit.
-async fn hand_over(
-    sender: &mpsc::Sender<BodyFrame>,
-    chunk: Bytes,
-    (body_deadline, max_duration, idle_write_timeout): (tokio::time::Instant, Duration, Duration),
-) -> Result<(), Option<Failure>> {
+/// Sends one item of a response (an HTTP chunk, a Flight message), waiting at
+/// most `idle_write_timeout` for the client to take the one before and no
+/// later than the body's deadline.
+pub async fn hand_over<T>(
+    sender: &mpsc::Sender<T>,
+    item: T,
+    body_deadline: tokio::time::Instant,
+    idle_write_timeout: Duration,
+) -> Result<(), NotTaken> {
     let idle_deadline = tokio::time::Instant::now() + idle_write_timeout;
-    let (deadline, failure) = match idle_deadline <= body_deadline {
-        true => (idle_deadline, Failure::ClientIdle(idle_write_timeout)),
-        false => (body_deadline, Failure::TooLong(max_duration)),
+    let (deadline, late) = match idle_deadline <= body_deadline {
+        true => (idle_deadline, NotTaken::Idle),
+        false => (body_deadline, NotTaken::PastDeadline),
     };
-    match tokio::time::timeout_at(deadline, sender.send(Ok(Frame::data(chunk)))).await {
+    match tokio::time::timeout_at(deadline, sender.send(item)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(None),
-        Err(_) => Err(Some(failure)),
+        Ok(Err(_)) => Err(NotTaken::ClientGone),
+        Err(_) => Err(late),
     }
+}
+
+/// Why [`hand_over`] did not hand an item over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
+    /// The receiver is gone: the client left.
+    ClientGone,
+    /// The client took nothing for the idle-write timeout.
+    Idle,
+    /// The body's deadline (`max_stream_duration`) came first.
+    PastDeadline,
 }
