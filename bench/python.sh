@@ -57,7 +57,7 @@ log "exporting payment_events as an Arrow stream and as CSV (the writers' input)
 pg -c "\\copy payment_events to '$CSV' csv"
 pg -c "create table if not exists payment_events_py_write (like payment_events)"
 
-READS=(connectorx_arrow sluice_arrow connectorx_pandas sluice_pandas connectorx_polars
+READS=(connectorx_arrow sluice_arrow sluice_batches connectorx_pandas sluice_pandas connectorx_polars
        sluice_polars polars_uri psycopg_pandas psycopg_copy_arrow adbc_arrow)
 # polars `write_database(engine="adbc")` is not among them: ADBC's binary COPY
 # sends a string column into jsonb without jsonb's version byte, and the server
@@ -69,6 +69,7 @@ declare -A LABEL=(
     [connectorx_pandas]="ConnectorX → pandas"
     [connectorx_polars]="ConnectorX → polars"
     [sluice_arrow]="**sluice \`read_arrow\`**"
+    [sluice_batches]="**sluice \`read_batches\`** (streamed, not kept)"
     [sluice_pandas]="**sluice \`read_pandas\`**"
     [sluice_polars]="**sluice \`read_polars\`**"
     [polars_uri]="polars $(peer_version polars) \`read_database_uri\`"

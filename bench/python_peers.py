@@ -9,6 +9,9 @@ Reads (the query is `select * from payment_events`):
 
 sluice_arrow / sluice_pandas / sluice_polars
         `sluice.read_arrow` / `read_pandas` / `read_polars`.
+sluice_batches
+        `sluice.read_batches`, counting each batch's rows and keeping none
+        (what a job that streams the result does: memory holds one batch).
 connectorx_arrow / connectorx_pandas / connectorx_polars
         `connectorx.read_sql(url, query, return_type=...)`.
 polars_uri
@@ -43,6 +46,10 @@ WRITE_TABLE = "payment_events_py_write"
 
 
 def read(variant, url):
+    if variant == "sluice_batches":
+        import sluice
+
+        return sum(batch.num_rows for batch in sluice.read_batches(url, QUERY))
     if variant.startswith("sluice_"):
         import sluice
 

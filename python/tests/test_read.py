@@ -156,3 +156,42 @@ def test_streaming_memory_stays_flat(url):
         rows += batch.num_rows
     assert rows == 5000000
     assert peak_mb() - baseline < 24, "memory grew with the rows read"
+
+
+PANDAS_QUERY = (
+    "select g::int8 as id, case when g = 2 then null else g * 1.25 end::numeric(10,2) as amount, "
+    "case when g = 3 then null else g end::int4 as n, 'n' || g as name, "
+    "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid as ref from generate_series(1, 4) g"
+)
+
+
+def test_pandas_decimals_stay_exact_and_arrow_backed(url):
+    import pandas as pd
+
+    frame = sluice.read_pandas(url, PANDAS_QUERY)
+    assert frame["amount"].dtype == pd.ArrowDtype(pa.decimal128(10, 2))
+    assert frame["amount"][0] == decimal.Decimal("1.25")
+    assert pd.isna(frame["amount"][1])
+    # Exact arithmetic, no float rounding: 1.25 + 3.75 + 5.00.
+    assert frame["amount"].sum() == decimal.Decimal("10.00")
+    # The other columns are NumPy's, as to_pandas makes them.
+    assert frame["id"].dtype == "int64"
+    assert frame["n"].dtype == "float64" and math.isnan(frame["n"][2])
+
+
+def test_pandas_dtype_backends_are_pandas_own(url):
+    import pandas as pd
+
+    nullable = sluice.read_pandas(url, PANDAS_QUERY, dtype_backend="numpy_nullable")
+    assert nullable["n"].dtype == pd.Int32Dtype() and nullable["n"][2] is pd.NA
+    assert nullable["name"].dtype == pd.StringDtype()
+    assert nullable["amount"].dtype == pd.ArrowDtype(pa.decimal128(10, 2))
+    arrow = sluice.read_pandas(url, PANDAS_QUERY, dtype_backend="pyarrow")
+    assert all(isinstance(dtype, pd.ArrowDtype) for dtype in arrow.dtypes)
+    assert arrow["n"].dtype == pd.ArrowDtype(pa.int32())
+    assert arrow["ref"][0] == uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").bytes
+
+
+def test_an_unknown_dtype_backend_is_refused_before_the_query_runs(url):
+    with pytest.raises(sluice.UsageError, match="dtype_backend"):
+        sluice.read_pandas(url, "select pg_sleep(30)", dtype_backend="numpy")

@@ -43,6 +43,22 @@ def test_pandas_round_trips_through_a_table(url, schema, sql):
     assert back["missing"].isna().all()
 
 
+def test_a_frame_read_with_each_dtype_backend_writes_back_unchanged(url, schema, sql):
+    sql(f"create table {schema}.t (id int8 primary key, amount numeric(12,2), n int4, name text)")
+    sql(
+        f"insert into {schema}.t select g, case when g % 3 = 0 then null else g * 1.01 end, "
+        f"case when g % 5 = 0 then null else g end, 'n' || g from generate_series(1, 1000) g"
+    )
+    query = f"select * from {schema}.t order by id"
+    expected = sluice.read_arrow(url, query)
+    for backend in (None, "numpy_nullable", "pyarrow"):
+        frame = sluice.read_pandas(url, query, dtype_backend=backend)
+        sql(f"truncate {schema}.t")
+        sluice.write(url, f"{schema}.t", frame)
+        back = sluice.read_arrow(url, query)
+        assert back.cast(expected.schema).equals(expected), backend
+
+
 def test_polars_and_arrow_streams_load(url, schema, sql):
     sql(f"create table {schema}.t (id int4, name text, ref uuid, raw bytea)")
     frame = pl.DataFrame({"id": [1, 2], "name": ["x", "y"], "raw": [b"\x00\x01", None]})
@@ -124,4 +140,22 @@ def test_a_large_frame_goes_in_batches_typed_by_all_its_rows(url, schema, sql):
 def test_an_empty_pandas_frame_writes_nothing(url, schema, sql):
     sql(f"create table {schema}.t (id int8)")
     sluice.write(url, f"{schema}.t", pd.DataFrame({"id": pd.Series([], dtype="int64")}))
+    assert sql(f"select count(*) from {schema}.t") == "0"
+
+
+def test_decimals_keep_digits_beyond_the_first_rows_scale(url, schema, sql):
+    # The first rows say scale 2; a later one has 4 digits after the point.
+    sql(f"create table {schema}.t (id int4, amount numeric)")
+    amounts = [decimal.Decimal("1.50")] * 5000 + [decimal.Decimal("2.1234"), None, decimal.Decimal("-3E+2")]
+    frame = pd.DataFrame({"id": range(len(amounts)), "amount": amounts})
+    sluice.write(url, f"{schema}.t", frame)
+    assert sql(f"select sum(amount), count(amount), max(amount) from {schema}.t") == "7202.1234|5002|2.1234"
+
+
+def test_a_value_of_another_type_than_its_columns_first_rows_is_refused(url, schema, sql):
+    sql(f"create table {schema}.t (id int4, note text)")
+    notes = ["text"] * 5000 + [12]
+    frame = pd.DataFrame({"id": range(len(notes)), "note": notes})
+    with pytest.raises(sluice.BadInput, match="rows 0 to 5000 .*int.*column note"):
+        sluice.write(url, f"{schema}.t", frame)
     assert sql(f"select count(*) from {schema}.t") == "0"

@@ -33,7 +33,7 @@ use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
 use arrow_schema::{DataType, Schema, TimeUnit};
 use sluice_core::calendar::civil_from_days;
-use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Rejected, RowError};
+use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Rejected, RowError};
 
 /// Decodes an Arrow IPC stream into rows of `table`.
 pub struct ArrowDecoder {
@@ -245,6 +245,11 @@ fn write_value(
         DataType::UInt16 => number!(UInt16Type),
         DataType::UInt32 => number!(UInt32Type),
         DataType::UInt64 => number!(UInt64Type),
+        DataType::Float16 | DataType::Float32 | DataType::Float64
+            if column.kind == Kind::Integer =>
+        {
+            whole_number(float_value(array, index), out)?
+        }
         DataType::Float16 => float(
             f64::from(array.as_primitive::<Float16Type>().value(index)),
             out,
@@ -309,6 +314,39 @@ fn write_value(
         other => return Err(format!("Arrow type {other} cannot be loaded")),
     }
     Ok(())
+}
+
+/// A float array's value as a double (every float width widens exactly).
+fn float_value(array: &dyn Array, index: usize) -> f64 {
+    match array.data_type() {
+        DataType::Float16 => f64::from(array.as_primitive::<Float16Type>().value(index)),
+        DataType::Float32 => f64::from(array.as_primitive::<Float32Type>().value(index)),
+        _ => array.as_primitive::<Float64Type>().value(index),
+    }
+}
+
+/// A float going into an integer column, written as the integer it is. pandas
+/// holds an integer column with a missing value as float64 (`1.0`, `NaN`),
+/// and the integer types' input refuses `1.0`; a value with a fraction, NaN
+/// or an infinity is refused here rather than rounded.
+fn whole_number(value: f64, out: &mut Vec<u8>) -> Result<(), String> {
+    use std::io::Write as _;
+    if !value.is_finite() || value.fract() != 0.0 {
+        return Err(format!(
+            "{} is not a whole number, which an integer column needs",
+            value_text(value)
+        ));
+    }
+    // `{:.0}` prints every digit of a whole double (no exponent); the
+    // server checks the column's range.
+    let _ = write!(out, "{value:.0}");
+    Ok(())
+}
+
+fn value_text(value: f64) -> String {
+    let mut text = Vec::new();
+    float(value, &mut text);
+    String::from_utf8(text).unwrap_or_default()
 }
 
 /// The exact digits, with the type's scale.
@@ -665,6 +703,47 @@ mod tests {
             (rejected.line, rejected.column.as_deref()),
             (2, Some("day"))
         );
+    }
+
+    #[test]
+    fn whole_floats_go_into_integer_columns_as_integers() {
+        // pandas' int64 column with a missing value arrives as float64.
+        let batch = RecordBatch::try_from_iter([(
+            "id",
+            Arc::new(Float64Array::from(vec![
+                Some(1.0),
+                None,
+                Some(-9_007_199_254_740_992.0),
+                Some(1e20),
+                Some(1.5),
+                Some(f64::NAN),
+            ])) as ArrayRef,
+        )])
+        .unwrap();
+        let output = decode(&stream(&[batch])).unwrap();
+        let values: Vec<Option<String>> = output.batch.rows().map(|row| text(row.get(0))).collect();
+        assert_eq!(
+            values,
+            [
+                Some("1".to_owned()),
+                None,
+                Some("-9007199254740992".to_owned()),
+                Some("100000000000000000000".to_owned()),
+            ]
+        );
+        let refused: Vec<(u64, String)> = output
+            .rejected
+            .iter()
+            .map(|rejected| (rejected.error.line, rejected.error.reason.clone()))
+            .collect();
+        assert_eq!(refused.len(), 2);
+        assert_eq!(refused[0].0, 5);
+        assert!(
+            refused[0].1.contains("1.5 is not a whole number"),
+            "{refused:?}"
+        );
+        assert_eq!(refused[1].0, 6);
+        assert!(refused[1].1.contains("NaN"), "{refused:?}");
     }
 
     #[test]
