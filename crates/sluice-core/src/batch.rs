@@ -58,6 +58,11 @@ impl Batch {
         self.fields.len()
     }
 
+    /// Bytes allocated for values and the field table, used or not.
+    pub fn capacity_bytes(&self) -> usize {
+        self.data.capacity() + self.fields.capacity() * std::mem::size_of::<(u32, u32)>()
+    }
+
     /// Removes all rows, keeping the allocated capacity.
     pub fn clear(&mut self) {
         self.data.clear();

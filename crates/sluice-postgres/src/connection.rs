@@ -13,7 +13,7 @@ use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::{Message, ParameterStatusBody};
 use postgres_protocol::message::frontend;
 pub use sluice_core::Socket;
-use sluice_core::{Error, ErrorKind, Meter, WaitLimit};
+use sluice_core::{Batch, Error, ErrorKind, Meter, WaitLimit};
 
 use crate::passfile::{look_up, Lookup};
 use crate::tls::{ChannelBinding, SslMode};
@@ -35,6 +35,10 @@ pub(crate) use wire::Received;
 
 /// Free space asked of the read buffer before each socket read.
 const READ_CHUNK: usize = 256 * 1024;
+
+/// The largest batch a session keeps between results (values and field
+/// table): a short query's rows fit many times over.
+const SPARE_BATCH_BYTES: usize = 256 * 1024;
 
 /// Opens a socket to `target` within the configured connect timeout.
 pub(crate) async fn open_socket(target: &Target, config: &Config) -> Result<Socket, Error> {
@@ -88,6 +92,10 @@ pub struct Connection {
     wait_limit: WaitLimit,
     /// Statements kept prepared for reuse (the gateway's named queries).
     pub(crate) statements: statements::Statements,
+    /// The last finished result's batch, reused by the next result, so that a
+    /// pooled session's short queries do not grow a batch from nothing (a
+    /// dozen reallocations) every time; see [`Connection::keep_batch`].
+    spare_batch: Batch,
 }
 
 impl Connection {
@@ -249,9 +257,26 @@ impl Connection {
             time_zone: String::new(),
             wait_limit: WaitLimit::default(),
             statements: statements::Statements::default(),
+            spare_batch: Batch::default(),
         };
         connection.startup(config).await?;
         Ok(connection)
+    }
+
+    /// An empty batch for rows of `columns` values, with the capacity the
+    /// session's last result left.
+    pub(crate) fn take_batch(&mut self, columns: usize) -> Batch {
+        let mut batch = std::mem::take(&mut self.spare_batch);
+        batch.reset(columns);
+        batch
+    }
+
+    /// Keeps a finished result's batch for the next one, unless it grew past
+    /// [`SPARE_BATCH_BYTES`]: an idle pooled session holds no large result.
+    pub(crate) fn keep_batch(&mut self, batch: Batch) {
+        if batch.capacity_bytes() <= SPARE_BATCH_BYTES {
+            self.spare_batch = batch;
+        }
     }
 
     async fn startup(&mut self, config: &Config) -> Result<(), Error> {

@@ -177,7 +177,12 @@ impl QueryStream {
             Inner::Rows(rows) => rows,
             Inner::LargeObjects(objects) => objects.into_rows(),
         };
-        (rows.state == State::Done).then_some(rows.connection)
+        if rows.state != State::Done {
+            return None;
+        }
+        let mut connection = rows.connection;
+        connection.keep_batch(rows.batch);
+        Some(connection)
     }
 
     /// The connection, for its cancel token or meter.
@@ -344,8 +349,8 @@ impl RowStream {
         }
         connection.send().await?;
         Ok(RowStream {
+            batch: connection.take_batch(schema.len()),
             connection,
-            batch: Batch::new(schema.len()),
             schema,
             state: State::Streaming,
             fetch_size,

@@ -280,6 +280,25 @@ struct Running {
     deadline: tokio::time::Instant,
     /// `max_stream_duration`, for the message.
     max_duration: Duration,
+    /// The capacity the next chunk starts with; see [`chunk_capacity`].
+    chunk_capacity: usize,
+}
+
+/// The first chunk's capacity: a short query's whole body, without the
+/// 96 KiB a full chunk takes (allocating and freeing that much on every
+/// request costs more than the query's encoding).
+const FIRST_CHUNK_BYTES: usize = 8 * 1024;
+
+/// The capacity of the chunk after one of `filled` bytes: a body that filled
+/// its last chunk will likely fill the next, so it gets the full size at once
+/// rather than growing into it.
+fn chunk_capacity(filled: usize) -> usize {
+    const FULL: usize = FLUSH_BYTES + FLUSH_BYTES / 2;
+    if filled >= FIRST_CHUNK_BYTES {
+        FULL
+    } else {
+        FIRST_CHUNK_BYTES
+    }
 }
 
 impl Running {
@@ -289,7 +308,7 @@ impl Running {
         let Some(transfer) = self.transfer.as_mut() else {
             return Ok(Bytes::new());
         };
-        let mut output = Vec::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 2);
+        let mut output = Vec::with_capacity(self.chunk_capacity);
         let more = tokio::select! {
             biased;
             _ = self.shutdown.cancelled() => return Err(Failure::Shutdown),
@@ -298,6 +317,7 @@ impl Running {
         };
         self.rows = transfer.rows();
         self.bytes = transfer.bytes();
+        self.chunk_capacity = chunk_capacity(output.len());
         if !more {
             self.state = State::Complete;
             self.outcome = "complete";
@@ -468,6 +488,7 @@ pub async fn respond(
         completion_line: output.completion_line,
         deadline: tokio::time::Instant::now() + timing.max_duration,
         max_duration: timing.max_duration,
+        chunk_capacity: FIRST_CHUNK_BYTES,
     };
     let first = match running.fill().await {
         Ok(first) => first,
