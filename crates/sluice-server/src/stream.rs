@@ -13,6 +13,8 @@
 //! Before the response starts, the first chunk is produced (the query has then
 //! been accepted and its first rows read), so bad SQL, a parameter the database
 //! rejects or an early division by zero is still a proper 4xx/5xx JSON error.
+//! A result that ends within that first chunk (a short query) is sent whole,
+//! with a `Content-Length`, and needs no task (unless trailers were asked for).
 //! After the first byte the status cannot change: a later failure (a database
 //! error, the server restarting, a limit exceeded, shutdown) ends the body with an
 //! error, which makes hyper abort the chunked transfer so the client sees an
@@ -500,6 +502,14 @@ pub async fn respond(
             return Err(error);
         }
     };
+    if running.state == State::Complete && !output.trailers {
+        // The whole body came in the first chunk (a short query): it goes
+        // with a Content-Length, in one write, without a task, a channel and
+        // chunked framing, which cost more than such a query's encoding. The
+        // request is logged here, as its last byte is handed to the connection.
+        drop(running);
+        return Ok(with_headers(Body::from(first).into_response(), &output));
+    }
     let (sender, receiver) = mpsc::channel::<BodyFrame>(1);
     let ending = Arc::new(Ending::default());
     // The first chunk goes first; the channel has room for it.
@@ -533,11 +543,17 @@ pub async fn respond(
     )
     // Compression may poll again after the end.
     .fuse();
-    let mut response = (
+    let response = (
         StatusCode::OK,
         Body::new(http_body_util::StreamBody::new(body)),
     )
         .into_response();
+    Ok(with_headers(response, &output))
+}
+
+/// A 200 response's headers: the format's media type, and the trailers it
+/// will have.
+fn with_headers(mut response: Response, output: &Output) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -548,7 +564,7 @@ pub async fn respond(
     if output.trailers {
         headers.insert(header::TRAILER, HeaderValue::from_static(TRAILER_NAMES));
     }
-    Ok(response)
+    response
 }
 
 /// The task behind a body: fills chunks and hands each over as soon as the

@@ -350,6 +350,27 @@ async fn trailers_say_how_many_rows_a_complete_body_has() {
         .contains("division by zero"));
 }
 
+#[tokio::test]
+async fn a_body_within_the_first_chunk_has_a_length_and_a_longer_one_streams() {
+    use http_body::Body as _;
+    let (_db, _sessions, state) = setup().await;
+    // A short result is sent whole: its length is known (Content-Length).
+    let response = oneshot(&state, get_open("/queries/series?n=3", &[])).await;
+    assert_eq!(response.body().size_hint().exact(), Some(24));
+    assert_eq!(
+        body(response).await.unwrap(),
+        b"{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"
+    );
+    // One over the first chunk streams, chunked, to the end.
+    let response = oneshot(&state, get_open("/queries/series?n=200000", &[])).await;
+    assert_eq!(response.body().size_hint().exact(), None);
+    let streamed = body(response).await.unwrap();
+    assert_eq!(
+        streamed.iter().filter(|&&byte| byte == b'\n').count(),
+        200_000
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trailers_reach_an_http_1_1_client_on_the_wire() {
     let (_db, _sessions, state) = setup().await;
