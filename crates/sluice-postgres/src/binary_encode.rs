@@ -9,18 +9,30 @@
 //! check (typmods such as `char(3)` or `numeric(12,2)`, date ranges, JSON
 //! syntax, UTF-8), so an encoder only has to be exact, not complete.
 //!
-//! A column whose type has no encoder here (interval, timetz, enums, domains,
-//! composites, …) makes the whole COPY text: [`encoder_for`] answers `None`.
-//! A value an encoder cannot read is an [`EncodeError`] naming the value; the
-//! caller ties it to its input line and column.
+//! A column whose type has no encoder here (enums, domains, composites, an
+//! `interval` with fields such as `interval year`, …) makes the whole COPY
+//! text: [`encoder_for`] answers `None`. A value an encoder cannot read is an
+//! [`EncodeError`] naming the value; the caller ties it to its input line and
+//! column.
 //!
 //! The encoders read what the canonical forms allow and the usual ISO
 //! variants PostgreSQL also reads (a `T` between date and time, `Z` for UTC,
 //! surrounding blanks, `yes`/`no` booleans, braces around a UUID), but not
 //! every form of the server's date/time parser: month names, `DateStyle`
-//! orders, two-digit years and zone names are refused. A `timestamptz`
-//! without an offset is in the session's time zone, so `timestamptz` columns
-//! have an encoder only in a session whose zone is UTC.
+//! orders, two-digit years and zone names are refused. A `timestamptz` or
+//! `timetz` without an offset is in the session's time zone, so such columns
+//! have an encoder only in a session whose zone is UTC ([`SessionSettings`]).
+//!
+//! `interval` is the exception: its text is read as the server's
+//! `interval_in` reads it, every `IntervalStyle`'s output and the usual
+//! input alike (see the `interval` module for what is read and the few forms
+//! refused on purpose), in the target session's `IntervalStyle`, since in
+//! `sql_standard` a leading minus can apply to every field. A column whose
+//! interval type declares fields (`interval year`, `interval minute to
+//! second`) reads a bare number or `hh:mm` in those fields before the server
+//! truncates, so it has no encoder ([`encoder_for_column`]); a precision alone
+//! (`interval(3)`) is applied by `interval_recv` as by `interval_in`. A
+//! source's interval values are always text: value.rs defines no binary form.
 
 use std::fmt;
 

@@ -578,66 +578,131 @@ enum Pending {
 /// `DecodeInterval`: the fields, read from the last to the first.
 fn decode_fields(text: &[u8], signs: Signs) -> Parsed<Sum> {
     let tokens = tokenize(text)?;
-    let all_negative = signs == Signs::Leading && leading_minus_only(&tokens);
-    let mut sum = Sum::default();
-    let mut pending = Pending::Nothing;
+    let mut reader = FieldReader {
+        all_negative: signs == Signs::Leading && leading_minus_only(&tokens),
+        sum: Sum::default(),
+        pending: Pending::Nothing,
+        unit_word: false,
+        ago: false,
+    };
     let mut seen: Mask = 0;
-    // A unit word waits for its number (and none may follow it unused).
-    let mut unit_word = false;
-    let mut ago = false;
     for (index, token) in tokens.iter().enumerate().rev() {
         let mask = match *token {
-            Token::Word(letters) => {
-                if unit_word {
-                    return Err(Fault::Syntax);
-                }
-                match word(letters).ok_or(Fault::Syntax)? {
-                    Word::Unit(unit) => {
-                        pending = Pending::Unit(unit);
-                        unit_word = true;
-                    }
-                    // Only last: PostgreSQL 16 refuses `ago` elsewhere.
-                    Word::Ago if index + 1 == tokens.len() => {
-                        pending = Pending::Ago;
-                        ago = true;
-                    }
-                    Word::Ago => return Err(Fault::Syntax),
-                }
-                0
-            }
-            Token::Time(body) => {
-                set_time(&mut sum, body, false, all_negative)?;
-                pending = Pending::Unit(Unit::Day);
-                unit_word = false;
-                TIME_FIELDS
-            }
+            Token::Word(letters) => reader.word(letters, index + 1 == tokens.len())?,
+            Token::Time(body) => reader.time(body, false)?,
+            // A signed time that is not one is no number either.
             Token::Signed { negative, body } if body.contains(&b':') => {
-                set_time(&mut sum, body, negative, all_negative).map_err(|_| Fault::Syntax)?;
-                pending = Pending::Unit(Unit::Day);
-                unit_word = false;
-                TIME_FIELDS
+                reader.time(body, negative).map_err(|_| Fault::Syntax)?
             }
-            Token::Signed { negative, body } => {
-                unit_word = false;
-                number_field(body, negative, all_negative, &mut pending, &mut sum)?
-            }
-            Token::Number(body) => {
-                unit_word = false;
-                number_field(body, false, all_negative, &mut pending, &mut sum)?
-            }
+            Token::Signed { negative, body } => reader.number(body, negative)?,
+            Token::Number(body) => reader.number(body, false)?,
         };
         if mask & seen != 0 {
             return Err(Fault::Syntax);
         }
         seen |= mask;
     }
-    if seen == 0 || unit_word {
+    if seen == 0 || reader.unit_word {
         return Err(Fault::Syntax);
     }
-    if ago {
-        sum.negate()?;
+    if reader.ago {
+        reader.sum.negate()?;
     }
-    Ok(sum)
+    Ok(reader.sum)
+}
+
+/// The state of `decode_fields` between fields.
+struct FieldReader {
+    /// `sql_standard`'s leading minus applies to every field.
+    all_negative: bool,
+    sum: Sum,
+    pending: Pending,
+    /// A unit word waits for its number (none may follow it unused).
+    unit_word: bool,
+    /// The text ends with `ago`.
+    ago: bool,
+}
+
+impl FieldReader {
+    /// A unit word or `ago` (only last: PostgreSQL 16 refuses it elsewhere,
+    /// as it refuses a word after a word).
+    fn word(&mut self, letters: &[u8], last: bool) -> Parsed<Mask> {
+        if self.unit_word {
+            return Err(Fault::Syntax);
+        }
+        match word(letters).ok_or(Fault::Syntax)? {
+            Word::Unit(unit) => {
+                self.pending = Pending::Unit(unit);
+                self.unit_word = true;
+            }
+            Word::Ago if last => {
+                self.pending = Pending::Ago;
+                self.ago = true;
+            }
+            Word::Ago => return Err(Fault::Syntax),
+        }
+        Ok(0)
+    }
+
+    /// A time: it replaces the microseconds summed so far (as the server's
+    /// does; what it replaces is mostly a field it conflicts with), and a
+    /// number before it is days.
+    fn time(&mut self, body: &[u8], negative: bool) -> Parsed<Mask> {
+        let mut micros = time_micros(body)?;
+        if negative {
+            micros = -micros;
+        }
+        if self.all_negative && micros > 0 {
+            micros = -micros;
+        }
+        self.sum.micros = micros;
+        self.pending = Pending::Unit(Unit::Day);
+        self.unit_word = false;
+        Ok(TIME_FIELDS)
+    }
+
+    /// A number: `n`, `n.f`, `.f` or `years-months`, in the pending unit.
+    fn number(&mut self, body: &[u8], negative: bool) -> Parsed<Mask> {
+        self.unit_word = false;
+        let mut unit = match self.pending {
+            Pending::Nothing => Unit::Second,
+            Pending::Unit(unit) => unit,
+            Pending::Ago => return Err(Fault::Syntax),
+        };
+        let digits = run(body, |byte| byte.is_ascii_digit());
+        let mut value = match digits {
+            0 => 0,
+            _ => signed_i64(&body[..digits], negative)?,
+        };
+        let mut frac = 0.0;
+        match &body[digits..] {
+            [] if digits > 0 => {}
+            [b'.', ..] => {
+                frac = fraction_value(&body[digits..])?;
+                if negative {
+                    frac = -frac;
+                }
+            }
+            [b'-', months @ ..] if digits > 0 => {
+                value = years_months(value, months, negative)?;
+                unit = Unit::Month;
+            }
+            _ => return Err(Fault::Syntax),
+        }
+        if self.all_negative {
+            // Both have the field's sign: only a positive field turns.
+            if value > 0 {
+                value = -value;
+            }
+            if frac > 0.0 {
+                frac = -frac;
+            }
+        }
+        let mask = unit.add(value, frac, &mut self.sum)?;
+        // A number before hours is days (`1 2 hours`); other units stay.
+        self.pending = Pending::Unit(if unit == Unit::Hour { Unit::Day } else { unit });
+        Ok(mask)
+    }
 }
 
 /// SQL's rule (`sql_standard` only): the first field has a minus and no
@@ -647,20 +712,6 @@ fn leading_minus_only(tokens: &[Token<'_>]) -> bool {
         && !tokens[1..]
             .iter()
             .any(|token| matches!(token, Token::Signed { .. }))
-}
-
-/// A time field: it replaces the microseconds summed so far (as the
-/// server's does; what it replaces is mostly a field it conflicts with).
-fn set_time(sum: &mut Sum, body: &[u8], negative: bool, all_negative: bool) -> Parsed<()> {
-    let mut micros = time_micros(body)?;
-    if negative {
-        micros = -micros;
-    }
-    if all_negative && micros > 0 {
-        micros = -micros;
-    }
-    sum.micros = micros;
-    Ok(())
 }
 
 /// `hh:mm`, `hh:mm:ss[.f]` or `mm:ss.f` (`DecodeTimeCommon`): any number of
@@ -732,54 +783,6 @@ fn fraction_value(fraction: &[u8]) -> Parsed<f64> {
         .ok()
         .and_then(|text| text.parse().ok())
         .ok_or(Fault::Syntax)
-}
-
-/// A number field: `n`, `n.f`, `.f` or `years-months`, in the pending unit.
-fn number_field(
-    body: &[u8],
-    negative: bool,
-    all_negative: bool,
-    pending: &mut Pending,
-    sum: &mut Sum,
-) -> Parsed<Mask> {
-    let mut unit = match *pending {
-        Pending::Nothing => Unit::Second,
-        Pending::Unit(unit) => unit,
-        Pending::Ago => return Err(Fault::Syntax),
-    };
-    let digits = run(body, |byte| byte.is_ascii_digit());
-    let mut value = match digits {
-        0 => 0,
-        _ => signed_i64(&body[..digits], negative)?,
-    };
-    let mut frac = 0.0;
-    match &body[digits..] {
-        [] if digits > 0 => {}
-        [b'.', ..] => {
-            frac = fraction_value(&body[digits..])?;
-            if negative {
-                frac = -frac;
-            }
-        }
-        [b'-', months @ ..] if digits > 0 => {
-            value = years_months(value, months, negative)?;
-            unit = Unit::Month;
-        }
-        _ => return Err(Fault::Syntax),
-    }
-    if all_negative {
-        // Both have the field's sign: only a positive field turns.
-        if value > 0 {
-            value = -value;
-        }
-        if frac > 0.0 {
-            frac = -frac;
-        }
-    }
-    let mask = unit.add(value, frac, sum)?;
-    // A number before hours is days (`1 2 hours`); other units stay.
-    *pending = Pending::Unit(if unit == Unit::Hour { Unit::Day } else { unit });
-    Ok(mask)
 }
 
 /// SQL's `years-months` (`1-2`) as months; the months below 12.

@@ -175,6 +175,18 @@ const SPELLINGS: &[&str] = &[
     "PT04:05",
     "PT040506",
     "P-00010203",
+    // what sluice's own readers write: Arrow/Parquet (nanoseconds), JSON
+    // export (ISO with signed time fields), MariaDB TIME
+    "1 mons -2 days -3.500000000 secs",
+    "0 mons 0 days 0.000000500 secs",
+    "0 mons 0 days 0.000001500 secs",
+    "-2147483648 mons 2147483647 days 9223372036854.775807000 secs",
+    "12 mons 0 days -9223372036854.775808000 secs",
+    "PT0S",
+    "P1Y2M-3DT-4H-5M-6.5S",
+    "PT-0.000001S",
+    "-838:59:59.000000",
+    "838:59:59.999999",
     // unit words, abbreviations, plurals
     "1 microsecond",
     "2 microseconds",
