@@ -9,18 +9,30 @@
 //! check (typmods such as `char(3)` or `numeric(12,2)`, date ranges, JSON
 //! syntax, UTF-8), so an encoder only has to be exact, not complete.
 //!
-//! A column whose type has no encoder here (interval, timetz, enums, domains,
-//! composites, …) makes the whole COPY text: [`encoder_for`] answers `None`.
-//! A value an encoder cannot read is an [`EncodeError`] naming the value; the
-//! caller ties it to its input line and column.
+//! A column whose type has no encoder here (enums, domains, composites, an
+//! `interval` with fields such as `interval year`, …) makes the whole COPY
+//! text: [`encoder_for`] answers `None`. A value an encoder cannot read is an
+//! [`EncodeError`] naming the value; the caller ties it to its input line and
+//! column.
 //!
 //! The encoders read what the canonical forms allow and the usual ISO
 //! variants PostgreSQL also reads (a `T` between date and time, `Z` for UTC,
 //! surrounding blanks, `yes`/`no` booleans, braces around a UUID), but not
 //! every form of the server's date/time parser: month names, `DateStyle`
-//! orders, two-digit years and zone names are refused. A `timestamptz`
-//! without an offset is in the session's time zone, so `timestamptz` columns
-//! have an encoder only in a session whose zone is UTC.
+//! orders, two-digit years and zone names are refused. A `timestamptz` or
+//! `timetz` without an offset is in the session's time zone, so such columns
+//! have an encoder only in a session whose zone is UTC ([`SessionSettings`]).
+//!
+//! `interval` is the exception: its text is read as the server's
+//! `interval_in` reads it, every `IntervalStyle`'s output and the usual
+//! input alike (see the `interval` module for what is read and the few forms
+//! refused on purpose), in the target session's `IntervalStyle`, since in
+//! `sql_standard` a leading minus can apply to every field. A column whose
+//! interval type declares fields (`interval year`, `interval minute to
+//! second`) reads a bare number or `hh:mm` in those fields before the server
+//! truncates, so it has no encoder ([`encoder_for_column`]); a precision alone
+//! (`interval(3)`) is applied by `interval_recv` as by `interval_in`. A
+//! source's interval values are always text: value.rs defines no binary form.
 
 use std::fmt;
 
@@ -30,6 +42,10 @@ use postgres_protocol::Oid;
 use sluice_core::{calendar, Column, DecimalText, Encoding, Kind};
 
 use crate::types;
+
+mod interval;
+
+use interval::{parse_interval, Signs};
 
 /// Why one value has no binary form: the message and SQLSTATE are the ones
 /// the server gives for the same text (`22P02`, `invalid input syntax for
@@ -45,6 +61,7 @@ const INVALID_TEXT_REPRESENTATION: &str = "22P02";
 const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 const DATETIME_FIELD_OVERFLOW: &str = "22008";
 const INVALID_DATETIME_FORMAT: &str = "22007";
+const INVALID_TIME_ZONE_DISPLACEMENT: &str = "22009";
 const INVALID_PARAMETER_VALUE: &str = "22023";
 const INVALID_BINARY_REPRESENTATION: &str = "22P03";
 const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
@@ -148,6 +165,10 @@ enum Scalar {
     Timestamp,
     TimestampTz,
     Uuid,
+    /// `interval`, read with the session's rule for a leading minus.
+    Interval(Signs),
+    /// `timetz`: a time and its UTC offset.
+    TimeTz,
 }
 
 /// Scalars and the array type over each, by OID: the one table of which
@@ -169,6 +190,9 @@ const SCALAR_TYPES: &[(Oid, Oid, Scalar)] = &[
     (1083, 1183, Scalar::Time),
     (1114, 1115, Scalar::Timestamp),
     (1184, 1185, Scalar::TimestampTz),
+    // The sign rule is the session's, set by `encoder_for`.
+    (1186, 1187, Scalar::Interval(Signs::PerField)),
+    (1266, 1270, Scalar::TimeTz),
     (1700, 1231, Scalar::Numeric),
     (2950, 2951, Scalar::Uuid),
     (3802, 3807, Scalar::Jsonb),
@@ -199,35 +223,57 @@ enum Shape {
     },
 }
 
+/// The settings of the target's session that decide what some texts mean
+/// to the server, so that an encoder reads them the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionSettings<'a> {
+    /// `TimeZone` (`Connection::time_zone`): the zone of a time without offset.
+    pub time_zone: &'a str,
+    /// `IntervalStyle` (`Connection::interval_style`): in `sql_standard` a
+    /// leading minus can make every field of an interval negative.
+    pub interval_style: &'a str,
+}
+
 /// The encoder for values of `source` going into a column of type
-/// `target_type`, or `None` when this module has none (then the COPY stays
-/// text). The source's kind must be the one the target type's values have, so
-/// that its canonical form is the one parsed here.
-/// `time_zone` is the session's (`Connection::time_zone`).
-pub fn encoder_for(target_type: Oid, source: &Column, time_zone: &str) -> Option<ValueEncoder> {
+/// `target_type` without a type modifier, or `None` when this module has
+/// none (then the COPY stays text). The source's kind must be the one the
+/// target type's values have, so that its canonical form is the one parsed
+/// here. `session` is the target's.
+pub fn encoder_for(
+    target_type: Oid,
+    source: &Column,
+    session: &SessionSettings<'_>,
+) -> Option<ValueEncoder> {
     let expected_kind = types::builtin(target_type).map(|(kind, _)| kind)?;
     if source.kind != expected_kind {
         return None;
     }
-    let zoned = matches!(&expected_kind, Kind::TimestampTz)
-        || matches!(&expected_kind, Kind::Array(element) if **element == Kind::TimestampTz);
-    if zoned && !is_utc(time_zone) {
+    // A time without an offset is in the session's zone: read only in UTC.
+    let element = match &expected_kind {
+        Kind::Array(element) => element,
+        kind => kind,
+    };
+    if matches!(element, Kind::TimestampTz | Kind::TimeTz) && !is_utc(session.time_zone) {
         return None;
     }
+    let in_session = |scalar: Scalar| match scalar {
+        Scalar::Interval(_) => Signs::of_style(session.interval_style).map(Scalar::Interval),
+        scalar => Some(scalar),
+    };
     let shape = SCALAR_TYPES
         .iter()
         .find_map(|&(scalar_type, array_type, scalar)| {
             if target_type == scalar_type {
-                Some(Shape::Scalar(scalar))
+                Some(in_session(scalar).map(Shape::Scalar))
             } else if target_type == array_type {
-                Some(Shape::Array {
-                    element: scalar,
+                Some(in_session(scalar).map(|element| Shape::Array {
+                    element,
                     element_type: scalar_type,
-                })
+                }))
             } else {
                 None
             }
-        })?;
+        })??;
     let binary_source = source.encoding == Encoding::Binary;
     if binary_source && !reads_binary(&shape) {
         return None;
@@ -241,8 +287,13 @@ pub fn encoder_for(target_type: Oid, source: &Column, time_zone: &str) -> Option
 /// The encoder for a table column as [`crate::describe_table`] describes it:
 /// its type is known by the name the built-in table gives its OID
 /// (`types::name_of`), so no further catalog query is needed; an extension's
-/// text type is known by its name.
-pub fn encoder_for_column(column: &Column, time_zone: &str) -> Option<ValueEncoder> {
+/// text type is known by its name. `declared_type` is the column's type with
+/// its modifier, as the catalog spells it (`TableInfo::declared_type`).
+pub fn encoder_for_column(
+    column: &Column,
+    declared_type: Option<&str>,
+    session: &SessionSettings<'_>,
+) -> Option<ValueEncoder> {
     if column.kind == Kind::Text && TEXT_EXTENSION_TYPES.contains(&column.type_name.as_str()) {
         return Some(ValueEncoder {
             shape: Shape::Scalar(Scalar::Text),
@@ -253,7 +304,33 @@ pub fn encoder_for_column(column: &Column, time_zone: &str) -> Option<ValueEncod
         .iter()
         .flat_map(|&(scalar_type, array_type, _)| [scalar_type, array_type])
         .find(|&oid| types::builtin(oid).is_some_and(|(_, name)| name == column.type_name))?;
-    encoder_for(oid, column, time_zone)
+    if matches!(oid, 1186 | 1187) && !interval_fields_unrestricted(declared_type?) {
+        return None;
+    }
+    encoder_for(oid, column, session)
+}
+
+/// Whether an `interval` column's declared type reads its text as a plain
+/// `interval` does: `interval` or `interval(p)`, or arrays of them. Fields
+/// (`interval year`, `interval minute to second`) change what a text means
+/// (a bare `1` is a year; `1:30` minutes and seconds) before the server
+/// truncates, so such a column has no encoder. A precision only rounds the
+/// seconds, which `interval_recv` does to a binary value as well.
+fn interval_fields_unrestricted(declared_type: &str) -> bool {
+    let scalar = declared_type
+        .strip_suffix("[]")
+        .unwrap_or(declared_type)
+        .trim_end();
+    let Some(rest) = scalar.strip_prefix("interval") else {
+        return false;
+    };
+    let precision = rest
+        .strip_prefix('(')
+        .and_then(|rest| rest.strip_suffix(')'));
+    rest.is_empty()
+        || precision.is_some_and(|digits| {
+            !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
+        })
 }
 
 /// Whether a session in `time_zone` reads a timestamp without an offset as
@@ -388,6 +465,13 @@ fn write_text(
         Scalar::Timestamp => wire::timestamp_to_sql(parse_timestamp(text, Zone::Ignored)?, out),
         Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::Utc)?, out),
         Scalar::Uuid => wire::uuid_to_sql(parse_uuid(text)?, out),
+        Scalar::Interval(signs) => parse_interval(text, signs)?.write(out),
+        Scalar::TimeTz => {
+            let (micros, offset_east) = parse_timetz(text)?;
+            out.put_i64(micros);
+            // The binary form counts the offset in seconds west of UTC.
+            out.put_i32(-offset_east);
+        }
     }
     Ok(())
 }
@@ -956,11 +1040,8 @@ fn parse_timestamp(text: &[u8], zone: Zone) -> Result<i64, EncodeError> {
                 Zone::Ignored => 0,
                 Zone::Utc => offset.unwrap_or(0),
             };
-            if offset.abs() > 15 * 3600 + 59 * 60 + 59 {
-                return Err(EncodeError::new(
-                    INVALID_DATETIME_FORMAT,
-                    format!("time zone displacement out of range: {}", quoted(text)),
-                ));
+            if offset.abs() > MAX_OFFSET {
+                return Err(displacement_range(text));
             }
             (i128::from(days) * SECONDS_PER_DAY - i128::from(offset)) * MICROS_PER_SECOND
                 + since_midnight
@@ -972,6 +1053,33 @@ fn parse_timestamp(text: &[u8], zone: Zone) -> Result<i64, EncodeError> {
             format!("timestamp out of range: {}", quoted(text)),
         )
     })
+}
+
+/// The largest UTC offset the server takes, 15:59:59, in seconds.
+const MAX_OFFSET: i64 = 15 * 3600 + 59 * 60 + 59;
+
+fn displacement_range(text: &[u8]) -> EncodeError {
+    EncodeError::new(
+        INVALID_TIME_ZONE_DISPLACEMENT,
+        format!("time zone displacement out of range: {}", quoted(text)),
+    )
+}
+
+/// A `timetz` text, `HH:MM[:SS[.f]]` (up to `24:00:00`) and a UTC offset
+/// (`+05:45`, `-03`, `+0530`, `+05:30:15`, `Z`), as microseconds since
+/// midnight and the offset in seconds east of UTC. Without an offset the
+/// time is UTC: a `timetz` column has an encoder only in a UTC session, see
+/// [`encoder_for`]. Zone names and abbreviations are refused.
+fn parse_timetz(text: &[u8]) -> Result<(i64, i32), EncodeError> {
+    let syntax = || EncodeError::syntax("time with time zone", text);
+    let (clock, offset) = split_offset(trim(text)).ok_or_else(syntax)?;
+    let micros = parse_clock(trim(clock)).ok_or_else(syntax)?;
+    let offset = offset.unwrap_or(0);
+    if offset.abs() > MAX_OFFSET {
+        return Err(displacement_range(text));
+    }
+    // Both fit: a day's microseconds and 15:59:59.
+    Ok((micros as i64, offset as i32))
 }
 
 // ------------------------------------------------------------ uuid and bytea --
@@ -1303,9 +1411,21 @@ impl ArrayReader<'_> {
 mod tests {
     use super::*;
 
+    fn session(time_zone: &str) -> SessionSettings<'_> {
+        SessionSettings {
+            time_zone,
+            interval_style: "postgres",
+        }
+    }
+
+    const UTC: SessionSettings<'static> = SessionSettings {
+        time_zone: "UTC",
+        interval_style: "postgres",
+    };
+
     fn encoded(type_oid: Oid, kind: Kind, value: &str) -> Result<Vec<u8>, EncodeError> {
         let column = Column::new("c", kind, "");
-        let encoder = encoder_for(type_oid, &column, "UTC").expect("an encoder");
+        let encoder = encoder_for(type_oid, &column, &UTC).expect("an encoder");
         let mut out = BytesMut::new();
         encoder.encode(value.as_bytes(), &mut out)?;
         Ok(out[4..].to_vec())
@@ -1363,7 +1483,7 @@ mod tests {
     #[test]
     fn binary_sources_change_width_with_a_range_check() {
         let column = Column::new("c", Kind::Integer, "int8").with_encoding(Encoding::Binary);
-        let encoder = encoder_for(23, &column, "UTC").expect("an encoder");
+        let encoder = encoder_for(23, &column, &UTC).expect("an encoder");
         let mut out = BytesMut::new();
         encoder.encode(&7i64.to_be_bytes(), &mut out).unwrap();
         assert_eq!(&out[..], [0, 0, 0, 4, 0, 0, 0, 7]);
@@ -1373,20 +1493,64 @@ mod tests {
         assert_eq!(error.code(), "22003");
         assert_eq!(out.len(), 8, "a failed value leaves nothing behind");
         let text = Column::new("c", Kind::Text, "text").with_encoding(Encoding::Binary);
-        assert!(encoder_for(25, &text, "UTC").is_none());
+        assert!(encoder_for(25, &text, &UTC).is_none());
     }
 
     #[test]
     fn timestamptz_has_an_encoder_only_in_a_utc_session() {
         let column = Column::new("c", Kind::TimestampTz, "timestamptz");
-        assert!(encoder_for(1184, &column, "Etc/UTC").is_some());
-        assert!(encoder_for(1184, &column, "Asia/Kathmandu").is_none());
+        assert!(encoder_for(1184, &column, &session("Etc/UTC")).is_some());
+        assert!(encoder_for(1184, &column, &session("Asia/Kathmandu")).is_none());
         let array = Column::new(
             "c",
             Kind::Array(Box::new(Kind::TimestampTz)),
             "_timestamptz",
         );
-        assert!(encoder_for(1185, &array, "Europe/Paris").is_none());
+        assert!(encoder_for(1185, &array, &session("Europe/Paris")).is_none());
+        let timetz = Column::new("c", Kind::TimeTz, "timetz");
+        assert!(encoder_for(1266, &timetz, &session("UTC")).is_some());
+        assert!(encoder_for(1266, &timetz, &session("Europe/Paris")).is_none());
+    }
+
+    #[test]
+    fn timetz_offsets_count_seconds_west() {
+        let bytes = encoded(1266, Kind::TimeTz, "12:00:00+05:30").unwrap();
+        assert_eq!(bytes[..8], (12 * 3_600_000_000i64).to_be_bytes());
+        assert_eq!(bytes[8..], (-19_800i32).to_be_bytes());
+        let bytes = encoded(1266, Kind::TimeTz, "24:00:00Z").unwrap();
+        assert_eq!(bytes[8..], [0, 0, 0, 0]);
+        let error = encoded(1266, Kind::TimeTz, "12:00+16").unwrap_err();
+        assert_eq!(error.code(), "22009");
+        assert!(encoded(1266, Kind::TimeTz, "12:00 EST").is_err());
+    }
+
+    #[test]
+    fn intervals_are_microseconds_days_months() {
+        let bytes = encoded(1186, Kind::Interval, "1 year 2 mons 3 days 00:00:01").unwrap();
+        assert_eq!(bytes[..8], 1_000_000i64.to_be_bytes());
+        assert_eq!(bytes[8..12], 3i32.to_be_bytes());
+        assert_eq!(bytes[12..], 14i32.to_be_bytes());
+    }
+
+    #[test]
+    fn interval_columns_with_fields_have_no_encoder() {
+        let column = Column::new("c", Kind::Interval, "interval");
+        let with = |declared| encoder_for_column(&column, declared, &UTC).is_some();
+        assert!(with(Some("interval")));
+        assert!(with(Some("interval(3)")));
+        assert!(!with(Some("interval year")));
+        assert!(!with(Some("interval minute to second(2)")));
+        assert!(!with(None));
+        let array = Column::new("c", Kind::Array(Box::new(Kind::Interval)), "_interval");
+        let with = |declared| encoder_for_column(&array, declared, &UTC).is_some();
+        assert!(with(Some("interval[]")));
+        assert!(!with(Some("interval day[]")));
+        // A session whose interval style this module does not know: none.
+        let odd = SessionSettings {
+            time_zone: "UTC",
+            interval_style: "",
+        };
+        assert!(encoder_for(1186, &column, &odd).is_none());
     }
 
     #[test]

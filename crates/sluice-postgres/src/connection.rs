@@ -87,6 +87,8 @@ pub struct Connection {
     server_version: String,
     /// The session's `TimeZone`, as the server last reported it.
     time_zone: String,
+    /// The session's `IntervalStyle`, likewise.
+    interval_style: String,
     /// How long a wait on the server may go without anything moving, and
     /// whether one already timed out (see [`Connection::set_wait_timeout`]).
     wait_limit: WaitLimit,
@@ -255,6 +257,7 @@ impl Connection {
             secret_key: 0,
             server_version: String::new(),
             time_zone: String::new(),
+            interval_style: String::new(),
             wait_limit: WaitLimit::default(),
             statements: statements::Statements::default(),
             spare_batch: Batch::default(),
@@ -515,13 +518,21 @@ impl Connection {
         &self.time_zone
     }
 
+    /// The session's `IntervalStyle` (`postgres`), as the server reports it
+    /// at login and after every change; empty before it has.
+    pub fn interval_style(&self) -> &str {
+        &self.interval_style
+    }
+
     /// Keeps the settings the server reports that sluice reads later: its
-    /// version, and the time zone timestamps without an offset are read in.
+    /// version, the time zone timestamps without an offset are read in, and
+    /// the interval style (which decides what a leading minus means).
     pub(crate) fn note_parameter(&mut self, body: &ParameterStatusBody) -> Result<(), Error> {
         let value = || body.value().map(str::to_owned).map_err(Error::io);
         match body.name().map_err(Error::io)? {
             "server_version" => self.server_version = value()?,
             "TimeZone" => self.time_zone = value()?,
+            "IntervalStyle" => self.interval_style = value()?,
             _ => {}
         }
         Ok(())

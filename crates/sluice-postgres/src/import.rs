@@ -36,7 +36,7 @@ pub use sluice_core::load::{
 };
 use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 
-use crate::binary_encode::{encoder_for_column, native_encoder, ValueEncoder};
+use crate::binary_encode::{encoder_for_column, native_encoder, SessionSettings, ValueEncoder};
 use crate::copy_in::{error_position, CopyIn};
 use crate::copy_in_binary::CopyInBinary;
 use crate::types;
@@ -164,7 +164,11 @@ pub(crate) async fn import_rows(
             Opening::Columns { columns, more } => (columns, more),
             Opening::Empty(summary) => return Ok(summary),
         };
-    let plan = Plan::new(table, &columns, options, scope, connection.time_zone());
+    let session = SessionSettings {
+        time_zone: connection.time_zone(),
+        interval_style: connection.interval_style(),
+    };
+    let plan = Plan::new(table, &columns, options, scope, &session);
     if plan.native() && matches!(options.method, Method::Insert { .. }) {
         return Err(Error::new(
             ErrorKind::Unsupported,
@@ -265,9 +269,10 @@ const STAGE: &str = "sluice_import_stage";
 /// as they are; others are encoded when binary COPY is asked for and every
 /// column has an encoder.
 fn encoders_for(
+    table: &TableInfo,
     columns: &[Column],
     options: &ImportOptions,
-    time_zone: &str,
+    session: &SessionSettings<'_>,
 ) -> Option<Vec<ValueEncoder>> {
     if all_native(columns) {
         return Some(vec![native_encoder(); columns.len()]);
@@ -277,7 +282,9 @@ fn encoders_for(
         .then(|| {
             columns
                 .iter()
-                .map(|column| encoder_for_column(column, time_zone))
+                .map(|column| {
+                    encoder_for_column(column, table.declared_type(&column.name), session)
+                })
                 .collect()
         })
         .flatten()
@@ -293,13 +300,13 @@ fn all_native(columns: &[Column]) -> bool {
 }
 
 impl Plan {
-    /// `time_zone`: the session's, for the binary encoders.
+    /// `session`: the target session's settings, for the binary encoders.
     fn new(
         table: &TableInfo,
         columns: &[Column],
         options: &ImportOptions,
         scope: Scope,
-        time_zone: &str,
+        session: &SessionSettings<'_>,
     ) -> Plan {
         let list = column_list(columns);
         let conflict = |select: &str| -> String {
@@ -361,7 +368,7 @@ impl Plan {
             upsert,
             dry_run: options.dry_run,
             scope,
-            encoders: encoders_for(columns, options, time_zone),
+            encoders: encoders_for(table, columns, options, session),
         }
     }
 
