@@ -65,8 +65,8 @@
 #     (and, from MariaDB, `ALTER SCHEMA '<database>' RENAME TO 'public'`); its
 #     command files are in the report;
 #   - plain TCP for every client: PGSSLMODE (default disable) for psql, and the
-#     same value as pgloader's `?sslmode=`; sluice has no TLS on PostgreSQL and
-#     connects to MariaDB with ssl-mode=DISABLED; pgloader's MySQL driver has
+#     same value as pgloader's `?sslmode=`; sluice reads PGSSLMODE as libpq does
+#     and connects to MariaDB with ssl-mode=DISABLED; pgloader's MySQL driver has
 #     no TLS;
 #   - a MariaDB password, if the URL has one, reaches pgloader in MYSQL_PWD
 #     (which it reads when its URL has none; untested here, root has none).

@@ -54,10 +54,10 @@
 # for psql and psycopg the proxy's count from the untimed checked run (the
 # sluice runs' proxy counts are in the report's raw section, for comparison).
 #
-# TLS: sluice connects without TLS. libpq clients default to sslmode=prefer,
-# so against a server with ssl=on psql and psycopg would encrypt everything
-# and pay for it while sluice doesn't; PGSSLMODE defaults to disable here
-# unless set (the report says what each client used). An sslmode in the URL
+# TLS: every client here (psql, psycopg, and sluice, which reads PGSSLMODE as
+# libpq does) defaults to sslmode=prefer, so against a server with ssl=on each
+# would encrypt everything; PGSSLMODE defaults to disable here, plain TCP for
+# all, unless set (the report says what each client used). An sslmode in the URL
 # wins over PGSSLMODE.
 #
 # Exit status: 0 if all went well (missing the 1.3× target is reported, not an

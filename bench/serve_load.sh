@@ -160,9 +160,13 @@ stop_background() {
     SAMPLER_PID="" SLUICE_PID="" FASTAPI_PID=""
 }
 
+# Plain TCP for both servers, whatever PGSSLMODE says: the peer connects with
+# ssl=False (bench/serve_load_fastapi.py).
+if [[ $URL == *\?* ]]; then SSL_OFF="&sslmode=disable"; else SSL_OFF="?sslmode=disable"; fi
+PLAIN_URL="$URL$SSL_OFF"
 cat >"$WORK/sluice.toml" <<EOF
 [databases.main]
-url = "$URL"
+url = "$PLAIN_URL"
 pool_size = $POOL_SIZE
 pool_wait = "${POOL_WAIT}s"
 
@@ -771,7 +775,7 @@ VERDICTS=()
     echo "sluice's configuration:"
     echo
     echo '```toml'
-    sed "s#^url = .*#url = \"$URL_SHOWN\"#" "$WORK/sluice.toml"
+    sed "s#^url = .*#url = \"$URL_SHOWN$SSL_OFF\"#" "$WORK/sluice.toml"
     echo '```'
     echo
     echo "## Raw runs"

@@ -58,9 +58,9 @@ log() { printf '[%s] %s\n' "${LOG_PREFIX:-bench}" "$*" >&2; }
 # unaligned tuples-only output so results can be read into variables.
 pg() { psql "$URL" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 
-# sluice has no TLS; psql and psycopg (libpq, sslmode=prefer) would encrypt when
-# the server offers it and pay for that. Compare like with like: plain TCP for
-# every client unless PGSSLMODE is set.
+# libpq's sslmode=prefer is every client's default (psql, psycopg, and sluice,
+# which reads PGSSLMODE too): each would encrypt when the server offers TLS.
+# Compare like with like: plain TCP for every client unless PGSSLMODE is set.
 export PGSSLMODE=${PGSSLMODE:-disable}
 
 # ------------------------------------------------------------------ clients --

@@ -60,7 +60,11 @@ impl<K: Connector> managed::Manager for Manager<K> {
 
     async fn create(&self) -> Result<Slot<K>, Error> {
         Ok(Slot {
-            connection: Some(self.connector.connect().await?),
+            // Boxed: a connect future (TLS handshake, login) is kilobytes,
+            // and unboxed it would be part of every checkout's future, which
+            // the gateway moves onto the heap for each request, though a
+            // pooled session is usually there already.
+            connection: Some(Box::pin(self.connector.connect()).await?),
             settings: None,
         })
     }

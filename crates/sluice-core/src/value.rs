@@ -58,6 +58,8 @@
 //! target of the same product whose columns have the same types as the
 //! source's reads them. No format does: they are refused there.
 
+use std::borrow::Cow;
+
 /// How a column's values are spelled and how formats should render them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -198,8 +200,15 @@ impl Schema {
     /// Column names made unique, in column order: the first occurrence of a name is
     /// kept as is and each later duplicate gets the smallest suffix `_2`, `_3`, … that
     /// is not already taken. JSON objects need unique keys; this rule is deterministic
-    /// and keeps every column's data.
-    pub fn unique_names(&self) -> Vec<String> {
+    /// and keeps every column's data. Names kept as they are are borrowed.
+    pub fn unique_names(&self) -> Vec<Cow<'_, str>> {
+        if !self.has_duplicate_names() {
+            return self
+                .columns
+                .iter()
+                .map(|column| Cow::Borrowed(column.name.as_str()))
+                .collect();
+        }
         let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
         // Reserve every original name first so a renamed duplicate never collides
         // with a later column that genuinely carries that name.
@@ -210,20 +219,39 @@ impl Schema {
         let mut names = Vec::with_capacity(self.columns.len());
         for column in &self.columns {
             if seen.insert(column.name.as_str()) {
-                names.push(column.name.clone());
+                names.push(Cow::Borrowed(column.name.as_str()));
                 continue;
             }
             let mut suffix = 2usize;
             loop {
                 let candidate = format!("{}_{}", column.name, suffix);
                 if used.insert(candidate.clone()) {
-                    names.push(candidate);
+                    names.push(Cow::Owned(candidate));
                     break;
                 }
                 suffix += 1;
             }
         }
         names
+    }
+
+    /// Whether two columns share a name. The gateway asks once per response,
+    /// so the usual handful of columns is compared pairwise: hashing every
+    /// name into sets cost more than encoding a short query's rows.
+    fn has_duplicate_names(&self) -> bool {
+        const PAIRWISE_UP_TO: usize = 32;
+        let columns = &self.columns;
+        if columns.len() <= PAIRWISE_UP_TO {
+            return columns.iter().enumerate().any(|(index, column)| {
+                columns[..index]
+                    .iter()
+                    .any(|earlier| earlier.name == column.name)
+            });
+        }
+        let mut seen = std::collections::HashSet::with_capacity(columns.len());
+        !columns
+            .iter()
+            .all(|column| seen.insert(column.name.as_str()))
     }
 }
 
@@ -301,7 +329,22 @@ mod tests {
 
     #[test]
     fn duplicate_names_get_suffixes_that_never_collide() {
-        let names = schema(&["id", "id", "id_2", "x", "id"]).unique_names();
-        assert_eq!(names, ["id", "id_3", "id_2", "x", "id_4"]);
+        let schema = schema(&["id", "id", "id_2", "x", "id"]);
+        assert_eq!(schema.unique_names(), ["id", "id_3", "id_2", "x", "id_4"]);
+    }
+
+    #[test]
+    fn names_are_checked_for_duplicates_in_wide_schemas_too() {
+        let mut names: Vec<String> = (0..40).map(|index| format!("c{index}")).collect();
+        let wide = names.iter().map(String::as_str).collect::<Vec<_>>();
+        assert_eq!(
+            schema(&wide).unique_names(),
+            names,
+            "no duplicate: as they are"
+        );
+        names.push("c39".to_owned());
+        let wide = names.iter().map(String::as_str).collect::<Vec<_>>();
+        assert_eq!(schema(&wide).unique_names().last().unwrap(), "c39_2");
+        assert_eq!(schema(&["a", "b", "a"]).unique_names(), ["a", "b", "a_2"]);
     }
 }

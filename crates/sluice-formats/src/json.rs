@@ -16,8 +16,9 @@ enum Render {
 }
 
 struct ColumnPlan {
-    /// `"name":`, preceded by `,` for all but the first column.
-    key: Vec<u8>,
+    /// Where in [`JsonEncoder::keys`] this column's `"name":` is, preceded by
+    /// `,` for all but the first column.
+    key: std::ops::Range<usize>,
     render: Render,
 }
 
@@ -30,6 +31,9 @@ pub struct JsonEncoder {
     array: bool,
     options: JsonOptions,
     plan: Vec<ColumnPlan>,
+    /// Every column's key, one after the other: one allocation per response
+    /// rather than one per column.
+    keys: Vec<u8>,
     rows_written: u64,
     /// A value arriving in pieces: bytes not yet base64-encoded (at most two), or
     /// the whole value for kinds that cannot be rendered piecewise.
@@ -43,6 +47,7 @@ impl JsonEncoder {
             array: false,
             options,
             plan: Vec::new(),
+            keys: Vec::new(),
             rows_written: 0,
             carry: Vec::new(),
         }
@@ -112,18 +117,21 @@ fn piecewise(render: &Render) -> Piecewise {
 impl Encoder for JsonEncoder {
     fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
         crate::require_text(schema)?;
-        self.plan = schema
-            .unique_names()
+        let names = schema.unique_names();
+        self.keys.clear();
+        self.keys
+            .reserve(names.iter().map(|name| name.len() + 4).sum::<usize>());
+        self.plan = names
             .iter()
             .zip(&schema.columns)
             .enumerate()
             .map(|(index, (name, column))| {
-                let mut key = Vec::with_capacity(name.len() + 4);
+                let start = self.keys.len();
                 if index > 0 {
-                    key.push(b',');
+                    self.keys.push(b',');
                 }
-                write_string(name.as_bytes(), &mut key);
-                key.push(b':');
+                write_string(name.as_bytes(), &mut self.keys);
+                self.keys.push(b':');
                 let render = match column.kind {
                     Kind::Integer => Render::Verbatim,
                     Kind::Text | Kind::Date | Kind::Time | Kind::TimeTz | Kind::Other => {
@@ -131,7 +139,10 @@ impl Encoder for JsonEncoder {
                     }
                     ref other => Render::General(other.clone()),
                 };
-                ColumnPlan { key, render }
+                ColumnPlan {
+                    key: start..self.keys.len(),
+                    render,
+                }
             })
             .collect();
         self.rows_written = 0;
@@ -145,7 +156,7 @@ impl Encoder for JsonEncoder {
         for row in batch.rows() {
             self.start_row(output);
             for index in 0..self.plan.len() {
-                output.extend_from_slice(&self.plan[index].key);
+                output.extend_from_slice(&self.keys[self.plan[index].key.clone()]);
                 self.write_value(index, row.get(index), output);
             }
             self.close_row(output);
@@ -164,13 +175,13 @@ impl Encoder for JsonEncoder {
         value: Option<&[u8]>,
         output: &mut Vec<u8>,
     ) -> Result<(), Error> {
-        output.extend_from_slice(&self.plan[column].key);
+        output.extend_from_slice(&self.keys[self.plan[column].key.clone()]);
         self.write_value(column, value, output);
         Ok(())
     }
 
     fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
-        output.extend_from_slice(&self.plan[column].key);
+        output.extend_from_slice(&self.keys[self.plan[column].key.clone()]);
         self.carry.clear();
         match piecewise(&self.plan[column].render) {
             Piecewise::Bytes => {

@@ -16,6 +16,8 @@
 //! Rows are parsed straight out of the connection's read buffer into a reused
 //! [`Batch`]; memory is one read buffer plus one batch, whatever the row count.
 
+use std::sync::Arc;
+
 use postgres_protocol::message::backend::Message;
 use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, Schema};
 
@@ -114,7 +116,7 @@ enum Inner {
 #[derive(Debug)]
 pub(crate) struct RowStream {
     connection: Connection,
-    schema: Schema,
+    schema: Arc<Schema>,
     batch: Batch,
     state: State,
     fetch_size: Option<u32>,
@@ -136,20 +138,19 @@ impl QueryStream {
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
         let reuse = options.reuse_statement && !options.lob_inline;
-        let (columns, catalog, statement) = match connection.statements.get(sql).filter(|_| reuse) {
+        let (described, statement) = match connection.statements.get(sql).filter(|_| reuse) {
             Some(prepared) => cached(&mut connection, &prepared, &options).await?,
             None => describe(&mut connection, sql, &options, reuse).await?,
         };
-        let oids: Vec<Oid> = columns.iter().map(|(_, oid, _)| *oid).collect();
-        let mut schema = types::schema_of(&columns, &catalog);
+        let Described { oids, mut schema } = described;
         let lob_inline = options.lob_inline && oids.contains(&crate::lob::OID);
         if lob_inline {
             crate::lob::prepare(&mut connection, sql, &oids).await?;
-            schema = crate::lob::rewritten_schema(schema);
+            schema = Arc::new(crate::lob::rewritten_schema(unshared(schema)));
         } else if options.native_values && oids.iter().all(|oid| types::portable_binary(*oid)) {
-            schema = all_native(schema);
+            schema = Arc::new(all_native(unshared(schema)));
         } else if options.binary_values {
-            schema = binary_where_possible(schema, &oids);
+            schema = Arc::new(binary_where_possible(unshared(schema), &oids));
         }
         let rows = RowStream::bind(connection, &statement, schema, &options).await?;
         let inner = match lob_inline {
@@ -241,34 +242,44 @@ fn all_native(schema: Schema) -> Schema {
     Schema { columns }
 }
 
-/// Prepares `sql` as the unnamed statement, checks the parameter count and
-/// looks up the result columns' types; after an error the exchange is ended.
-/// A statement's result columns, their types' catalog entries, and the
-/// statement's name on the session.
-type Described = (Vec<(String, Oid, i32)>, types::Catalog, String);
+/// A statement's result columns: their type OIDs and the schema they make
+/// (shared with the session's statement cache, so a repeated query copies
+/// nothing).
+struct Described {
+    oids: Arc<[Oid]>,
+    schema: Arc<Schema>,
+}
 
-/// A statement the session keeps prepared: nothing to ask the server.
+/// A schema to change: the shared one itself when nobody else holds it.
+fn unshared(schema: Arc<Schema>) -> Schema {
+    Arc::unwrap_or_clone(schema)
+}
+
+/// A statement the session keeps prepared: nothing to ask the server. Also
+/// returns the statement's name.
 async fn cached(
     connection: &mut Connection,
     prepared: &Prepared,
     options: &QueryOptions,
-) -> Result<Described, Error> {
+) -> Result<(Described, String), Error> {
     check_parameter_count(connection, prepared.parameters, options).await?;
-    Ok((
-        prepared.columns.clone(),
-        prepared.catalog.clone(),
-        prepared.name.clone(),
-    ))
+    let described = Described {
+        oids: prepared.oids.clone(),
+        schema: prepared.schema.clone(),
+    };
+    Ok((described, prepared.name.clone()))
 }
 
 /// Prepares and describes `sql` (as a statement the session keeps, when
-/// `reuse` and the cache has room) and looks up its types.
+/// `reuse` and the cache has room; else as the unnamed statement), checks the
+/// parameter count and looks up the result columns' types; after an error the
+/// exchange is ended. Also returns the statement's name (empty: unnamed).
 async fn describe(
     connection: &mut Connection,
     sql: &str,
     options: &QueryOptions,
     reuse: bool,
-) -> Result<Described, Error> {
+) -> Result<(Described, String), Error> {
     let name = match reuse {
         true => connection.statements.next_name().unwrap_or_default(),
         false => String::new(),
@@ -281,21 +292,25 @@ async fn describe(
         Err(error) => return Err(error),
     };
     check_parameter_count(connection, description.parameters, options).await?;
-    let oids: Vec<Oid> = description.columns.iter().map(|(_, oid, _)| *oid).collect();
+    let oids: Arc<[Oid]> = description.columns.iter().map(|(_, oid, _)| *oid).collect();
     let catalog = match types::resolve(connection, &oids).await {
         Ok(catalog) => catalog,
         Err(error) => return Err(connection.abort_exchange(error).await),
+    };
+    let described = Described {
+        oids,
+        schema: Arc::new(types::schema_of(&description.columns, &catalog)),
     };
     if !name.is_empty() {
         let prepared = Prepared {
             name: name.clone(),
             parameters: description.parameters,
-            columns: description.columns.clone(),
-            catalog: catalog.clone(),
+            oids: described.oids.clone(),
+            schema: described.schema.clone(),
         };
         connection.statements.insert(sql, prepared);
     }
-    Ok((description.columns, catalog, name))
+    Ok((described, name))
 }
 
 /// Refuses a number of values that is not the statement's number of
@@ -327,7 +342,7 @@ impl RowStream {
     async fn bind(
         mut connection: Connection,
         statement: &str,
-        schema: Schema,
+        schema: Arc<Schema>,
         options: &QueryOptions,
     ) -> Result<RowStream, Error> {
         // Binary where the raw bytes are the canonical form (no hex on the

@@ -265,10 +265,7 @@ pub(crate) fn portable_binary(oid: Oid) -> bool {
 /// catalog entries they need have been looked up with [`resolve`]. Decimal
 /// columns (and arrays of decimals, whose modifier is the element's) get the
 /// shape their modifier declares.
-pub(crate) fn schema_of<C: Described>(
-    columns: &[C],
-    catalog: &HashMap<Oid, CatalogType>,
-) -> sluice_core::Schema {
+pub(crate) fn schema_of<C: Described>(columns: &[C], catalog: &Catalog) -> sluice_core::Schema {
     sluice_core::Schema {
         columns: columns
             .iter()
@@ -299,11 +296,8 @@ pub(crate) fn name_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>) -> String {
 /// Looks up every OID outside the built-in table, and the types those refer to,
 /// with one catalog query per level of nesting. Runs inside the caller's exchange
 /// (no `Sync`), through a named statement so an unnamed one survives.
-pub(crate) async fn resolve(
-    connection: &mut Connection,
-    oids: &[Oid],
-) -> Result<HashMap<Oid, CatalogType>, Error> {
-    let mut catalog: HashMap<Oid, CatalogType> = HashMap::new();
+pub(crate) async fn resolve(connection: &mut Connection, oids: &[Oid]) -> Result<Catalog, Error> {
+    let mut catalog = Catalog::new();
     let mut wanted: HashSet<Oid> = oids
         .iter()
         .copied()

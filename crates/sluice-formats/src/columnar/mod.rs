@@ -379,7 +379,7 @@ impl Encoder for ColumnarEncoder {
             .into_iter()
             .zip(&schema.columns)
             .map(|(name, column)| Slot {
-                name,
+                name: name.into_owned(),
                 type_name: column.type_name.clone(),
                 converter: mapping::column_converter(column, mapping),
             })

@@ -2,9 +2,10 @@
 //! run in one round trip (Bind, Execute, Sync) instead of two (Parse and
 //! Describe first), as drivers with a statement cache do.
 //!
-//! An entry holds what `Describe` said (parameter count, result columns) and
-//! the catalog entries of the columns' types, so a cached statement needs
-//! nothing from the server before it binds. Names are never reused (a counter),
+//! An entry holds what `Describe` said (parameter count, result columns) as
+//! the finished result [`Schema`] (the columns' types looked up in the catalog
+//! once), so a cached statement needs nothing from the server before it binds,
+//! and nothing rebuilt per execution. Names are never reused (a counter),
 //! so a statement left prepared by a failed exchange cannot collide with a
 //! later one. The cache stops growing at [`MAX_STATEMENTS`]: the gateway's
 //! statements are its configured queries, so the cap is a guard, not an
@@ -16,7 +17,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::types::{Catalog, Oid};
+use sluice_core::Schema;
+
+use crate::types::Oid;
 
 /// The most statements one session keeps.
 pub(crate) const MAX_STATEMENTS: usize = 256;
@@ -28,10 +31,10 @@ pub(crate) struct Prepared {
     pub(crate) name: String,
     /// How many parameters it takes.
     pub(crate) parameters: usize,
-    /// Its result columns: name, type OID, type modifier.
-    pub(crate) columns: Vec<(String, Oid, i32)>,
-    /// The catalog entries of those types that are not built in.
-    pub(crate) catalog: Catalog,
+    /// Its result columns' type OIDs.
+    pub(crate) oids: Arc<[Oid]>,
+    /// Its result columns, their types resolved.
+    pub(crate) schema: Arc<Schema>,
 }
 
 /// The statements of one session, by SQL text.
@@ -80,8 +83,8 @@ mod tests {
                 Prepared {
                     name,
                     parameters: 0,
-                    columns: Vec::new(),
-                    catalog: Catalog::new(),
+                    oids: Arc::from([]),
+                    schema: Arc::new(Schema { columns: vec![] }),
                 },
             );
         }
