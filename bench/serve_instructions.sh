@@ -46,10 +46,7 @@ for tool in wrk curl; do
 done
 
 ensure_tables
-if [[ -z $(pg -c "select to_regclass('payment_events_account_id_idx')") ]]; then
-    log "creating index payment_events_account_id_idx on payment_events (account_id)"
-    pg -c "create index payment_events_account_id_idx on payment_events (account_id)"
-fi
+ensure_account_index
 build_sluice
 
 if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$URL?sslmode=disable"; fi
