@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sluice_server::checks::{check_when_reachable, DEFERRED_CHECK_INTERVAL};
 use sluice_server::config::{DEFAULT_LISTEN, MAX_THREADS};
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
 use sluice_server::reload::LiveApp;
@@ -219,17 +218,13 @@ async fn check_databases(state: &AppState) -> Result<(), u8> {
         }
         return Err(exit::USAGE);
     }
-    for name in report.unreachable {
+    for name in &report.unreachable {
         err_line!(
             "sluice: database {name:?} is unavailable: requests get 503 until it is back; \
              its named queries are checked when it answers"
         );
-        tokio::spawn(check_when_reachable(
-            state.clone(),
-            name,
-            DEFERRED_CHECK_INTERVAL,
-        ));
     }
+    report.check_unreachable_later(state);
     Ok(())
 }
 

@@ -39,6 +39,21 @@ pub struct Report {
     pub unreachable: Vec<String>,
 }
 
+impl Report {
+    /// Starts, in the background, the checks of each database that did not
+    /// answer, to run once it does (every [`DEFERRED_CHECK_INTERVAL`]), with
+    /// their problems logged.
+    pub fn check_unreachable_later(&self, state: &AppState) {
+        for name in &self.unreachable {
+            tokio::spawn(check_when_reachable(
+                state.clone(),
+                name.clone(),
+                DEFERRED_CHECK_INTERVAL,
+            ));
+        }
+    }
+}
+
 impl AppState {
     /// Runs the checks of every database.
     pub async fn check_databases(&self) -> Report {

@@ -19,7 +19,6 @@ use std::sync::{Arc, RwLock};
 use axum::Router;
 
 use crate::app::{app, AppState};
-use crate::checks::check_when_reachable;
 use crate::config::Config;
 
 /// The state and router that new requests get; cheap to clone.
@@ -80,13 +79,7 @@ impl LiveApp {
         if !report.problems.is_empty() {
             return Err(report.problems.iter().map(ToString::to_string).collect());
         }
-        for name in &report.unreachable {
-            tokio::spawn(check_when_reachable(
-                next.clone(),
-                name.clone(),
-                crate::checks::DEFERRED_CHECK_INTERVAL,
-            ));
-        }
+        report.check_unreachable_later(&next);
         let router = app(next.clone());
         *self
             .current
