@@ -122,6 +122,15 @@ struct Sum {
     years: i32,
 }
 
+/// `total + value × scale`, refused when any step leaves `i32` (the width of
+/// the server's day, month and year fields).
+fn scaled_add(total: i32, value: i64, scale: i32) -> Parsed<i32> {
+    fits_i32(value)?
+        .checked_mul(scale)
+        .and_then(|scaled| total.checked_add(scaled))
+        .ok_or(Fault::Overflow)
+}
+
 fn fits_i32(value: i64) -> Parsed<i32> {
     i32::try_from(value).map_err(|_| Fault::Overflow)
 }
@@ -173,26 +182,17 @@ impl Sum {
     }
 
     fn add_days(&mut self, value: i64, scale: i32) -> Parsed<()> {
-        self.days = fits_i32(value)?
-            .checked_mul(scale)
-            .and_then(|days| self.days.checked_add(days))
-            .ok_or(Fault::Overflow)?;
+        self.days = scaled_add(self.days, value, scale)?;
         Ok(())
     }
 
     fn add_months(&mut self, value: i64) -> Parsed<()> {
-        self.months = self
-            .months
-            .checked_add(fits_i32(value)?)
-            .ok_or(Fault::Overflow)?;
+        self.months = scaled_add(self.months, value, 1)?;
         Ok(())
     }
 
     fn add_years(&mut self, value: i64, scale: i32) -> Parsed<()> {
-        self.years = fits_i32(value)?
-            .checked_mul(scale)
-            .and_then(|years| self.years.checked_add(years))
-            .ok_or(Fault::Overflow)?;
+        self.years = scaled_add(self.years, value, scale)?;
         Ok(())
     }
 
