@@ -114,6 +114,13 @@ fn piecewise(render: &Render) -> Piecewise {
     }
 }
 
+impl JsonEncoder {
+    /// Column `column`'s `"name":` (with its leading `,`).
+    fn key(&self, column: usize) -> &[u8] {
+        &self.keys[self.plan[column].key.clone()]
+    }
+}
+
 impl Encoder for JsonEncoder {
     fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
         crate::require_text(schema)?;
@@ -156,7 +163,7 @@ impl Encoder for JsonEncoder {
         for row in batch.rows() {
             self.start_row(output);
             for index in 0..self.plan.len() {
-                output.extend_from_slice(&self.keys[self.plan[index].key.clone()]);
+                output.extend_from_slice(self.key(index));
                 self.write_value(index, row.get(index), output);
             }
             self.close_row(output);
@@ -175,13 +182,13 @@ impl Encoder for JsonEncoder {
         value: Option<&[u8]>,
         output: &mut Vec<u8>,
     ) -> Result<(), Error> {
-        output.extend_from_slice(&self.keys[self.plan[column].key.clone()]);
+        output.extend_from_slice(self.key(column));
         self.write_value(column, value, output);
         Ok(())
     }
 
     fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
-        output.extend_from_slice(&self.keys[self.plan[column].key.clone()]);
+        output.extend_from_slice(self.key(column));
         self.carry.clear();
         match piecewise(&self.plan[column].render) {
             Piecewise::Bytes => {

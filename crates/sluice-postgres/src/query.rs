@@ -146,11 +146,11 @@ impl QueryStream {
         let lob_inline = options.lob_inline && oids.contains(&crate::lob::OID);
         if lob_inline {
             crate::lob::prepare(&mut connection, sql, &oids).await?;
-            schema = Arc::new(crate::lob::rewritten_schema(unshared(schema)));
+            schema = Arc::new(crate::lob::rewritten_schema(Arc::unwrap_or_clone(schema)));
         } else if options.native_values && oids.iter().all(|oid| types::portable_binary(*oid)) {
-            schema = Arc::new(all_native(unshared(schema)));
+            schema = Arc::new(all_native(Arc::unwrap_or_clone(schema)));
         } else if options.binary_values {
-            schema = Arc::new(binary_where_possible(unshared(schema), &oids));
+            schema = Arc::new(binary_where_possible(Arc::unwrap_or_clone(schema), &oids));
         }
         let rows = RowStream::bind(connection, &statement, schema, &options).await?;
         let inner = match lob_inline {
@@ -248,11 +248,6 @@ fn all_native(schema: Schema) -> Schema {
 struct Described {
     oids: Arc<[Oid]>,
     schema: Arc<Schema>,
-}
-
-/// A schema to change: the shared one itself when nobody else holds it.
-fn unshared(schema: Arc<Schema>) -> Schema {
-    Arc::unwrap_or_clone(schema)
 }
 
 /// A statement the session keeps prepared: nothing to ask the server. Also
