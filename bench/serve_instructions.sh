@@ -47,6 +47,7 @@ done
 
 ensure_tables
 ensure_account_index
+warm_account_reads
 build_sluice
 
 if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$URL?sslmode=disable"; fi
