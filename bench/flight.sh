@@ -37,7 +37,6 @@ require_positive_integers ROWS REPS
 FLIGHT_VENV="$BENCH/.venv-flight"
 PEER_PINS=(connectorx==0.4.6 pyarrow==26.0.1)
 LOAD_AVG_START=$(load_average)
-if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$URL?sslmode=disable"; fi
 
 ensure_tables
 build_sluice

@@ -40,8 +40,7 @@ PEER_PINS=(connectorx==0.4.6 pyarrow==26.0.1 pandas==2.3.3 polars==2.1.0
            'psycopg[binary]==3.3.9' SQLAlchemy==2.1.9
            adbc-driver-manager==1.13.0 adbc-driver-postgresql==1.13.0)
 LOAD_AVG_START=$(load_average)
-# Every client on plain TCP (PGSSLMODE covers sluice and libpq; ConnectorX reads the URL).
-if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$URL?sslmode=disable"; fi
+# Every client on plain TCP: PLAIN_URL (bench/lib/common.sh).
 
 ensure_tables
 build_sluice

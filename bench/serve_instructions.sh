@@ -50,7 +50,6 @@ ensure_account_index
 warm_account_reads
 build_sluice
 
-if [[ $URL == *\?* ]]; then PLAIN_URL="$URL&sslmode=disable"; else PLAIN_URL="$URL?sslmode=disable"; fi
 cat >"$WORK/sluice.toml" <<EOF
 [databases.main]
 url = "$PLAIN_URL"

@@ -51,10 +51,12 @@
 #      ones): for each query and client level, each server gets WARMUP s of
 #      untimed load, then DURATION s timed with
 #      `wrk -t 2 -c N --latency --timeout WRK_TIMEOUT` (-t 1 for one client);
-#      After the two servers' cells of the short query, the same SQL straight
-#      from the database: pgbench -M prepared with the same clients (up to
-#      POOL_SIZE sessions, as the servers have), threads, random accounts and seed (WARMUP s, then DURATION s with its
-#      per-transaction log), the rate a gateway on this machine cannot pass;
+#      After the two servers' cells of the short query, two references: the
+#      same SQL straight from the database, pgbench -M prepared with the same
+#      clients (up to POOL_SIZE sessions, as the servers have), threads,
+#      random accounts and seed (WARMUP s, then DURATION s with its
+#      per-transaction log); and HTTP alone, wrk against sluice's 404 for an
+#      unknown path;
 #   5. per cell: requests/s (2xx responses only), latency p50/p99/p99.9 (wrk:
 #      full response time, closed loop), errors (wrk's connect, read, write,
 #      timeout and non-2xx counts; the status codes from sluice's /metrics
@@ -164,10 +166,9 @@ stop_background() {
     SAMPLER_PID="" SLUICE_PID="" FASTAPI_PID="" DIRECT_PID=""
 }
 
-# Plain TCP for both servers, whatever PGSSLMODE says: the peer connects with
-# ssl=False (bench/serve_load_fastapi.py).
-if [[ $URL == *\?* ]]; then SSL_OFF="&sslmode=disable"; else SSL_OFF="?sslmode=disable"; fi
-PLAIN_URL="$URL$SSL_OFF"
+# Plain TCP for both servers, whatever PGSSLMODE says: sluice through
+# PLAIN_URL (bench/lib/common.sh); the peer connects with ssl=False
+# (bench/serve_load_fastapi.py).
 cat >"$WORK/sluice.toml" <<EOF
 [databases.main]
 url = "$PLAIN_URL"
@@ -481,6 +482,20 @@ compiling_now() {
 # field NAME: the value of NAME= in the wrk summary line of run_cell.
 field() { sed -E "s/.* $1=([0-9]+).*/\1/" <<<"$line"; }
 
+# cpu_per_response FILE RPS: from cpu_window's FILE, the CPU µs per response
+# at RPS of the measured processes and of their PostgreSQL backends ("-" when
+# PostgreSQL is not on this machine), as "SERVER_US PG_US".
+cpu_per_response() {
+    awk -v hz="$HZ" -v rps="$2" -v local="$PG_LOCAL" '{
+        n = rps * $3
+        if (n <= 0) { print 0, "-"; exit }
+        printf "%.0f %s\n", $1 / hz * 1e6 / n, (local == 1 ? sprintf("%.0f", $2 / hz * 1e6 / n) : "-") }' "$1"
+}
+# wrk_summary OUT: the SERVE_LOAD line load.lua printed into OUT, in LINE (read
+# by field); exit 1 showing OUT when there is none.
+wrk_summary() {
+    line=$(grep '^SERVE_LOAD ' "$1") || { echo "wrk printed no summary:" >&2; cat "$1" >&2; exit 1; }
+}
 # per_response_us FILE RPS DURATION_US: the CPU time /usr/bin/time wrote to
 # FILE ("user system" seconds, its last line), in µs per response at RPS over
 # DURATION_US.
@@ -528,15 +543,12 @@ run_cell() {
     compiling_now && compiling=1
     COMPILING_CELLS=$(( COMPILING_CELLS + compiling ))
     check_alive
-    line=$(grep '^SERVE_LOAD ' "$out") || { echo "wrk printed no summary:" >&2; cat "$out" >&2; exit 1; }
+    wrk_summary "$out"
     requests=$(field requests); duration=$(field duration_us); status=$(field status)
     errs=$(( $(field connect) + $(field read) + $(field write) + status + $(field timeout) ))
     ok_rps=$(awk -v r="$requests" -v s="$status" -v d="$duration" 'BEGIN { printf "%.1f", (r - s) / (d / 1e6) }')
     # CPU per 2xx response over the window, at the run's mean rate.
-    read -r server_us pg_us < <(awk -v hz="$HZ" -v rps="$ok_rps" -v local="$PG_LOCAL" '{
-        n = rps * $3
-        if (n <= 0) { print 0, "-"; exit }
-        printf "%.0f %s\n", $1 / hz * 1e6 / n, (local == 1 ? sprintf("%.0f", $2 / hz * 1e6 / n) : "-") }' "$base.cpu.$rep")
+    read -r server_us pg_us < <(cpu_per_response "$base.cpu.$rep" "$ok_rps")
     load_us=$(per_response_us "$base.wrkcpu.$rep" "$ok_rps" "$duration")
     for kind in connect read write timeout; do
         (( $(field "$kind") == 0 )) || detail+="${detail:+,}$kind×$(field "$kind")"
@@ -572,8 +584,8 @@ run_cell() {
 # The database served directly, as a reference for the short query: pgbench
 # (PostgreSQL's own load client, C and libpq) runs the same SQL with the same
 # random accounts, clients and threads as wrk, prepared, on plain TCP, with no
-# HTTP and no gateway in between. What it reaches bounds what any gateway on
-# this machine can serve.
+# HTTP and no gateway in between: what the database gives a client that
+# costs little, beside what it gives through each server.
 cat >"$WORK/direct.sql" <<EOF
 \set account_id random($ACCOUNT_MIN, $ACCOUNT_MAX)
 ${SHORT_SQL/\$1/:account_id};
@@ -609,10 +621,7 @@ run_direct() {
     DIRECT_PID=""
     tps=$(sed -nE 's/^tps = ([0-9.]+) .*/\1/p' "$base.out.$rep" | head -n 1)
     failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' "$base.out.$rep")
-    read -r server_us pg_us < <(awk -v hz="$HZ" -v rps="$tps" -v local="$PG_LOCAL" '{
-        n = rps * $3
-        if (n <= 0) { print 0, "-"; exit }
-        printf "%.0f %s\n", $1 / hz * 1e6 / n, (local == 1 ? sprintf("%.0f", $2 / hz * 1e6 / n) : "-") }' "$base.cpu.$rep")
+    read -r server_us pg_us < <(cpu_per_response "$base.cpu.$rep" "$tps")
     # The log's third field is each transaction's latency in µs.
     cat "$base.log.$rep".* | awk '{ print $3 }' | sort -n | awk -v tps="$tps" -v e="${failed:-0}" \
         -v su="$server_us" -v pu="$pg_us" '
@@ -634,7 +643,7 @@ run_http() {
     "${CMD[@]}" >/dev/null
     wrk_cmd http short "$clients" "$DURATION"
     "${CMD[@]}" >"$out"
-    line=$(grep '^SERVE_LOAD ' "$out") || { echo "wrk printed no summary:" >&2; cat "$out" >&2; exit 1; }
+    wrk_summary "$out"
     awk -v r="$(field requests)" -v d="$(field duration_us)" -v a="$(field p50_us)" -v b="$(field p99_us)" \
         -v c="$(field p999_us)" 'BEGIN { printf "%.1f %.2f %.2f %.2f\n", r / (d / 1e6), a / 1000, b / 1000, c / 1000 }' \
         >>"$WORK/http.short.$clients.samples"

@@ -15,6 +15,11 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BENCH="$ROOT/bench"
 URL=${SLUICE_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+# URL on plain TCP whatever PGSSLMODE says (every client of a comparison on
+# the same footing; ConnectorX and asyncpg read only the URL). SSL_OFF is the
+# suffix, for reports that show the URL masked.
+if [[ $URL == *\?* ]]; then SSL_OFF="&sslmode=disable"; else SSL_OFF="?sslmode=disable"; fi
+PLAIN_URL="$URL$SSL_OFF"
 ROWS=${ROWS:-1000000}        # rows in payment_events (not read by lob.sh)
 REPS=${REPS:-3}
 SKIP_BUILD=${SKIP_BUILD:-0}
