@@ -23,11 +23,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import decimal
 import json
+import math
+import numbers
 import os
+import re
 import shutil
 import signal
+import struct
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import threading
@@ -408,10 +414,16 @@ def write(
 
     A row the table refuses raises :class:`DatabaseError` (or :class:`BadInput`)
     whose ``row`` is its 0-based index in ``data`` and ``column_name`` its column.
-    Memory holds one record batch: a ``RecordBatchReader`` streams."""
+    Memory holds one record batch: a ``RecordBatchReader`` streams.
+
+    Every number goes in as it is or not at all: a value its column's type
+    cannot hold exactly (a fraction or an out-of-range number in an integer
+    column, digits a ``numeric`` column would round away, an integer or
+    decimal a float column would round) raises :class:`BadInput` naming its
+    row and column before anything is committed. pandas' missing values
+    (``None``, ``NaN``, ``NaT``, ``pd.NA``) are NULL."""
     import pyarrow.ipc
 
-    reader = _record_batch_reader(data)
     arguments = [
         "import",
         f"--db={url}",
@@ -424,6 +436,9 @@ def write(
         arguments.append("--key=" + ",".join(key))
     run = _Run(arguments, reads=False)
     with _watched(run):
+        # The import connects while the column types are read.
+        types = _table_types(url, table)
+        reader = _checked(_record_batch_reader(data, types), types)
         with pyarrow.ipc.new_stream(run.process.stdin, reader.schema) as stream:
             for batch in reader:
                 stream.write_batch(batch)
@@ -431,8 +446,10 @@ def write(
         run.process.stdin.close()
 
 
-def _record_batch_reader(data: Any) -> "pyarrow.RecordBatchReader":
-    """``data`` as a stream of record batches, without copying Arrow data."""
+def _record_batch_reader(data: Any, types: Mapping[str, Any] | None = None) -> "pyarrow.RecordBatchReader":
+    """``data`` as a stream of record batches, without copying Arrow data.
+    ``types``, the table's column types by name, choose the Arrow type of a
+    pandas object column of numbers going into a ``numeric`` column."""
     import pyarrow
 
     if isinstance(data, pyarrow.RecordBatchReader):
@@ -443,7 +460,7 @@ def _record_batch_reader(data: Any) -> "pyarrow.RecordBatchReader":
         return data.to_reader()
     module = type(data).__module__
     if module.startswith("pandas"):
-        return _pandas_batches(data)
+        return _pandas_batches(data, types or {})
     if module.startswith("polars"):
         return data.to_arrow().to_reader()
     if hasattr(data, "__arrow_c_stream__"):
@@ -457,90 +474,732 @@ PANDAS_BATCH_ROWS = 65536
 #: Non-missing values of an object column whose Python types decide its Arrow type.
 _TYPE_SAMPLE_ROWS = 1000
 
+#: What a failed conversion of Python values raises: pyarrow's ArrowInvalid
+#: and ArrowTypeError (ValueError, TypeError), OverflowError for an int past 64
+#: bits, decimal.InvalidOperation for a signalling NaN, ArrowNotImplementedError.
+_CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, NotImplementedError)
 
-def _pandas_batches(frame: Any) -> "pyarrow.RecordBatchReader":
+
+def _pandas_batches(frame: Any, types: Mapping[str, Any]) -> "pyarrow.RecordBatchReader":
     """A pandas DataFrame as record batches converted one at a time, as sluice
     asks for them: the conversion (slow for object columns such as
     ``Decimal`` or strings) overlaps the COPY running in sluice's process, and
-    memory holds one converted batch rather than a copy of the whole frame."""
+    memory holds one converted batch rather than a copy of the whole frame.
+    Typed columns convert together; an object column on its own
+    (:func:`_object_array`), so that none of its values changes on the way."""
     import pyarrow
 
-    schema, whole = _pandas_schema(frame)
-    positions = [index for index, name in enumerate(schema.names) if name not in whole]
-    rest = pyarrow.schema([schema.field(index) for index in positions])
+    schema, whole, objects = _pandas_schema(frame, types)
+    values = {position: frame.iloc[:, position].to_numpy() for position in objects}
+    positions = [position for position in range(len(schema)) if position not in whole and position not in values]
+    rest = pyarrow.schema([schema.field(position) for position in positions])
     # The columns left to convert, chosen once: choosing them in every
     # batch's `iloc` costs more than converting the batch.
-    remaining = frame.iloc[:, positions] if whole else frame
+    remaining = frame.iloc[:, positions] if len(positions) < len(schema) else frame
+    converted_at = {position: index for index, position in enumerate(positions)}
 
     def batches() -> Iterator["pyarrow.RecordBatch"]:
         for start in range(0, len(frame), PANDAS_BATCH_ROWS):
-            part = remaining.iloc[start : start + PANDAS_BATCH_ROWS]
-            try:
-                converted = pyarrow.RecordBatch.from_pandas(part, schema=rest, preserve_index=False)
-            except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as error:
-                raise BadInput(
-                    f"rows {start} to {start + len(part) - 1} of the DataFrame cannot be converted to Arrow: {error}"
-                ) from error
-            arrays = [
-                whole[name].slice(start, len(part)) if name in whole else converted.column(name)
-                for name in schema.names
-            ]
+            stop = min(start + PANDAS_BATCH_ROWS, len(frame))
+            converted = None
+            if positions:
+                part = remaining.iloc[start:stop]
+                try:
+                    converted = pyarrow.RecordBatch.from_pandas(part, schema=rest, preserve_index=False)
+                except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as error:
+                    raise BadInput(
+                        f"rows {start} to {stop - 1} of the DataFrame cannot be converted to Arrow: {error}"
+                    ) from error
+            arrays = []
+            for position, field in enumerate(schema):
+                if position in whole:
+                    arrays.append(whole[position].slice(start, stop - start))
+                elif position in values:
+                    arrays.append(_object_array(values[position][start:stop], field.type, start, field.name))
+                else:
+                    arrays.append(converted.column(converted_at[position]))
             yield pyarrow.RecordBatch.from_arrays(arrays, schema=schema)
 
     return pyarrow.RecordBatchReader.from_batches(schema, batches())
 
 
-def _pandas_schema(frame: Any) -> tuple["pyarrow.Schema", dict]:
-    """The frame's Arrow schema, and the columns converted whole.
+def _pandas_schema(frame: Any, types: Mapping[str, Any]) -> tuple["pyarrow.Schema", dict, set]:
+    """The frame's Arrow schema, the columns converted whole (by position),
+    and the positions of its object columns.
 
     pyarrow infers an object column's type by converting all of it, which
     costs as much as the conversion itself, before the first row can go.
     Instead, typed columns take their dtype's type, and an object column the
-    type of its first non-missing values (a later value of another Python
-    type fails its batch), so a column whose first rows are all missing
-    still gets its type. ``Decimal`` objects are the exception: every
-    value's digits decide the scale, so such a column is converted whole,
-    once (16 bytes a row), and sliced per batch."""
+    type of its first non-missing values (a later value that does not
+    convert to it exactly fails its batch), so a column whose first rows are
+    all missing still gets its type. Integers and ``Decimal`` objects going
+    into a ``numeric`` column take the column's own decimal type (so an int
+    past 64 bits fits). Other ``Decimal`` objects are converted whole, once
+    (16 bytes a row), and sliced per batch: every value's digits decide the
+    scale."""
     import pyarrow
 
     typed = pyarrow.Schema.from_pandas(frame.iloc[:0], preserve_index=False)
     fields = []
     whole = {}
+    objects = set()
     for position, field in enumerate(typed):
         series = frame.iloc[:, position]
         if series.dtype == object:
-            sample = _first_present(series)
-            field = field.with_type(pyarrow.infer_type(sample.to_numpy(), from_pandas=True) if len(sample) else pyarrow.null())
-            if pyarrow.types.is_decimal(field.type):
-                whole[field.name] = _decimal_array(series, field.type)
-                field = field.with_type(whole[field.name].type)
+            objects.add(position)
+            sampled = _sampled_type(series, field.name)
+            sampled_kind = _number_kind(sampled)
+            target = types.get(field.name)
+            if sampled_kind in ("integer", "decimal") and target is not None and pyarrow.types.is_decimal(target):
+                field = field.with_type(target)
+            elif sampled_kind == "integer" and target is not None and pyarrow.types.is_unsigned_integer(target):
+                field = field.with_type(pyarrow.uint64())
+            elif sampled_kind == "decimal":
+                whole[position] = _decimal_array(series.to_numpy(), sampled, field.name)
+                objects.discard(position)
+                field = field.with_type(whole[position].type)
+            else:
+                field = field.with_type(sampled)
         fields.append(field)
-    return pyarrow.schema(fields), whole
+    return pyarrow.schema(fields), whole, objects
 
 
-def _first_present(series: Any) -> Any:
-    """Up to ``_TYPE_SAMPLE_ROWS`` of the column's first non-missing values,
-    looking past its head only when the head has none."""
-    head = series.iloc[: 4 * _TYPE_SAMPLE_ROWS]
-    present = head[head.notna()]
-    if len(present) == 0 and len(series) > len(head):
-        rest = series.iloc[len(head) :]
-        present = rest[rest.notna()]
-    return present.iloc[:_TYPE_SAMPLE_ROWS]
+def _sampled_type(series: Any, column: str) -> "pyarrow.DataType":
+    """The Arrow type of an object column's first non-missing values; of the
+    first alone when pyarrow finds none for them all (the conversion then
+    names the row of the first value that does not fit it)."""
+    import pyarrow
+
+    sample, first_row = _first_present(series)
+    if not len(sample):
+        return pyarrow.null()
+    try:
+        return pyarrow.infer_type(sample, from_pandas=True)
+    except _CONVERSION_ERRORS:
+        pass
+    try:
+        return pyarrow.infer_type(sample[:1], from_pandas=True)
+    except _CONVERSION_ERRORS as error:
+        value = sample[0]
+        raise _bad_input(first_row, column, f"{value!r} ({type(value).__name__}) has no Arrow type: {error}") from None
 
 
-def _decimal_array(series: Any, sampled: "pyarrow.DataType") -> "pyarrow.Array":
+def _first_present(series: Any) -> tuple[Any, int]:
+    """Up to ``_TYPE_SAMPLE_ROWS`` of the column's first non-missing values
+    (a NumPy array), looking past its head only when the head has none, and
+    the row of the first."""
+    import numpy
+
+    values = series.to_numpy()
+    head = values[: 4 * _TYPE_SAMPLE_ROWS]
+    rows = numpy.flatnonzero(~_missing(head))
+    if len(rows) == 0 and len(values) > len(head):
+        rows = len(head) + numpy.flatnonzero(~_missing(values[len(head) :]))
+    rows = rows[:_TYPE_SAMPLE_ROWS]
+    return values[rows], int(rows[0]) if len(rows) else 0
+
+
+def _decimal_array(values: Any, sampled: "pyarrow.DataType", column: str) -> "pyarrow.Array":
     """A column of ``Decimal`` objects as one Arrow array: at the sampled
     values' scale with the widest precision, which converts four times faster
     than letting pyarrow find both from every value; that, when a later value
-    has more digits after the point than the sample."""
+    has more digits after the point than the sample; value by value (ints
+    and floats as the decimals they are) when the column mixes in other
+    numbers, and a BadInput naming the first value that is none."""
     import pyarrow
 
     widest = pyarrow.decimal128(38, sampled.scale) if sampled.scale <= 38 else sampled
     try:
-        return pyarrow.array(series, type=widest, from_pandas=True)
-    except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError):
-        return pyarrow.array(series, from_pandas=True)
+        array = pyarrow.array(values, type=widest, from_pandas=True)
+    except _CONVERSION_ERRORS:
+        try:
+            array = pyarrow.array(values, from_pandas=True)
+        except _CONVERSION_ERRORS:
+            array = None
+        if array is None or not pyarrow.types.is_decimal(array.type):
+            exact = _exact_values(values, _as_decimal, 0, column)
+            try:
+                array = pyarrow.array(exact)
+            except _CONVERSION_ERRORS as error:
+                raise BadInput(
+                    f"column {column}: its decimals have more digits than an Arrow decimal holds: {error}",
+                    {"kind": "data", "column_name": column},
+                ) from None
+    _check_nulls(array, values, 0, column)
+    return array
+
+
+#: The kinds of column pandas' ``infer_dtype`` finds that pyarrow converts to
+#: an integer or a float type without changing a value (it truncates floats
+#: and Decimals into integers, and turns True into 1.0); other columns of
+#: those types convert value by value. pyarrow's decimal conversion refuses
+#: whatever it cannot hold exactly.
+_PYARROW_EXACT = {
+    "integer": {"integer", "empty"},
+    "float": {"floating", "integer", "mixed-integer-float", "empty"},
+}
+
+
+def _object_array(values: Any, arrow_type: "pyarrow.DataType", first_row: int, column: str) -> "pyarrow.Array":
+    """A batch of an object column (a NumPy array of Python objects) as
+    ``arrow_type``; a value that does not convert exactly raises
+    :class:`BadInput` naming its row. pandas' missing values are nulls."""
+    import pyarrow
+    from pandas.api.types import infer_dtype
+
+    kind = _number_kind(arrow_type)
+    if kind not in _PYARROW_EXACT or infer_dtype(values, skipna=True) in _PYARROW_EXACT[kind]:
+        try:
+            array = pyarrow.array(values, type=arrow_type, from_pandas=True)
+        except _CONVERSION_ERRORS as error:
+            if kind is None:
+                row = _first_unconvertible(values, arrow_type)
+                value = values[row]
+                raise _bad_input(
+                    first_row + row,
+                    column,
+                    f"{value!r} ({type(value).__name__}) is not of the type of the column's first values "
+                    f"({arrow_type}): {error}",
+                ) from None
+        else:
+            _check_nulls(array, values, first_row, column)
+            return array
+    if kind == "integer":
+        convert = lambda value: _within_integer(_as_integer(value), arrow_type)  # noqa: E731
+    elif kind == "float":
+        convert = _as_float
+    else:
+        convert = lambda value: _within_decimal(_as_decimal(value), arrow_type)  # noqa: E731
+    return pyarrow.array(_exact_values(values, convert, first_row, column), type=arrow_type)
+
+
+def _first_unconvertible(values: Any, arrow_type: "pyarrow.DataType") -> int:
+    """The index of the first of ``values`` pyarrow will not convert to
+    ``arrow_type`` (which it will not do for all of them), converting about
+    as many values as there are in all."""
+    import pyarrow
+
+    low, high = 0, len(values)
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            pyarrow.array(values[low:middle], type=arrow_type, from_pandas=True)
+        except _CONVERSION_ERRORS:
+            high = middle
+        else:
+            low = middle
+    return low
+
+
+def _missing(values: Any) -> Any:
+    """Which of ``values`` pandas takes for missing (a NumPy bool array)."""
+    import numpy
+    import pandas
+
+    try:
+        return numpy.asarray(pandas.isna(values), dtype=bool)
+    except _CONVERSION_ERRORS:
+        # A signalling NaN makes pandas raise: that one value is no number.
+        def missing(value: Any) -> bool:
+            try:
+                return bool(pandas.isna(value))
+            except _CONVERSION_ERRORS:
+                return False
+
+        return numpy.fromiter((missing(value) for value in values), dtype=bool, count=len(values))
+
+
+def _exact_values(values: Any, convert: Any, first_row: int, column: str) -> list:
+    """``convert`` applied to each value pandas does not take for missing
+    (``None`` for those); the first it refuses raises :class:`BadInput`."""
+    missing = _missing(values)
+    exact = []
+    for index, value in enumerate(values):
+        if missing[index]:
+            exact.append(None)
+            continue
+        try:
+            exact.append(convert(value))
+        except _Refused as refused:
+            raise _bad_input(first_row + index, column, str(refused)) from None
+    return exact
+
+
+def _check_nulls(array: "pyarrow.Array", values: Any, first_row: int, column: str) -> None:
+    """Raises :class:`BadInput` when the conversion made a null of a value
+    that pandas does not take for missing: no value silently becomes NULL."""
+    import numpy
+
+    if not array.null_count:
+        return
+    nulls = array.is_null().to_numpy(zero_copy_only=False)
+    changed = numpy.flatnonzero(nulls & ~_missing(values))
+    if len(changed):
+        row = int(changed[0])
+        raise _bad_input(first_row + row, column, f"{values[row]!r} would be stored as NULL")
+
+
+# ---------------------------------------------------------- exact numbers --
+#
+# `write` reads the Arrow types of the table's columns first (`select * from
+# table limit 0` through `sluice export`: Int16/32/64, Float32/64,
+# Decimal128/256(p, s), …) and checks every batch against them before it goes:
+# a vectorised test of the whole array (pyarrow.compute) sorts out the values
+# that surely fit, and only the others are looked at one by one, in Python,
+# where the rules below decide. A value that does not fit raises BadInput with
+# its row and column; the import is interrupted, so nothing is committed.
+
+
+class _Refused(Exception):
+    """Why a value cannot go into its column unchanged."""
+
+
+def _bad_input(row: int, column: str, reason: str) -> BadInput:
+    # `record` is sluice's 1-based numbering, which Error turns into `row`.
+    return BadInput(f"row {row}, column {column}: {reason}", {"kind": "data", "record": row + 1, "column_name": column})
+
+
+#: A table name `write` may put into a query: up to three dot-separated
+#: identifiers, bare or quoted (PostgreSQL's double quotes, MariaDB's backticks).
+_NAME_PART = r'(?:"(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d][\w$]*)'
+_TABLE_NAME = re.compile(rf"\s*{_NAME_PART}(?:\s*\.\s*{_NAME_PART}){{0,2}}\s*")
+
+
+def _table_types(url: str, table: str) -> dict:
+    """The Arrow types of the table's columns by name, as `sluice export`
+    reads them: what :func:`write` checks values against. Empty when the
+    name is not a plain (possibly quoted) table name, or the query fails in
+    the database (no such table, no SELECT privilege): the import then
+    reports what is wrong, or loads with the checks of the data's own types.
+    A connection that fails fails the write."""
+    import pyarrow.ipc
+
+    if not _TABLE_NAME.fullmatch(table):
+        return {}
+    run = _Run(["export", f"--db={url}", f"--query=select * from {table} limit 0", "--format=arrow"], reads=True)
+    try:
+        with _watched(run):
+            schema = pyarrow.ipc.open_stream(run.process.stdout).read_all().schema
+    except ConnectionFailed:
+        raise
+    except Error:
+        return {}
+    return {field.name: field.type for field in schema}
+
+
+def _number_kind(arrow_type: Any) -> str | None:
+    """``integer``, ``float`` or ``decimal`` for an Arrow number type, else ``None``."""
+    import pyarrow
+
+    if pyarrow.types.is_integer(arrow_type):
+        return "integer"
+    if pyarrow.types.is_floating(arrow_type):
+        return "float"
+    if pyarrow.types.is_decimal(arrow_type):
+        return "decimal"
+    return None
+
+
+def _is_text(arrow_type: "pyarrow.DataType") -> bool:
+    import pyarrow
+
+    is_view = getattr(pyarrow.types, "is_string_view", lambda _: False)
+    return pyarrow.types.is_string(arrow_type) or pyarrow.types.is_large_string(arrow_type) or is_view(arrow_type)
+
+
+def _integer_bounds(arrow_type: "pyarrow.DataType") -> tuple[int, int]:
+    import pyarrow
+
+    bits = arrow_type.bit_width
+    if pyarrow.types.is_signed_integer(arrow_type):
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return 0, 2**bits - 1
+
+
+#: Bits of a float's significand, and the significant decimal digits any
+#: decimal of at most that many comes back from the float with (DBL_DIG, FLT_DIG).
+_SIGNIFICAND_BITS = {16: 11, 32: 24, 64: 53}
+_FLOAT_DIGITS = {16: 3, 32: 6, 64: 15}
+
+
+def _as_integer(value: Any) -> int:
+    """An int, a whole float or a whole ``Decimal`` as the int it is."""
+    if isinstance(value, bool):
+        raise _Refused(f"{value!r} is a boolean, not a number")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, decimal.Decimal):
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+    elif isinstance(value, numbers.Real):
+        if math.isfinite(value) and value == math.floor(value):
+            return int(value)
+    else:
+        raise _Refused(_not_a_number(value))
+    raise _Refused(f"{_shown(value)} is not a whole number, which an integer column needs")
+
+
+def _within_integer(number: int, arrow_type: "pyarrow.DataType") -> int:
+    low, high = _integer_bounds(arrow_type)
+    if not low <= number <= high:
+        unsigned = "" if low else "unsigned "
+        raise _Refused(f"{number} is out of range for the column's type ({unsigned}{arrow_type.bit_width}-bit integer)")
+    return number
+
+
+def _as_float(value: Any, bits: int = 64) -> float:
+    """A number as the float of ``bits`` bits a column holds it as: exactly,
+    or as the float whose shortest text is the number (0.1)."""
+    if isinstance(value, bool):
+        raise _Refused(f"{value!r} is a boolean, not a number")
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+        try:
+            held = _float_of(float(number), bits)
+        except OverflowError:
+            held = math.inf
+        if held != number:
+            raise _Refused(f"{number} is not exactly a {bits}-bit float: the column would hold {_shortest(held, bits)}")
+        return held
+    if isinstance(value, decimal.Decimal):
+        if value.is_snan():
+            raise _Refused(f"{value} is not a number")
+        if not value.is_finite():
+            return float(value)
+        try:
+            held = _float_of(float(value), bits)
+        except OverflowError:
+            held = math.inf
+        shortest = _shortest(held, bits)
+        if decimal.Decimal(held) != value and decimal.Decimal(shortest) != value:
+            raise _Refused(f"{value} has more digits than a {bits}-bit float holds: the column would hold {shortest}")
+        return held
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            return number
+        try:
+            held = _float_of(number, bits)
+        except OverflowError:
+            held = math.inf
+        if held != number and float(_shortest(held, bits)) != number:
+            raise _Refused(
+                f"{_shown(number)} has more digits than a {bits}-bit float holds: "
+                f"the column would hold {_shortest(held, bits)}"
+            )
+        return number
+    raise _Refused(_not_a_number(value))
+
+
+def _float_of(number: float, bits: int) -> float:
+    """The float of ``bits`` bits nearest ``number`` (OverflowError past its range)."""
+    if bits >= 64:
+        return number
+    return struct.unpack("f", struct.pack("f", number))[0]
+
+
+def _shortest(number: float, bits: int) -> str:
+    """The shortest text that reads back as ``number`` in a float of ``bits`` bits."""
+    if bits >= 64 or not math.isfinite(number):
+        return _shown(number)
+    for digits in range(1, 10):
+        text = f"{number:.{digits}g}"
+        if _float_of(float(text), bits) == number:
+            return text
+    return repr(number)
+
+
+def _as_decimal(value: Any) -> decimal.Decimal:
+    """An int, a float (as its shortest text, what sluice writes for it) or a
+    ``Decimal`` as the ``Decimal`` it is; an Arrow decimal holds no NaN or infinity."""
+    if isinstance(value, bool):
+        raise _Refused(f"{value!r} is a boolean, not a number")
+    if isinstance(value, decimal.Decimal):
+        number = value
+    elif isinstance(value, numbers.Integral):
+        number = decimal.Decimal(int(value))
+    elif isinstance(value, numbers.Real):
+        number = decimal.Decimal(repr(float(value)))
+    else:
+        raise _Refused(_not_a_number(value))
+    if not number.is_finite():
+        raise _Refused(f"{_shown(value)} is not a number a decimal column holds")
+    return number
+
+
+def _within_decimal(number: decimal.Decimal, arrow_type: "pyarrow.DataType") -> decimal.Decimal:
+    """``number`` when ``numeric(p, s)`` holds it without rounding."""
+    precision, scale = arrow_type.precision, arrow_type.scale
+    _, digits, exponent = number.as_tuple()
+    if exponent < -scale:
+        cut = -scale - exponent
+        unscaled = int("".join(map(str, digits)))
+        if unscaled and (cut >= len(digits) or unscaled % 10**cut):
+            raise _Refused(
+                f"{number} has more than {scale} digits after the point: "
+                f"the column's type (numeric({precision},{scale})) would round it"
+            )
+    if abs(number) >= 10 ** (precision - scale):
+        raise _Refused(
+            f"{number} has more than {precision - scale} digits before the point, "
+            f"more than the column's type (numeric({precision},{scale})) holds"
+        )
+    return number
+
+
+def _not_a_number(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__}) is not a number, unlike the column's first values"
+
+
+def _shown(value: Any) -> str:
+    """A number as a message shows it: a float's shortest text, with
+    PostgreSQL's (and sluice's) NaN and Infinity."""
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        if math.isinf(number):
+            return "Infinity" if number > 0 else "-Infinity"
+        return repr(number)
+    return repr(value)
+
+
+def _problem(value: Any, target: "pyarrow.DataType") -> str | None:
+    """Why ``value`` (a Python value of an Arrow array) cannot go into a
+    column of Arrow type ``target`` unchanged, or ``None``."""
+    kind = _number_kind(target)
+    try:
+        if kind == "integer":
+            _within_integer(_as_integer(value), target)
+        elif kind == "float":
+            _as_float(value, target.bit_width)
+        else:
+            # The database decides on NaN, infinities and text that is not
+            # a number (PostgreSQL's numeric holds NaN; its input reads
+            # spellings Python's does not).
+            if isinstance(value, str):
+                try:
+                    value = decimal.Decimal(value)
+                except decimal.InvalidOperation:
+                    return None
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            if isinstance(value, decimal.Decimal) and not value.is_finite():
+                return None
+            _within_decimal(_as_decimal(value), target)
+    except _Refused as refused:
+        return str(refused)
+    return None
+
+
+def _checked(reader: "pyarrow.RecordBatchReader", types: Mapping[str, Any]) -> "pyarrow.RecordBatchReader":
+    """``reader``'s batches, each number checked against its column's type
+    (see :func:`_check_for`) before it goes; a decimal going into an integer
+    column goes as the integer it is (its text with a scale, ``3.0``, is
+    not an integer's)."""
+    import pyarrow
+
+    checks = {}
+    fields = []
+    for position, field in enumerate(reader.schema):
+        target = types.get(field.name)
+        check = _check_for(field.type, target) if target is not None else None
+        if check is not None:
+            checks[position], output_type = check
+            field = field.with_type(output_type)
+        fields.append(field)
+    if not checks:
+        return reader
+    schema = pyarrow.schema(fields, metadata=reader.schema.metadata)
+
+    def batches() -> Iterator["pyarrow.RecordBatch"]:
+        first_row = 0
+        for batch in reader:
+            arrays = batch.columns
+            for position, check in checks.items():
+                arrays[position] = check(arrays[position], first_row, schema.field(position).name)
+            yield pyarrow.RecordBatch.from_arrays(arrays, schema=schema)
+            first_row += batch.num_rows
+
+    return pyarrow.RecordBatchReader.from_batches(schema, batches())
+
+
+def _check_for(data_type: "pyarrow.DataType", target: "pyarrow.DataType") -> tuple[Any, Any] | None:
+    """The check of an array of ``data_type`` going into a column of Arrow
+    type ``target`` and the type it leaves the array in, or ``None`` when
+    every such value fits (or the database's own input decides: booleans,
+    text into integer and float columns, dates, …)."""
+    import pyarrow
+    import pyarrow.compute as pc
+
+    wanted = _number_kind(target)
+    if wanted is None:
+        return None
+    dictionary = pyarrow.types.is_dictionary(data_type)
+    values_type = data_type.value_type if dictionary else data_type
+    given = _number_kind(values_type) or ("text" if _is_text(values_type) else None)
+    if given is None or (given == "text" and wanted != "decimal"):
+        return None
+    if given == "integer":
+        low, high = _integer_bounds(values_type)
+        if wanted == "integer":
+            target_low, target_high = _integer_bounds(target)
+            if target_low <= low and high <= target_high:
+                return None
+        elif wanted == "float":
+            if max(-low, high) <= 2 ** _SIGNIFICAND_BITS[target.bit_width]:
+                return None
+        elif max(-low, high) < 10 ** (target.precision - target.scale):
+            return None
+    if given == "float" and wanted == "float" and values_type.bit_width <= target.bit_width:
+        return None
+    if given == "decimal":
+        if wanted == "decimal":
+            if values_type.scale <= target.scale and values_type.precision - values_type.scale <= target.precision - target.scale:
+                return None
+        elif wanted == "float" and values_type.precision <= _FLOAT_DIGITS[target.bit_width]:
+            return None
+    to_integer = given == "decimal" and wanted == "integer"
+
+    def check(array: "pyarrow.Array", first_row: int, column: str) -> "pyarrow.Array":
+        values = array.dictionary_decode() if dictionary else array
+        converted = None
+        if to_integer:
+            try:
+                converted = pc.cast(values, target, safe=True)
+            except _CONVERSION_ERRORS:
+                suspects = _ALL
+            else:
+                suspects = None
+        else:
+            suspects = _suspects(values, given, target)
+        if suspects is not None:
+            _refuse_first(values, suspects, target, first_row, column)
+        if to_integer:
+            if converted is None:
+                raise BadInput(
+                    f"column {column}: rows {first_row} to {first_row + len(values) - 1} "
+                    f"do not convert to the column's type ({target})",
+                    {"kind": "data", "column_name": column},
+                )
+            return converted
+        return array
+
+    return check, target if to_integer else data_type
+
+
+#: Every value of the array is a suspect.
+_ALL = object()
+
+
+def _suspects(values: "pyarrow.Array", given: str, target: "pyarrow.DataType") -> Any:
+    """The values that may not fit a column of type ``target``: ``None``,
+    an array of their indices, or ``_ALL``; a vectorised test, looser than
+    :func:`_problem` but never letting a value through that it refuses."""
+    import pyarrow
+    import pyarrow.compute as pc
+
+    wanted = _number_kind(target)
+    if given == "integer":
+        if wanted == "integer":
+            low, high = _integer_bounds(target)
+        elif wanted == "float":
+            high = 2 ** _SIGNIFICAND_BITS[target.bit_width]
+            low = -high
+        else:
+            high = 10 ** (target.precision - target.scale) - 1
+            low = -high
+        extremes = pc.min_max(values)
+        least, most = extremes["min"].as_py(), extremes["max"].as_py()
+        if least is None or (low <= least and most <= high):
+            return None
+        if wanted != "float":
+            return _ALL
+        # Past 2**53 only some integers are doubles.
+        return _failing(pc.and_(pc.greater_equal(values, low), pc.less_equal(values, high)))
+    if given == "float":
+        number = pc.cast(values, pyarrow.float64())
+        if wanted == "integer":
+            low, high = _integer_bounds(target)
+            fits = pc.and_(
+                pc.and_(pc.is_finite(number), pc.equal(pc.floor(number), number)),
+                # -2**(n-1) and 2**(n-1) (or 2**n) are doubles exactly.
+                pc.and_(pc.greater_equal(number, float(low)), pc.less(number, float(high + 1))),
+            )
+        elif wanted == "float":
+            held = pc.cast(number, pyarrow.float32(), safe=False)
+            fits = pc.or_(pc.equal(pc.cast(held, pyarrow.float64()), number), pc.is_nan(number))
+            if pc.all(fits).as_py() is False:
+                # The float whose shortest text (0.1) is the number's.
+                shortest = pc.cast(pc.cast(held, pyarrow.string()), pyarrow.float64())
+                fits = pc.or_(fits, pc.equal(shortest, number))
+        else:
+            scale = target.scale
+            if scale > 22:
+                return _ALL
+            # x is the double of a decimal with at most `scale` digits
+            # after the point (its shortest text has no more) when rounding
+            # it to `scale` digits gives it back: 10**scale is a double
+            # exactly, and the division rounds correctly.
+            limit = _float_below(10 ** (target.precision - scale))
+            fits = pc.or_(
+                pc.invert(pc.is_finite(number)),
+                pc.and_(pc.equal(pc.round(number, scale), number), pc.less(pc.abs(number), limit)),
+            )
+        return _failing(fits)
+    if given == "decimal":
+        if wanted == "float":
+            # A decimal of at most DBL_DIG (FLT_DIG) significant digits.
+            bound = 0.9 * 10.0 ** (_FLOAT_DIGITS[target.bit_width] - values.type.scale)
+            return _failing(pc.less(pc.abs(pc.cast(values, pyarrow.float64())), bound))
+        try:
+            pc.cast(values, target, safe=True)
+        except _CONVERSION_ERRORS:
+            return _ALL
+        return None
+    # Text into a decimal column: pyarrow reads the common spellings;
+    # the others (" 1.5", "NaN") are looked at one by one.
+    try:
+        pc.cast(values, target, safe=True)
+    except _CONVERSION_ERRORS:
+        return _ALL
+    return None
+
+
+def _float_below(number: int) -> float:
+    """The largest double not above ``number``."""
+    if number > sys.float_info.max:
+        return sys.float_info.max
+    nearest = float(number)
+    return math.nextafter(nearest, 0.0) if nearest > number else nearest
+
+
+def _failing(fits: "pyarrow.Array") -> Any:
+    """The indices where ``fits`` is false (a null, from a null value, fits)."""
+    import pyarrow.compute as pc
+
+    fits = pc.fill_null(fits, True)
+    if pc.all(fits).as_py() is not False:
+        return None
+    return pc.indices_nonzero(pc.invert(fits))
+
+
+def _refuse_first(values: "pyarrow.Array", suspects: Any, target: "pyarrow.DataType", first_row: int, column: str) -> None:
+    """Raises :class:`BadInput` for the first suspect :func:`_problem` refuses."""
+    if suspects is _ALL:
+        indices = range(len(values))
+        python_values = values.to_pylist()
+    else:
+        indices = suspects.to_pylist()
+        python_values = values.take(suspects).to_pylist()
+    for index, value in zip(indices, python_values):
+        if value is None:
+            continue
+        reason = _problem(value, target)
+        if reason is not None:
+            raise _bad_input(first_row + index, column, reason)
 
 
 def _storage_types(table: "pyarrow.Table") -> "pyarrow.Table":
