@@ -11,6 +11,7 @@ use sluice_formats::{CallLines, ParamLines, Signature};
 use tokio::io::{AsyncBufRead, BufReader};
 
 use crate::console::err_line;
+use crate::interrupt::Interrupt;
 use crate::report::{exit_code, Stats};
 use crate::wait::WaitArgs;
 
@@ -69,8 +70,13 @@ const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Runs the calls and returns the process exit code.
 pub async fn run(arguments: CallArgs) -> u8 {
-    match call(&arguments).await {
+    let interrupt = Interrupt::install_saying(
+        "the running statement was cancelled on the server; calls already committed stay",
+    );
+    match call(&arguments, &interrupt).await {
         Ok(code) => code,
+        // The server reports the cancel as an error; it is the user's Ctrl-C.
+        Err(_) if interrupt.happened() => exit_code(&interrupt.wait_for_cancel().await),
         Err(error) => {
             crate::report::print_error(&error, &arguments.sql, None);
             exit_code(&error)
@@ -78,7 +84,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
     }
 }
 
-async fn call(arguments: &CallArgs) -> Result<u8, Error> {
+async fn call(arguments: &CallArgs, interrupt: &Interrupt) -> Result<u8, Error> {
     let started = Instant::now();
     let target = sluice_drivers::all().open(&arguments.db)?;
     let reader: Box<dyn AsyncBufRead + Unpin + Send> = match arguments
@@ -113,6 +119,7 @@ async fn call(arguments: &CallArgs) -> Result<u8, Error> {
     };
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
+    interrupt.arm(session.canceller());
     arguments.wait.apply(&mut *session)?;
     let connected = meter.snapshot();
     let encryption = session.encryption();

@@ -21,6 +21,7 @@ use sluice_core::load::{
 use sluice_core::{Batch, Chunk, DynSource, Encoding, Error, Meter, Progress, Rejected, Schema};
 
 use crate::console::err_line;
+use crate::interrupt::Interrupt;
 use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
 use crate::wait::WaitArgs;
 
@@ -200,8 +201,13 @@ impl From<Error> for Failure {
 
 /// Runs the copy and returns the process exit code.
 pub async fn run(arguments: CopyArgs) -> u8 {
-    match copy(&arguments).await {
+    let interrupt = Interrupt::install_saying(
+        "the copy was cancelled on both servers; nothing was committed to the target",
+    );
+    match copy(&arguments, &interrupt).await {
         Ok(()) => 0,
+        // The servers report the cancel as an error; it is the user's Ctrl-C.
+        Err(_) if interrupt.happened() => exit_code(&interrupt.wait_for_cancel().await),
         Err(failure) => {
             err_line!("sluice: {}", copy_message(failure.side, &failure.error));
             exit_code(&failure.error)
@@ -245,7 +251,7 @@ async fn connect(
     Ok((session, Metered { meter, stats }))
 }
 
-async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
+async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure> {
     let started = Instant::now();
     let mut plan = arguments.plan()?;
     let drivers = sluice_drivers::all();
@@ -258,8 +264,10 @@ async fn copy(arguments: &CopyArgs) -> Result<(), Failure> {
         ))));
     }
     let (mut lead, target_meter) = connect(&*target, Side::Target, &arguments.wait).await?;
+    interrupt.arm(lead.canceller());
     let (mut source_session, source_meter) =
         connect(&*source, Side::Source, &arguments.wait).await?;
+    interrupt.arm(source_session.canceller());
     let described = describe_source(&mut *source_session, &plan).await?;
     plan.native = wants_native(
         &mut *lead,

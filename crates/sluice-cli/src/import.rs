@@ -16,6 +16,7 @@ use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, Inpu
 use tokio::io::AsyncRead;
 
 use crate::console::err_line;
+use crate::interrupt::Interrupt;
 use crate::machine;
 use crate::report::{
     error_text, exit_code, import_message, row_line, row_reason, ProgressLine, Stats,
@@ -212,8 +213,12 @@ async fn load<D: Decoder + 'static>(
 
 /// Runs the import and returns the process exit code.
 pub async fn run(arguments: ImportArgs) -> u8 {
-    match run_import(&arguments).await {
+    let interrupt =
+        Interrupt::install_saying("the import was cancelled on the server; nothing was committed");
+    match run_import(&arguments, &interrupt).await {
         Ok(()) => 0,
+        // The server reports the cancel as an error; it is the user's Ctrl-C.
+        Err(_) if interrupt.happened() => exit_code(&interrupt.wait_for_cancel().await),
         Err(error) if machine::enabled() => {
             machine::print_error(&error, &message(&error), "");
             exit_code(&error)
@@ -251,7 +256,7 @@ fn message(error: &Error) -> String {
     )
 }
 
-async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
+async fn run_import(arguments: &ImportArgs, interrupt: &Interrupt) -> Result<(), Error> {
     let started = Instant::now();
     let target = sluice_drivers::all().open(&arguments.db)?;
     let path = arguments
@@ -333,6 +338,7 @@ async fn run_import(arguments: &ImportArgs) -> Result<(), Error> {
 
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
+    interrupt.arm(session.canceller());
     arguments.wait.apply(&mut *session)?;
     let connected = meter.snapshot();
     let encryption = session.encryption();

@@ -1,8 +1,10 @@
-//! Ctrl-C: cancel the running query on the server, say so once, exit 130.
+//! Ctrl-C: cancel the running statements on their servers, say so once, exit 130.
 //!
-//! The handler is installed before connecting so an interrupt at any moment ends
-//! the process with the documented code. Once a query runs, the handler first asks
-//! the database to cancel it. The export path usually sees the server's "canceling
+//! Every command that runs statements (`export`, `import`, `copy`, `call`)
+//! installs the handler before connecting, so an interrupt at any moment ends
+//! the process with the documented code. Once a statement runs, the handler
+//! first asks each armed database to cancel it (a `copy` arms both sides): the
+//! server stops at once instead of when it next finds the socket closed. The export path usually sees the server's "canceling
 //! statement" error before the handler is done; [`Interrupt::happened`] lets it tell
 //! that apart from a real failure and end the same way. Before exiting, the handler
 //! runs the cleanup registered with [`Interrupt::on_interrupt`] (an export removes
@@ -25,8 +27,10 @@ type Cleanup = Box<dyn FnOnce() -> Option<String> + Send>;
 struct Shared {
     happened: AtomicBool,
     reported: AtomicBool,
-    canceller: Mutex<Option<Arc<dyn Canceller>>>,
+    cancellers: Mutex<Vec<Arc<dyn Canceller>>>,
     cleanup: Mutex<Option<Cleanup>>,
+    /// What the "interrupted" line says became of the work.
+    outcome: &'static str,
 }
 
 /// The installed Ctrl-C handler.
@@ -36,10 +40,20 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
-    /// Starts listening for Ctrl-C.
+    /// Starts listening for Ctrl-C; the line it prints says "the query was
+    /// cancelled".
     pub fn install() -> Interrupt {
+        Interrupt::install_saying("the query was cancelled")
+    }
+
+    /// Starts listening for Ctrl-C; the line it prints says `outcome` after
+    /// "interrupted; ".
+    pub fn install_saying(outcome: &'static str) -> Interrupt {
         let interrupt = Interrupt {
-            shared: Arc::new(Shared::default()),
+            shared: Arc::new(Shared {
+                outcome,
+                ..Shared::default()
+            }),
         };
         let handler = interrupt.clone();
         // Register now, not when the task first runs, so no early Ctrl-C is missed.
@@ -59,9 +73,13 @@ impl Interrupt {
         interrupt
     }
 
-    /// From now on an interrupt cancels the statement `canceller` stops.
+    /// From now on an interrupt also cancels the statement `canceller` stops.
     pub fn arm(&self, canceller: Arc<dyn Canceller>) {
-        *self.shared.canceller.lock().expect("interrupt state") = Some(canceller);
+        self.shared
+            .cancellers
+            .lock()
+            .expect("interrupt state")
+            .push(canceller);
     }
 
     /// On Ctrl-C, runs `cleanup` before exiting and adds the note it returns to the
@@ -84,15 +102,18 @@ impl Interrupt {
     }
 
     async fn cancel_query(&self) {
-        let canceller = self
+        let cancellers = self
             .shared
-            .canceller
+            .cancellers
             .lock()
             .expect("interrupt state")
             .clone();
-        if let Some(canceller) = canceller {
-            let _ = tokio::time::timeout(Duration::from_secs(2), canceller.cancel()).await;
-        }
+        let cancels = cancellers.iter().map(|canceller| canceller.cancel());
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            futures_util::future::join_all(cancels),
+        )
+        .await;
     }
 
     fn report(&self) {
@@ -102,7 +123,7 @@ impl Interrupt {
                 .and_then(|cleanup| cleanup())
                 .map(|note| format!("; {note}"))
                 .unwrap_or_default();
-            err_line!("sluice: interrupted; the query was cancelled{note}");
+            err_line!("sluice: interrupted; {}{note}", self.shared.outcome);
         }
     }
 }

@@ -24,7 +24,11 @@ pub fn exit_code(error: &Error) -> u8 {
         ErrorKind::Database if ends_the_session(error) => exit::CONNECTION,
         ErrorKind::Database => exit::DATABASE,
         ErrorKind::Config | ErrorKind::Unsupported => exit::USAGE,
-        ErrorKind::Connect | ErrorKind::Authentication | ErrorKind::Closed => exit::CONNECTION,
+        // A server that breaks the protocol is no more usable than one gone.
+        ErrorKind::Connect
+        | ErrorKind::Authentication
+        | ErrorKind::Closed
+        | ErrorKind::Protocol => exit::CONNECTION,
         ErrorKind::Cancelled => exit::INTERRUPTED,
         ErrorKind::Data => exit::BAD_INPUT,
         _ => exit::IO,

@@ -92,6 +92,10 @@ fn init_logging(json: bool) {
 /// Ctrl-C; returns the exit code.
 pub async fn run(arguments: ServeArgs) -> u8 {
     init_logging(arguments.log_json);
+    let open_files = sluice_server::accepting::raise_open_files_limit();
+    if let Err(error) = &open_files {
+        err_line!("sluice: could not raise the open-files limit: {error}");
+    }
     let demo_mode = arguments.demo;
     let config = match load(&arguments).await {
         Ok(config) => config,
@@ -140,11 +144,12 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let threads = tokio::runtime::Handle::current().metrics().num_workers();
     err_line!(
-        "sluice serve: listening on {scheme}://{bound} with {} named quer{}: {}; {threads} worker thread{}",
+        "sluice serve: listening on {scheme}://{bound} with {} named quer{}: {}; {threads} worker thread{}; {}",
         names.len(),
         if names.len() == 1 { "y" } else { "ies" },
         names.join(", "),
         if threads == 1 { "" } else { "s" },
+        connection_room(&live, open_files.ok().and_then(|files| files.raised_from)),
     );
     if demo_mode {
         err_line!("  try: curl -s http://{bound}/queries/payment_events | head -n 3");
@@ -170,6 +175,20 @@ pub async fn run(arguments: ServeArgs) -> u8 {
             exit::IO
         }
     }
+}
+
+/// The start line's account of descriptors: the open-files limit (and what
+/// it was raised from) and each listener's connection cap.
+fn connection_room(live: &LiveApp, raised_from: Option<u64>) -> String {
+    let limit = sluice_server::accepting::open_files_limit();
+    let cap = sluice_server::accepting::cap_for(live.state().config());
+    let limit = if limit == u64::MAX {
+        "unlimited".to_owned()
+    } else {
+        limit.to_string()
+    };
+    let raised = raised_from.map_or(String::new(), |from| format!(" (raised from {from})"));
+    format!("open files {limit}{raised}, at most {cap} connections per listener")
 }
 
 /// Binds `[flight] listen` (loopback only without tokens, as HTTP) and serves

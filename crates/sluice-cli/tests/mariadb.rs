@@ -229,3 +229,82 @@ fn bad_urls_unreachable_servers_and_refused_logins_have_their_exit_codes() {
         "{stderr}"
     );
 }
+
+/// A relay to MariaDB that turns the client's first `COM_STMT_PREPARE` of a
+/// statement holding `marker` into a `COM_QUERY` of `replacement`: the real
+/// server then answers what the client takes for a prepare with whatever
+/// `replacement` makes it send. The connection must be plain (no TLS) for its
+/// packets to be read.
+fn rewriting_relay(upstream: String, marker: &'static str, replacement: String) -> String {
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut server) = TcpStream::connect(&upstream) else {
+                return;
+            };
+            let (mut server_reader, mut client_writer) =
+                (server.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut server_reader, &mut client_writer);
+                let _ = client_writer.shutdown(std::net::Shutdown::Both);
+            });
+            let replacement = replacement.clone();
+            std::thread::spawn(move || loop {
+                let mut header = [0u8; 4];
+                if client.read_exact(&mut header).is_err() {
+                    let _ = server.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+                let length = usize::from(header[0])
+                    | usize::from(header[1]) << 8
+                    | usize::from(header[2]) << 16;
+                let mut payload = vec![0; length];
+                if client.read_exact(&mut payload).is_err() {
+                    return;
+                }
+                let marked = payload
+                    .windows(marker.len())
+                    .any(|w| w == marker.as_bytes());
+                if payload.first() == Some(&0x16) && marked {
+                    payload = [&[0x03], replacement.as_bytes()].concat();
+                    let length = payload.len() as u32;
+                    header[..3].copy_from_slice(&length.to_le_bytes()[..3]);
+                }
+                if server.write_all(&header).is_err() || server.write_all(&payload).is_err() {
+                    return;
+                }
+            });
+        }
+    });
+    address
+}
+
+#[test]
+fn a_server_asking_for_a_local_file_in_answer_to_a_query_gets_none_and_exit_3() {
+    let db = TestMariaDb::new();
+    db.execute("create table probe (line text)");
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "not for the server\n").unwrap();
+    let file = secret.path().display().to_string();
+    let (before, upstream, after) = support::split_url(db.url());
+    let separator = if after.contains('?') { '&' } else { '?' };
+    let relay = rewriting_relay(
+        upstream.to_owned(),
+        "sluice_probe",
+        format!("LOAD DATA LOCAL INFILE '{file}' INTO TABLE probe"),
+    );
+    let url = format!("{before}{relay}{after}{separator}ssl-mode=disabled");
+    let output = export(&url, "select 1 as sluice_probe", &[]);
+    let stderr = assert_exit(&output, 3);
+    assert!(
+        stderr.contains(&format!("the server asked for the local file {file:?}"))
+            && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+    assert_eq!(db.query_text("select count(*) from probe"), "0");
+}

@@ -501,8 +501,11 @@ fn worker_threads_follow_the_flag_then_the_file_then_the_cpus() {
             .find(|line| line.starts_with("sluice serve: listening on"))
             .unwrap()
             .to_owned();
-        let (_, tail) = line.rsplit_once("; ").unwrap();
-        tail.split(' ').next().unwrap().parse::<usize>().unwrap()
+        let part = line
+            .split("; ")
+            .find(|part| part.contains("worker thread"))
+            .unwrap();
+        part.split(' ').next().unwrap().parse::<usize>().unwrap()
     };
     let demo = ["--demo", "--demo-file", &file, "--demo-rows", "100"];
     let cpus = std::thread::available_parallelism().unwrap().get();
@@ -602,4 +605,161 @@ fn replicas_behind_a_round_robin_answer_alike_and_a_killed_one_aborts_its_stream
         "the cut stream ended like a complete one after {received} bytes"
     );
     assert!(received < 5_000_000 * 200, "{received} bytes arrived");
+}
+
+/// A TLS client config that trusts only `ca` and offers HTTP/2, as gRPC does.
+fn h2_client_tls(ca: &std::path::Path) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let certificate = rustls::pki_types::CertificateDer::from_pem_file(ca).unwrap();
+    roots.add(certificate).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    std::sync::Arc::new(config)
+}
+
+/// Raises this process's soft open-files limit to its hard one: the test
+/// itself holds more than 1,024 connections.
+fn raise_own_open_files(need: u64) {
+    let mut limits = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: both calls read or write the struct that lives here.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limits), 0);
+        limits.rlim_cur = limits.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limits), 0);
+    }
+    assert!(
+        limits.rlim_cur >= need,
+        "this test needs {need} open files; the hard limit is {} (raise it: ulimit -Hn)",
+        limits.rlim_cur
+    );
+}
+
+#[test]
+fn idle_flight_connections_cannot_take_the_descriptors_from_https() {
+    const IDLE: usize = 1_100;
+    raise_own_open_files(IDLE as u64 + 200);
+    let db = TestDb::new();
+    let certificates = TestCertificates::generate(&["localhost"]);
+    let directory = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &directory,
+        &format!(
+            "[server]\ntls_cert = {}\ntls_key = {}\nheader_read_timeout = \"3s\"\n\
+             [databases.main]\nurl = {}\n\
+             [queries.numbers]\nsql = \"select generate_series(1, 100) as n\"\n\
+             [flight]\nlisten = \"127.0.0.1:0\"\n",
+            quoted(&certificates.server().certificate.display().to_string()),
+            quoted(&certificates.server().key.display().to_string()),
+            quoted(db.url())
+        ),
+    );
+    let mut server = Server::start_with_open_files(&["--config", &path], "info", 1024);
+    let flight_line = server.wait_for_line("Arrow Flight on grpc+tls://", Duration::from_secs(30));
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("open files 1024, at most 384 connections per listener"),
+        "{stderr}"
+    );
+    let flight: std::net::SocketAddr = flight_line
+        .split("grpc+tls://")
+        .nth(1)
+        .unwrap()
+        .split([',', ' '])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let port = server.address.port();
+    let ca = certificates.ca();
+    let tls = h2_client_tls(&ca);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // 1,100 clients finish a TLS handshake with Flight and say nothing.
+        let mut handshakes = tokio::task::JoinSet::new();
+        for _ in 0..IDLE {
+            let connector = tokio_rustls::TlsConnector::from(tls.clone());
+            handshakes.spawn(async move {
+                let tcp = tokio::net::TcpStream::connect(flight).await.ok()?;
+                let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+                let handshake = connector.connect(name, tcp);
+                tokio::time::timeout(Duration::from_secs(10), handshake)
+                    .await
+                    .ok()?
+                    .ok()
+            });
+        }
+        let mut idle = Vec::new();
+        while let Some(done) = handshakes.join_next().await {
+            idle.extend(done.unwrap());
+        }
+        // The cap is filled (a few of its slots may still be finishing a
+        // refused client's close), and not passed.
+        assert!(
+            (300..=384).contains(&idle.len()),
+            "{} idle connections were kept (cap 384)",
+            idle.len()
+        );
+        // HTTPS answers meanwhile, queries and health alike.
+        for _ in 0..5 {
+            let body = https_get(&ca, port, "/queries/numbers").await.unwrap();
+            assert_eq!(body.lines().count(), 100);
+        }
+        https_get(&ca, port, "/health").await.unwrap();
+        let metrics = https_get(&ca, port, "/metrics").await.unwrap();
+        let refused: f64 = metrics
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("sluice_connections_refused_total{listener=\"flight\"} ")
+            })
+            .unwrap_or_else(|| panic!("no refusals counted:\n{metrics}"))
+            .parse()
+            .unwrap();
+        assert!(refused >= (IDLE - 384) as f64, "{refused} refusals");
+        // The idle ones are closed after header_read_timeout (3 s), not before.
+        let waited = Instant::now();
+        let mut closes = tokio::task::JoinSet::new();
+        for mut connection in idle {
+            closes.spawn(async move {
+                use tokio::io::AsyncReadExt;
+                // The server's SETTINGS frame first, then the end.
+                let mut sink = Vec::new();
+                let read = connection.read_to_end(&mut sink);
+                tokio::time::timeout(Duration::from_secs(15), read)
+                    .await
+                    .is_ok()
+            });
+        }
+        while let Some(closed) = closes.join_next().await {
+            assert!(
+                closed.unwrap(),
+                "an idle Flight connection was still open after 15 s"
+            );
+        }
+        assert!(
+            waited.elapsed() >= Duration::from_secs(1),
+            "idle connections were closed at once, not by the timeout"
+        );
+        // And Flight takes connections again.
+        let connector = tokio_rustls::TlsConnector::from(tls.clone());
+        let tcp = tokio::net::TcpStream::connect(flight).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        connector.connect(name, tcp).await.unwrap();
+    });
+    let stderr = server.stderr();
+    let failures = stderr.matches("accepting connections failed").count();
+    assert!(
+        failures <= 1,
+        "accept failures logged {failures} times:\n{stderr}"
+    );
+    server.terminate();
+    assert_eq!(server.wait(Duration::from_secs(15)), Some(0), "{stderr}");
 }

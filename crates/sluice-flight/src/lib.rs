@@ -30,7 +30,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
+use sluice_server::accepting::{cap_for, ConnectionSlots};
 use sluice_server::config::FlightConfig;
+use sluice_server::connection::Timeouts;
 use sluice_server::reload::LiveApp;
 use sluice_server::tls::ServerTls;
 use tokio::net::TcpListener;
@@ -42,10 +44,16 @@ pub use service::Service;
 /// this bounds what an unauthenticated caller can make the server buffer).
 const MAX_REQUEST_BYTES: usize = 1 << 20;
 
+/// How often an HTTP/2 ping checks a connection's peer, and how long its
+/// answer may take before the connection is closed.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Serves Flight for `live` on `listener` (over `tls` when given: the HTTP
 /// gateway's certificate) until `shutdown` resolves; then stops
 /// accepting calls and releases every held snapshot. Parts in flight end by the
-/// gateway's own shutdown deadline (its state's shutdown token).
+/// gateway's own shutdown deadline (its state's shutdown token). Connections
+/// are timed and capped as HTTP's are ([`listener`]).
 pub async fn serve(
     live: LiveApp,
     flight: FlightConfig,
@@ -55,12 +63,29 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     let plans = Plans::default();
     let tracker = live.state().tracker();
+    let accepting = {
+        let state = live.state();
+        let config = state.config();
+        listener::Accepting {
+            tls,
+            timeouts: Timeouts {
+                header_read: config.header_read_timeout,
+                keep_alive: config.keep_alive_timeout,
+            },
+            slots: ConnectionSlots::new(cap_for(config), "flight"),
+        }
+    };
     let expiry = tokio::spawn(expire_plans(plans.clone(), tracker.clone()));
     let service = FlightServiceServer::new(Service::new(live, flight, plans.clone()))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
     let served = tonic::transport::Server::builder()
+        // A client gone without a word (a dead peer, a dropped NAT entry) is
+        // found by pings even while its call is quiet.
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .layer(listener::TrackCalls)
         .add_service(service)
-        .serve_with_incoming_shutdown(listener::incoming(listener, tls), shutdown)
+        .serve_with_incoming_shutdown(listener::incoming(listener, accepting), shutdown)
         .await;
     expiry.abort();
     plans.release_all(&tracker);

@@ -23,7 +23,7 @@ use sluice_server::{AppError, AppState};
 
 use crate::descriptor::PlanRequest;
 use crate::ipc::encapsulated_schema;
-use crate::plans::Plans;
+use crate::plans::{Claim, Plans};
 use crate::ticket::{plan_number, unix_seconds, Part, Ticket, TicketKey};
 
 /// What a statement runs on and how: a named query's, or ad-hoc SQL's.
@@ -104,13 +104,15 @@ pub struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    /// The plan of `request` for `query`, whose parameters are `params`.
+    /// The plan of `request` for `query`, whose parameters are `params`,
+    /// asked for by the token named `owner`.
     pub async fn plan(
         &self,
         descriptor: FlightDescriptor,
         request: &PlanRequest,
         query: &QueryConfig,
         params: Vec<Param>,
+        owner: Option<&str>,
     ) -> Result<FlightInfo, AppError> {
         let schema = self.schema(Runs::named(query, params.clone())).await?;
         let parts = request
@@ -130,19 +132,22 @@ impl Planner<'_> {
         };
         let tickets: Vec<Ticket> = match (&query.split, parts > 1) {
             (Some(split), true) => {
-                if self.plans.len() >= MAX_HELD_PLANS {
-                    return Err(AppError::TooManyRequests {
-                        message: format!(
-                            "{MAX_HELD_PLANS} plans already hold a snapshot open on this server; \
-                             retry when their parts have started"
-                        ),
+                let claim = Claim {
+                    owner,
+                    database: &query.database,
+                    per_token: self.flight.max_plans_per_token,
+                    per_database: self.state.config().databases[&query.database].pool_size,
+                };
+                let place = self
+                    .plans
+                    .reserve(plan, &claim, SPLIT_TIMEOUT)
+                    .map_err(|full| AppError::TooManyRequests {
+                        message: format!("{full}; retry when their parts have started"),
                         retry_after: 1,
-                    });
-                }
+                    })?;
                 let (coordinator, read) = self.split(query, split, &params, parts).await?;
                 let count = read.parts.len();
-                self.plans
-                    .hold(plan, coordinator, count, self.flight.plan_timeout);
+                place.hold(coordinator, count, self.flight.plan_timeout);
                 read.parts
                     .into_iter()
                     .enumerate()
@@ -270,10 +275,6 @@ impl Planner<'_> {
         }
     }
 }
-
-/// The most plans whose snapshots one server holds at once: each holds a
-/// database connection of its own, outside the pools.
-pub const MAX_HELD_PLANS: usize = 64;
 
 /// The longest a split may take to plan (it reads the table's size, or the
 /// least and greatest value of a column).

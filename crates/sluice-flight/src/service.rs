@@ -98,7 +98,13 @@ impl Service {
                 &mut context,
             )?;
             self.planner(&state)
-                .plan(descriptor, &request, query, params)
+                .plan(
+                    descriptor,
+                    &request,
+                    query,
+                    params,
+                    context.token.as_deref(),
+                )
                 .await
         }
         .await;

@@ -588,3 +588,44 @@ async fn flight_sql_statements_run_as_post_sql_does() {
     );
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
 }
+
+#[tokio::test]
+async fn one_token_cannot_take_every_plan_nor_a_database_more_than_its_pool() {
+    let db = TestDb::new();
+    items(&db, 1_000);
+    let tokens: String = ["a", "b"]
+        .iter()
+        .map(|name| {
+            format!(
+                "[[tokens]]\nname = \"{name}\"\ntoken = \"{name}-token-0123456789\"\nqueries = [\"items\"]\n"
+            )
+        })
+        .collect();
+    let text = format!(
+        "[databases.main]\nurl = {}\npool_size = 3\n{TABLE_QUERY}{tokens}\
+         [flight]\nlisten = \"127.0.0.1:0\"\npartitions = 2\nmax_plans_per_token = 2\n",
+        quoted(db.url())
+    );
+    let server = start(Config::parse(&text, "test.toml").unwrap()).await;
+    let mut a = client(server.address, Some("a-token-0123456789")).await;
+    let mut b = client(server.address, Some("b-token-0123456789")).await;
+    let plan = || command(r#"{"query": "items"}"#);
+    let first = a.get_flight_info(plan()).await.unwrap();
+    a.get_flight_info(plan()).await.unwrap();
+    let status = tonic_status(a.get_flight_info(plan()).await.err().unwrap());
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("max_plans_per_token"),
+        "{status:?}"
+    );
+    // Another token still plans, up to the database's pool_size in all.
+    b.get_flight_info(plan()).await.unwrap();
+    let status = tonic_status(b.get_flight_info(plan()).await.err().unwrap());
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("pool_size"), "{status:?}");
+    // A plan whose parts have all started gives its place back.
+    for endpoint in &first.endpoint {
+        read(&mut a, endpoint).await;
+    }
+    b.get_flight_info(plan()).await.unwrap();
+}

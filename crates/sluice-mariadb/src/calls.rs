@@ -883,7 +883,10 @@ impl Run<'_, '_, '_> {
                 &answer,
                 self.connection.capabilities,
             ))),
-            _ => Err(unexpected("the answer to a bulk execution", &answer)),
+            _ => Err(self
+                .connection
+                .unexpected_answer("a bulk execution", &answer)
+                .await),
         }
     }
 

@@ -483,11 +483,7 @@ impl Connection {
                 });
             }
             Some(0xFF) => return Err(server_error(&first, self.capabilities)),
-            Some(0xFB) => {
-                return Err(Error::protocol(
-                    "the server asked for a local file sluice did not offer",
-                ))
-            }
+            Some(0xFB) => return Err(self.unexpected_answer("a query", &first).await),
             _ => read_lenenc_int(&mut &first[..])?,
         };
         for _ in 0..columns {
@@ -648,6 +644,39 @@ fn in_connect(error: Error, target: &Target) -> Error {
             format!("could not connect to {target}: {error}"),
         ),
     }
+}
+
+impl Connection {
+    /// The error for `answer`, which does not belong where it arrived (in
+    /// answer to `what`). A request for a local file (`0xFB`, what `LOAD DATA
+    /// LOCAL INFILE` makes a server send) is refused as the protocol expects —
+    /// an empty packet, no file — and the server's answer to that is read, so
+    /// nothing of the exchange is left for the next command: sluice sends rows
+    /// only to the `LOAD DATA` statements of its own imports, never a file a
+    /// server names.
+    pub(crate) async fn unexpected_answer(&mut self, what: &str, answer: &[u8]) -> Error {
+        if answer.first() != Some(&0xFB) {
+            return unexpected(what, answer);
+        }
+        let file = String::from_utf8_lossy(&answer[1..]).into_owned();
+        self.wire.queue(&[]);
+        if self.wire.flush().await.is_ok() {
+            let _ = self.wire.read_payload().await;
+        }
+        local_file_refused(&file, what)
+    }
+}
+
+/// A server asked for a local file where sluice offered none.
+pub(crate) fn local_file_refused(file: &str, what: &str) -> Error {
+    Error::new(
+        ErrorKind::Protocol,
+        format!(
+            "the server asked for the local file {file:?} in answer to {what}; refused \
+             (sluice sends no file a server asks for): the server is misbehaving or is not \
+             the MariaDB/MySQL server you meant"
+        ),
+    )
 }
 
 impl Connection {

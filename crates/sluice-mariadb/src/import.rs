@@ -809,13 +809,11 @@ impl<'a> LoadData<'a> {
         let answer = connection.simple_query_head(&plan.load_statement()).await?;
         match answer.first() {
             Some(0xFB) if &answer[1..] == INPUT_NAME.as_bytes() => {}
+            // A server asking for another file than the statement named is
+            // hostile: sluice sends only its own rows, never a file.
             Some(0xFB) => {
-                // A server asking for another file than the statement named is
-                // hostile: sluice sends only its own rows, never a file.
-                return Err(Error::protocol(format!(
-                    "the server asked for the local file {:?}, not the one sluice offered",
-                    String::from_utf8_lossy(&answer[1..])
-                )));
+                let what = "a LOAD DATA statement that named another";
+                return Err(connection.unexpected_answer(what, &answer).await);
             }
             Some(0xFF) => return Err(server_error(&answer, connection.capabilities)),
             _ => return Err(unexpected("a request for the load's data", &answer)),
@@ -1171,7 +1169,7 @@ impl Inserts {
                 self.failure = Some(self.at_line(error, first_row, rows));
             }
             Some(0xFF) => {}
-            _ => return Err(unexpected("the INSERT's result", &answer)),
+            _ => return Err(connection.unexpected_answer("the INSERT", &answer).await),
         }
         Ok(())
     }

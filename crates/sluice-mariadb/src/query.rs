@@ -12,7 +12,7 @@
 //! that many rows.
 
 use mysql_common::constants::StatusFlags;
-use sluice_core::{Batch, BatchSource, Chunk, Error, Schema};
+use sluice_core::{Batch, BatchSource, Chunk, Error, ErrorKind, Schema};
 
 use crate::config::ZeroDates;
 use crate::connection::Connection;
@@ -99,8 +99,10 @@ impl QueryStream {
         let statement = match prepared {
             Ok(statement) => statement,
             Err(error) => {
-                if direct {
-                    // The execute of a statement that failed to prepare fails too.
+                // The execute of a statement the server refused to prepare
+                // fails too; after a server that broke the protocol nothing
+                // more is read (it may never answer).
+                if direct && error.kind() == ErrorKind::Database {
                     let _ = connection.wire.read_payload().await;
                 }
                 return Err(error);
@@ -493,7 +495,7 @@ pub(crate) async fn execute<P: AsRef<[u8]>>(
     let statement = match settings.and(prepared) {
         Ok(statement) => statement,
         Err(error) => {
-            if direct {
+            if direct && error.kind() == ErrorKind::Database {
                 // The execute of a statement that failed to prepare fails too.
                 connection.wire.read_payload().await?;
             }
@@ -510,7 +512,9 @@ pub(crate) async fn execute<P: AsRef<[u8]>>(
     match answer.first() {
         Some(0x00) => read_lenenc_int(&mut &answer[1..]),
         Some(0xFF) => Err(server_error(&answer, connection.capabilities)),
-        _ => Err(unexpected("the statement's result", &answer)),
+        _ => Err(connection
+            .unexpected_answer("the statement's result", &answer)
+            .await),
     }
 }
 
@@ -583,7 +587,11 @@ pub(crate) async fn read_prepare_answer(connection: &mut Connection) -> Result<P
     match answer.first() {
         Some(0x00) if answer.len() >= 9 => {}
         Some(0xFF) => return Err(server_error(&answer, connection.capabilities)),
-        _ => return Err(unexpected("the prepared statement", &answer)),
+        _ => {
+            return Err(connection
+                .unexpected_answer("the statement's prepare", &answer)
+                .await)
+        }
     }
     let statement = u32::from_le_bytes([answer[1], answer[2], answer[3], answer[4]]);
     let columns = u16::from_le_bytes([answer[5], answer[6]]);

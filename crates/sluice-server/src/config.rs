@@ -13,6 +13,7 @@
 //! shutdown_grace = "30s"           # how long in-flight streams may finish after SIGTERM
 //! header_read_timeout = "10s"      # a request's head must arrive within this
 //! keep_alive_timeout = "60s"       # an idle kept-alive connection is closed after this
+//! max_connections = 10000          # open connections per listener (HTTP, Flight); more are closed at once (default 10000, less when the open-files limit is lower)
 //! threads = 8                      # worker threads (--threads wins); default: the CPUs this process may use
 //! max_query_string = "8KiB"        # longer query strings get 414 (default 8KiB)
 //! max_body = "1GiB"                # POST /tables and batch bodies; larger ones get 413 (default 1GiB)
@@ -82,7 +83,7 @@ use toml::Spanned;
 
 mod flight;
 
-pub use flight::{FlightConfig, DEFAULT_PARTITIONS, MAX_PARTITIONS};
+pub use flight::{FlightConfig, DEFAULT_MAX_PLANS_PER_TOKEN, DEFAULT_PARTITIONS, MAX_PARTITIONS};
 
 use crate::throttle::{default_burst, TokenLimits};
 use crate::tls::TlsFiles;
@@ -329,6 +330,9 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// How long a kept-alive connection may stay idle between requests.
     pub keep_alive_timeout: Duration,
+    /// `[server] max_connections`: open connections per listener, if given
+    /// (see [`crate::accepting::cap_for`] for the cap in force).
+    pub max_connections: Option<usize>,
     /// `[server] tls_cert` and `tls_key`: serve HTTPS with these files.
     pub tls: Option<TlsFiles>,
     /// `[server] threads`: the runtime's worker threads, if given.
@@ -389,6 +393,7 @@ struct RawServer {
     shutdown_grace: Option<Spanned<String>>,
     header_read_timeout: Option<Spanned<String>>,
     keep_alive_timeout: Option<Spanned<String>>,
+    max_connections: Option<Spanned<i64>>,
     tls_cert: Option<Spanned<String>>,
     tls_key: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
@@ -654,6 +659,7 @@ impl Config {
             shutdown_grace: server.shutdown_grace,
             header_read_timeout: server.header_read_timeout,
             keep_alive_timeout: server.keep_alive_timeout,
+            max_connections: server.max_connections,
             tls: server.tls,
             threads: server.threads,
             max_query_string: server.max_query_string,
@@ -676,6 +682,7 @@ struct ServerSection {
     shutdown_grace: Duration,
     header_read_timeout: Duration,
     keep_alive_timeout: Duration,
+    max_connections: Option<usize>,
     tls: Option<TlsFiles>,
     threads: Option<usize>,
     max_query_string: usize,
@@ -683,6 +690,9 @@ struct ServerSection {
     max_stream_duration: Duration,
     idle_write_timeout: Duration,
 }
+
+/// The largest `[server] max_connections`: beyond any open-files limit in use.
+pub const MAX_CONNECTIONS: usize = 1 << 24;
 
 /// The most worker threads a configuration may ask for: far beyond any
 /// machine's cores, low enough that a typo cannot exhaust the process.
@@ -719,6 +729,19 @@ fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSect
             "server.keep_alive_timeout",
             DEFAULT_KEEP_ALIVE_TIMEOUT,
         )?,
+        max_connections: match &raw.max_connections {
+            Some(count) if (1..=MAX_CONNECTIONS as i64).contains(count.get_ref()) => {
+                Some(*count.get_ref() as usize)
+            }
+            Some(count) => {
+                return Err(source.error(
+                    count.span(),
+                    "server.max_connections",
+                    format!("must be between 1 and {MAX_CONNECTIONS}"),
+                ))
+            }
+            None => None,
+        },
         tls: tls_files(source, raw)?,
         max_query_string: match &raw.max_query_string {
             Some(size) => {
@@ -1822,6 +1845,7 @@ scopes = ["sql"]
         let flight = Config::parse(base, "good.toml").unwrap().flight.unwrap();
         assert_eq!(flight.partitions, DEFAULT_PARTITIONS);
         assert_eq!(flight.plan_timeout, Duration::from_secs(600));
+        assert_eq!(flight.max_plans_per_token, DEFAULT_MAX_PLANS_PER_TOKEN);
         assert!(flight.locations.is_empty() && flight.ticket_secret.is_none());
 
         let replicas = format!("{base}locations = [\"grpc://10.0.0.1:8815\"]\n");
@@ -1840,6 +1864,16 @@ scopes = ["sql"]
         assert_eq!(error_for(&https).key, "flight.locations[0]");
         let zero = format!("{base}partitions = 0\n");
         assert_eq!(error_for(&zero).key, "flight.partitions");
+        let server =
+            "[server]\nmax_connections = 0\n[databases.main]\nurl = \"postgres://u@h/d\"\n";
+        assert_eq!(error_for(server).key, "server.max_connections");
+        let server = server.replace("= 0", "= 500");
+        assert_eq!(
+            Config::parse(&server, "x.toml").unwrap().max_connections,
+            Some(500)
+        );
+        let none = format!("{base}max_plans_per_token = 0\n");
+        assert_eq!(error_for(&none).key, "flight.max_plans_per_token");
         let address = base.replace("127.0.0.1:8815", "somewhere");
         assert_eq!(error_for(&address).key, "flight.listen");
     }

@@ -68,6 +68,14 @@ pub enum AppError {
     },
     /// 503 with `Retry-After`.
     Unavailable(String),
+    /// 503 with `Retry-After`: the database gave up the work for a reason
+    /// that a retry of the same request may not meet ([`is_transient`]).
+    Transient {
+        /// The database's words.
+        message: String,
+        /// Its SQLSTATE.
+        sqlstate: Option<String>,
+    },
     /// 504: a response that ran out of time before its first byte.
     Timeout(String),
     /// A database error before the first byte.
@@ -193,7 +201,9 @@ impl AppError {
             AppError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             AppError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Unavailable(_) | AppError::Transient { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             AppError::Database { error, ad_hoc } => database_status(error, *ad_hoc),
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -234,6 +244,7 @@ impl AppError {
             | AppError::UriTooLong(message)
             | AppError::TooManyRequests { message, .. }
             | AppError::Unavailable(message)
+            | AppError::Transient { message, .. }
             | AppError::Timeout(message) => Some(message),
             _ => None,
         }
@@ -253,6 +264,20 @@ pub fn row_reason(row: &RowError) -> String {
 }
 
 /// The status for a database error, by SQLSTATE class.
+/// True for a database error that says nothing about the request itself:
+/// the work lost a race with other sessions and a retry may succeed —
+/// deadlocks and serialization failures (SQLSTATE class `40`: `40001`,
+/// `40P01`), a lock not granted (`55P03`, `NOWAIT` or `lock_timeout`), and
+/// MariaDB's lock wait timeout (error 1205, SQLSTATE `HY000`).
+pub fn is_transient(error: &Error) -> bool {
+    let code = error.code().unwrap_or("");
+    code.starts_with("40")
+        || code == "55P03"
+        || error
+            .as_db_error()
+            .is_some_and(|db| db.vendor_code == Some(1205))
+}
+
 fn database_status(error: &Error, ad_hoc: bool) -> StatusCode {
     let code = error.code().unwrap_or("");
     match code.get(..2).unwrap_or("") {
@@ -292,6 +317,12 @@ impl IntoResponse for AppError {
                     body.insert("sqlstate".into(), json!(code));
                 }
                 message.clone()
+            }
+            AppError::Transient { message, sqlstate } => {
+                if let Some(code) = sqlstate {
+                    body.insert("sqlstate".into(), json!(code));
+                }
+                format!("{message}; nothing was committed: retry the request")
             }
             AppError::Unauthorized => "a valid bearer token is required".into(),
             AppError::Database { error, .. } => {

@@ -524,6 +524,16 @@ fn import_error(error: Error) -> AppError {
     if let Some(fault) = AppError::from_import_fault(&error) {
         return fault;
     }
+    // Lost a race with other sessions (a deadlock, a serialization failure):
+    // not the body's fault, so no 422, which tells a client not to retry.
+    if crate::error::is_transient(&error) {
+        return AppError::Transient {
+            message: error
+                .as_db_error()
+                .map_or_else(|| error.to_string(), |db| db.message.clone()),
+            sqlstate: error.code().map(str::to_owned),
+        };
+    }
     if let Some(row) = error.as_row_error() {
         return AppError::Unprocessable {
             message: row_reason(row),

@@ -18,12 +18,15 @@
 //!   bearer tokens and the `Host` check; [`metrics`]: Prometheus; [`openapi`]: `/openapi.json`;
 //! - [`checks`]: start-up checks of named queries and `[sql]` against the databases;
 //! - [`server`]: the listener, the loopback rule and graceful shutdown;
+//!   [`accepting`]: the open-files limit, each listener's connection cap and
+//!   its back-off when `accept` fails;
 //!   [`reload`]: the configuration replaced while serving (SIGHUP);
 //!   [`connection`]: one connection, its timeouts and its reset on a cut body;
 //!   [`tls`]: HTTPS, its certificate and the certificate's reload;
 //! - [`demo`]: the zero-setup SQLite demo.
 #![warn(missing_docs)]
 
+pub mod accepting;
 pub mod app;
 pub mod auth;
 pub mod batch;

@@ -13,6 +13,9 @@
 //! | `sluice_pool_waiting` | gauge (requests waiting for a connection) | `database` |
 //! | `sluice_http_connection_timeouts_total` | counter (connections closed for sending no request in time) | `timeout`: `header_read`, `keep_alive` |
 //! | `sluice_tls_handshake_failures_total` | counter (HTTPS connections whose TLS handshake failed) | |
+//! | `sluice_connections_open` | gauge | `listener`: `http`, `flight` |
+//! | `sluice_connections_refused_total` | counter (closed at once: the listener had `max_connections` open) | `listener` |
+//! | `sluice_accept_failures_total` | counter (`accept` failed: out of file descriptors and the like) | `listener` |
 //!
 //! The `metrics` facade has one global recorder per process, so it is installed
 //! once and every app in the process (tests build many) shares it.
@@ -73,6 +76,18 @@ pub fn handle() -> &'static PrometheusHandle {
         metrics::describe_counter!(
             "sluice_tls_handshake_failures_total",
             "HTTPS connections whose TLS handshake failed"
+        );
+        metrics::describe_counter!(
+            "sluice_connections_refused_total",
+            "Connections closed at once because their listener had max_connections open, by listener"
+        );
+        metrics::describe_counter!(
+            "sluice_accept_failures_total",
+            "Failed accepts (out of file descriptors and the like), by listener"
+        );
+        metrics::describe_gauge!(
+            "sluice_connections_open",
+            "Connections open, by listener"
         );
         metrics::describe_gauge!(
             "sluice_pool_waiting",
@@ -164,6 +179,24 @@ pub fn pool(database: &str, in_use: usize, max: usize, waiting: usize) {
 pub fn connection_timed_out(timeout: &'static str) {
     handle();
     metrics::counter!("sluice_http_connection_timeouts_total", "timeout" => timeout).increment(1);
+}
+
+/// Counts a connection refused because `listener` had its cap open.
+pub fn connection_refused(listener: &'static str) {
+    handle();
+    metrics::counter!("sluice_connections_refused_total", "listener" => listener).increment(1);
+}
+
+/// Counts a failed `accept` on `listener`.
+pub fn accept_failed(listener: &'static str) {
+    handle();
+    metrics::counter!("sluice_accept_failures_total", "listener" => listener).increment(1);
+}
+
+/// Sets how many connections `listener` has open.
+pub fn connections_open(listener: &'static str, open: usize) {
+    handle();
+    metrics::gauge!("sluice_connections_open", "listener" => listener).set(open as f64);
 }
 
 /// Counts an HTTPS connection whose TLS handshake failed (an untrusting

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::accepting::{cap_for, AcceptBackoff, ConnectionSlots};
 use crate::connection::{serve_connection, Timeouts};
 use crate::reload::LiveApp;
 use crate::tls::ServerTls;
@@ -117,13 +118,18 @@ async fn accept_until(
     shutdown: impl Future<Output = ()>,
 ) -> JoinSet<()> {
     // Bound at start: a reload does not change them (see crate::reload).
-    let timeouts = {
+    let (timeouts, slots) = {
         let state = live.state();
-        Timeouts {
+        let timeouts = Timeouts {
             header_read: state.config().header_read_timeout,
             keep_alive: state.config().keep_alive_timeout,
-        }
+        };
+        (
+            timeouts,
+            ConnectionSlots::new(cap_for(state.config()), "http"),
+        )
     };
+    let mut backoff = AcceptBackoff::new("http");
     let draining = CancellationToken::new();
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -132,18 +138,26 @@ async fn accept_until(
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    backoff.accepted();
+                    // A full listener closes the connection at once: the
+                    // client learns now, and its descriptor is free again.
+                    let Some(slot) = slots.take() else { continue };
                     // Without it the last small write of a response waits for
                     // the client's delayed ACK (Nagle): ~40 ms a response.
                     let _ = stream.set_nodelay(true);
-                    connections.spawn(serve_connection(
+                    let served = serve_connection(
                         stream,
                         tls.clone(),
                         live.clone(),
                         timeouts,
                         draining.clone(),
-                    ));
+                    );
+                    connections.spawn(async move {
+                        served.await;
+                        drop(slot);
+                    });
                 }
-                Err(error) => accept_failed(error).await,
+                Err(error) => backoff.failed(error).await,
             },
             // Reap finished connections so the set holds only live ones.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -157,21 +171,6 @@ async fn accept_until(
 /// Waits for every connection task to end.
 async fn all_ended(connections: &mut JoinSet<()>) {
     while connections.join_next().await.is_some() {}
-}
-
-/// A failed `accept`: one connection's problem (it was reset while queued) is
-/// skipped; anything else (out of file descriptors) is logged and retried after
-/// a pause rather than spinning.
-async fn accept_failed(error: std::io::Error) {
-    use std::io::ErrorKind;
-    if matches!(
-        error.kind(),
-        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
-    ) {
-        return;
-    }
-    tracing::error!(%error, "accepting a connection failed; retrying in 1 s");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 #[cfg(test)]

@@ -263,6 +263,33 @@ async fn a_bad_record_in_abort_mode_is_a_422_naming_line_and_column() {
 }
 
 #[tokio::test]
+async fn a_deadlock_or_serialization_failure_is_a_503_to_retry_not_a_422() {
+    let (db, _, state) = setup(&["payments"]);
+    // The server gives the load up as it would when it lost a race: a
+    // trigger raises the SQLSTATE at one row.
+    for (code, method) in [("40P01", "copy"), ("40001", "insert"), ("55P03", "copy")] {
+        db.execute(&format!(
+            "create or replace function lose() returns trigger language plpgsql as
+               $$ begin if new.id = 500 then raise exception 'lost a race' using errcode = '{code}';
+                  end if; return new; end $$;
+             drop trigger if exists lose on payments;
+             create trigger lose before insert on payments for each row execute function lose();"
+        ));
+        let uri = format!("/tables/payments?method={method}");
+        let response = oneshot(&state, post(&uri, Some(WRITER), None, ndjson(1..=1000))).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{code}");
+        assert_eq!(response.headers()["retry-after"], "1");
+        let error = json(response).await;
+        assert_eq!(error["sqlstate"], code, "{error}");
+        assert!(
+            error["error"].as_str().unwrap().contains("retry"),
+            "{error}"
+        );
+        assert_eq!(count(&db), 0);
+    }
+}
+
+#[tokio::test]
 async fn skip_mode_commits_good_rows_and_returns_the_rejects() {
     let (db, _, state) = setup(&["payments"]);
     let mut body = String::new();

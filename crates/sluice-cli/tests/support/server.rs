@@ -26,16 +26,45 @@ impl Server {
 
     /// Starts with `SLUICE_LOG=level`; returns once it listens.
     pub fn start_logging(arguments: &[&str], level: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        Server::spawn(Server::command(arguments, level))
+    }
+
+    /// Starts with both open-files limits (soft and hard) at `limit`, as
+    /// `prlimit --nofile=LIMIT` would.
+    pub fn start_with_open_files(arguments: &[&str], level: &str, limit: u64) -> Server {
+        use std::os::unix::process::CommandExt;
+        let mut command = Server::command(arguments, level);
+        // SAFETY: only setrlimit, which is async-signal-safe, runs in the child.
+        unsafe {
+            command.pre_exec(move || {
+                let limits = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: limit as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limits) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Server::spawn(command)
+    }
+
+    fn command(arguments: &[&str], level: &str) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command
             .arg("serve")
             .args(arguments)
             .args(["--listen", "127.0.0.1:0"])
             .env("SLUICE_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        command
+    }
+
+    fn spawn(mut command: Command) -> Server {
+        let mut child = command.spawn().unwrap();
         let (sender, stderr) = mpsc::channel();
         let pipe = child.stderr.take().unwrap();
         std::thread::spawn(move || {

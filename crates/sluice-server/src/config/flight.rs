@@ -5,6 +5,7 @@
 //! listen = "127.0.0.1:8815"        # serve Arrow Flight (gRPC) here too
 //! partitions = 4                   # parts per plan unless the request asks (default 4)
 //! plan_timeout = "10m"             # a plan's snapshot and tickets last this long at most (default 10m)
+//! max_plans_per_token = 8          # split plans one token may hold at once, parts not all started (default 8)
 //! locations = ["grpc://10.0.0.1:8815", "grpc://10.0.0.2:8815"]  # replicas the parts are spread over (default: the client's own); grpc+tls:// with [server] tls_cert
 //! ticket_secret = "${SLUICE_FLIGHT_SECRET}"  # signs tickets; replicas share it (needed with locations)
 //! ```
@@ -28,6 +29,11 @@ pub const MAX_PARTITIONS: usize = 256;
 /// The default `[flight] plan_timeout`.
 pub const DEFAULT_PLAN_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The default `[flight] max_plans_per_token`: a client planning one job at a
+/// time needs one; eight leave room for a few concurrent jobs, and eight tokens
+/// (not one) are needed to fill the server's 64 held plans.
+pub const DEFAULT_MAX_PLANS_PER_TOKEN: usize = 8;
+
 /// The shortest `ticket_secret`, in bytes: tickets carry SQL, so their
 /// signature must not be guessable.
 pub const MIN_SECRET_BYTES: usize = 32;
@@ -41,6 +47,9 @@ pub struct FlightConfig {
     pub partitions: usize,
     /// How long a plan's snapshot is held, and its tickets redeemable, at most.
     pub plan_timeout: Duration,
+    /// How many split plans (each holding a snapshot) one token may hold at
+    /// once; without tokens, all clients together.
+    pub max_plans_per_token: usize,
     /// The replicas whose addresses endpoints name, in turn (empty: the
     /// client's own connection, as Flight's empty location list means).
     pub locations: Vec<String>,
@@ -55,6 +64,7 @@ impl std::fmt::Debug for FlightConfig {
             .field("listen", &self.listen)
             .field("partitions", &self.partitions)
             .field("plan_timeout", &self.plan_timeout)
+            .field("max_plans_per_token", &self.max_plans_per_token)
             .field("locations", &self.locations)
             .field("ticket_secret", &self.ticket_secret.as_ref().map(|_| "…"))
             .finish()
@@ -67,6 +77,7 @@ pub(super) struct RawFlight {
     listen: Spanned<String>,
     partitions: Option<Spanned<i64>>,
     plan_timeout: Option<Spanned<String>>,
+    max_plans_per_token: Option<Spanned<i64>>,
     #[serde(default)]
     locations: Vec<Spanned<String>>,
     ticket_secret: Option<Spanned<String>>,
@@ -105,6 +116,19 @@ pub(super) fn flight_section(
         "flight.plan_timeout",
         DEFAULT_PLAN_TIMEOUT,
     )?;
+    let max_plans_per_token = match &flight.max_plans_per_token {
+        Some(count) if (1..=MAX_PARTITIONS as i64).contains(count.get_ref()) => {
+            *count.get_ref() as usize
+        }
+        Some(count) => {
+            return Err(source.error(
+                count.span(),
+                "flight.max_plans_per_token",
+                format!("must be between 1 and {MAX_PARTITIONS}"),
+            ))
+        }
+        None => DEFAULT_MAX_PLANS_PER_TOKEN,
+    };
     let mut locations = Vec::new();
     for (index, location) in flight.locations.iter().enumerate() {
         let text = location.get_ref().trim();
@@ -143,6 +167,7 @@ pub(super) fn flight_section(
         listen,
         partitions,
         plan_timeout,
+        max_plans_per_token,
         locations,
         ticket_secret,
     })
