@@ -5,6 +5,7 @@
 // A print that panics on a closed pipe must not come back: see `console`.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod about;
 mod call;
 mod console;
 mod copy;
@@ -42,8 +43,8 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "Stream SQL query results in constant memory, round trips counted", long_about = None)]
-struct Cli {
+#[command(name = "sluice", version = about::VERSION, about = "Stream SQL query results in constant memory, round trips counted", long_about = None)]
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -64,6 +65,14 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Measure round trips against your database at a few RTTs and write a report.
     Lab(lab::LabArgs),
+    /// Print the version, the commit and the build date (--json: also the
+    /// databases and formats built in).
+    Version(about::VersionArgs),
+    /// Print a shell completion script: `sluice completions bash > /etc/bash_completion.d/sluice`.
+    Completions(about::CompletionsArgs),
+    /// Write the man pages into a directory (for packaging).
+    #[command(hide = true)]
+    Man(about::ManArgs),
 }
 
 impl Command {
@@ -88,20 +97,31 @@ pub fn usable_cpus() -> usize {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let code = match Cli::parse().command {
+        // The commands about the binary itself need no runtime.
+        Command::Version(arguments) => about::version(&arguments),
+        Command::Completions(arguments) => about::completions(&arguments),
+        Command::Man(arguments) => about::man(&arguments),
+        command => run(command),
+    };
+    ExitCode::from(code)
+}
+
+/// Runs a command that works on databases, in a runtime sized for it.
+fn run(command: Command) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cli.command.worker_threads())
+        .worker_threads(command.worker_threads())
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(error) => {
             err_line!("sluice: could not start the async runtime: {error}");
-            return ExitCode::from(exit::IO);
+            return exit::IO;
         }
     };
     let code = runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Export(arguments) => export::run(arguments).await,
             Command::Import(arguments) => import::run(arguments).await,
             Command::Copy(arguments) => copy::run(arguments).await,
@@ -109,9 +129,12 @@ fn main() -> ExitCode {
             Command::Proxy(arguments) => proxy::run(arguments).await,
             Command::Serve(arguments) => serve::run(arguments).await,
             Command::Lab(arguments) => lab::run(arguments).await,
+            Command::Version(arguments) => about::version(&arguments),
+            Command::Completions(arguments) => about::completions(&arguments),
+            Command::Man(arguments) => about::man(&arguments),
         }
     });
     // Do not wait for a cancel request or progress task still in flight.
     runtime.shutdown_background();
-    ExitCode::from(code)
+    code
 }

@@ -851,3 +851,233 @@ fn closed_stdout_and_stderr_never_panic() {
         "1,2,3"
     );
 }
+
+/// Runs `arguments` until `marker`'s statement is active on `db`, sends
+/// SIGINT, and returns sluice's exit code and standard error once the
+/// statement is gone from the server.
+fn interrupted(
+    db: &TestDb,
+    marker: &str,
+    arguments: &[&str],
+    stdin: Stdio,
+) -> (Option<i32>, String) {
+    let mut sluice = Guarded::spawn(
+        sluice()
+            .args(arguments)
+            .stdin(stdin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let sluice_stderr = read_all_in_background(sluice.0.stderr.take().expect("piped stderr"));
+    assert!(
+        eventually(Duration::from_secs(20), || sluice_sessions_with(
+            db, marker, true
+        ) >= 1),
+        "the statement never showed up as active in pg_stat_activity"
+    );
+    let pid = libc::pid_t::try_from(sluice.pid()).expect("pid fits pid_t");
+    // SAFETY: plain kill(2) on our own, not yet reaped child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = sluice
+        .wait_timeout(Duration::from_secs(10))
+        .expect("sluice did not exit within 10 s of SIGINT");
+    let stderr = text(&sluice_stderr.join().expect("stderr reader"));
+    assert_no_panic(&stderr);
+    // Cancelled on the server, not left to run until it notices the socket.
+    assert!(
+        eventually(Duration::from_secs(2), || sluice_sessions_with(
+            db, marker, true
+        ) == 0),
+        "the statement still runs on the server after SIGINT"
+    );
+    (status.code(), stderr)
+}
+
+#[test]
+fn ctrl_c_cancels_an_import_and_commits_nothing() {
+    let db = TestDb::new();
+    let marker = unique_marker();
+    // Each row takes 10 ms on the server, so the COPY is still running.
+    let table = format!("slow_{}", marker.replace('-', "_"));
+    db.execute(&format!(
+        "create table {table} (n int);
+         create function nap() returns trigger language plpgsql as
+           $$ begin perform pg_sleep(0.01); return new; end $$;
+         create trigger nap before insert on {table} for each row execute function nap();"
+    ));
+    let input = directory_file(
+        "rows.ndjson",
+        &(1..=5000)
+            .map(|n| format!("{{\"n\":{n}}}\n"))
+            .collect::<String>(),
+    );
+    let (code, stderr) = interrupted(
+        &db,
+        &table,
+        &[
+            "import",
+            "--db",
+            db.url(),
+            "--table",
+            &table,
+            input.path.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        "sluice: interrupted; the import was cancelled on the server; nothing was committed\n"
+    );
+    assert_eq!(
+        db.query_text(&format!("select count(*) from {table}"))
+            .trim(),
+        "0"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_a_copy_on_both_sides() {
+    let db = TestDb::new();
+    let marker = unique_marker();
+    db.execute("create table target (n int)");
+    let query = format!(
+        "select n from generate_series(1, 3) n where pg_sleep(30) is not null /* {marker} */"
+    );
+    let (code, stderr) = interrupted(
+        &db,
+        &marker,
+        &[
+            "copy",
+            "--from",
+            db.url(),
+            "--query",
+            &query,
+            "--to",
+            db.url(),
+            "--table",
+            "target",
+        ],
+        Stdio::null(),
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        "sluice: interrupted; the copy was cancelled on both servers; nothing was committed to the target\n"
+    );
+    assert_eq!(db.query_text("select count(*) from target").trim(), "0");
+}
+
+#[test]
+fn ctrl_c_cancels_a_call() {
+    let db = TestDb::new();
+    let marker = unique_marker();
+    let sql = format!("select pg_sleep($1::float8) /* {marker} */");
+    let params = directory_file("params.ndjson", "[30]\n");
+    let (code, stderr) = interrupted(
+        &db,
+        &marker,
+        &[
+            "call",
+            "--db",
+            db.url(),
+            "--sql",
+            &sql,
+            "--params",
+            params.path.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        "sluice: interrupted; the running statement was cancelled on the server; calls already committed stay\n"
+    );
+}
+
+/// A file holding `contents` in a directory of its own, removed on drop.
+struct DirectoryFile {
+    _directory: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+fn directory_file(name: &str, contents: &str) -> DirectoryFile {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join(name);
+    std::fs::write(&path, contents).unwrap();
+    DirectoryFile {
+        _directory: directory,
+        path,
+    }
+}
+
+#[test]
+fn the_version_names_the_commit_and_the_build_date() {
+    let output = sluice().arg("--version").output().unwrap();
+    assert!(output.status.success());
+    let line = text(&output.stdout);
+    // sluice 0.1.0 (0123456789ab 2026-11-27)
+    let (version, rest) = line
+        .trim_end()
+        .strip_prefix("sluice ")
+        .and_then(|rest| rest.split_once(" ("))
+        .unwrap_or_else(|| panic!("{line:?}"));
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let (commit, date) = rest.trim_end_matches(')').split_once(' ').unwrap();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{line:?}"
+    );
+    assert_eq!(date.len(), 10, "{line:?}");
+    assert!(date.starts_with("20"), "{line:?}");
+
+    let output = sluice().args(["version", "--json"]).output().unwrap();
+    assert!(output.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(report["commit"], commit);
+    assert_eq!(
+        report["databases"],
+        serde_json::json!(["PostgreSQL", "MariaDB", "SQLite"])
+    );
+    assert_eq!(
+        report["formats"],
+        serde_json::json!(["ndjson", "json", "csv", "arrow", "arrow-file", "parquet"])
+    );
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_flag_definitions() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = sluice().args(["completions", shell]).output().unwrap();
+        assert!(output.status.success(), "{shell}");
+        let script = text(&output.stdout);
+        assert!(
+            script.contains("export") && script.contains("--query"),
+            "{shell}"
+        );
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let output = sluice().arg("man").arg(directory.path()).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let mut pages: Vec<String> = std::fs::read_dir(directory.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    for page in [
+        "sluice.1",
+        "sluice-export.1",
+        "sluice-serve.1",
+        "sluice-copy.1",
+    ] {
+        assert!(pages.iter().any(|name| name == page), "{pages:?}");
+    }
+    assert!(
+        !pages.iter().any(|name| name == "sluice-man.1"),
+        "{pages:?}"
+    );
+    let export = std::fs::read_to_string(directory.path().join("sluice-export.1")).unwrap();
+    assert!(export.contains("\\-\\-query"), "{export}");
+}

@@ -70,6 +70,11 @@ impl Drivers {
         }
     }
 
+    /// The database products of the registered drivers, in order.
+    pub fn products(&self) -> Vec<&'static str> {
+        self.drivers.iter().map(|driver| driver.product()).collect()
+    }
+
     /// Every URL form the registered drivers accept, for messages.
     pub fn url_forms(&self) -> Vec<&'static str> {
         self.drivers

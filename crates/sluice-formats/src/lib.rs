@@ -92,6 +92,28 @@ impl From<JsonOptions> for OutputOptions {
 }
 
 impl Format {
+    /// Every output format, in the order messages list them.
+    pub const ALL: [Format; 6] = [
+        Format::Ndjson,
+        Format::Json,
+        Format::Csv,
+        Format::Arrow,
+        Format::ArrowFile,
+        Format::Parquet,
+    ];
+
+    /// The format's name, as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Ndjson => "ndjson",
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Arrow => "arrow",
+            Format::ArrowFile => "arrow-file",
+            Format::Parquet => "parquet",
+        }
+    }
+
     /// The encoder for this format.
     pub fn encoder(self, options: impl Into<OutputOptions>) -> Box<dyn Encoder> {
         let options = options.into();
