@@ -502,6 +502,22 @@ fn the_control_api_adds_lists_and_removes_faults_at_run_time() {
 }
 
 #[test]
+fn the_control_api_refuses_a_delay_beyond_its_bound() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    let control = proxy.control_address().unwrap();
+    let spec = "latency:delay=18446744073709551615s";
+    let (status, body) = http(control, "POST", "/faults", Some(json!({ "spec": spec })));
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("delay=18446744073709551615s is too long: at most 1h"),
+        "{error}"
+    );
+    assert!(proxy.faults().list().is_empty(), "the fault is not applied");
+}
+
+#[test]
 fn the_control_api_stays_on_loopback_unless_allowed() {
     let db = TestDb::new();
     let refused = Proxy::new("127.0.0.1:0", &upstream(&db), Shaping::default())
