@@ -14,7 +14,7 @@ use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -81,9 +81,10 @@ impl Shared {
     }
 }
 
-/// A place among the open connections, held by every thread of one connection:
-/// it is given back when the last of them ends, after the connection's sockets
-/// (to the client and to the server) are closed.
+/// A place among the open connections, held by every thread of one connection
+/// (through its `connection::Lease`): it is given back when the last of them
+/// ends, after the connection's sockets (to the client and to the server) are
+/// closed.
 pub(crate) struct Slot(Arc<Shared>);
 
 impl Slot {
@@ -463,7 +464,12 @@ impl Drop for ProxyHandle {
 
 /// One connection's figures, or `None` for a cancel request (not a session).
 fn connection_report(tracked: &Arc<Tracked>, rtt: Duration) -> Option<ConnectionReport> {
-    let observer = tracked.observer.lock().expect("observer");
+    // A connection thread that panicked while observing leaves its figures as
+    // they were: still worth reporting, and the report must not panic too.
+    let observer = tracked
+        .observer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     if observer.cancel_request {
         return None;
     }
