@@ -9,7 +9,7 @@ use clap::Args;
 use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_proxy::shaping::parse_bandwidth;
 use sluice_proxy::{
-    Fault, Proxy, ProxyHandle, Report, Shaping, StartError, DEFAULT_MAX_CONNECTIONS,
+    ControlToken, Fault, Proxy, ProxyHandle, Report, Shaping, StartError, DEFAULT_MAX_CONNECTIONS,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -85,6 +85,18 @@ pub struct ProxyArgs {
     /// who can reach it can cut your connections).
     #[arg(long, requires = "control")]
     control_allow_remote: bool,
+
+    /// Require this token on every control API request (`Authorization:
+    /// Bearer TOKEN`; 401 without it). Without a token, requests must be
+    /// addressed to localhost or a loopback address (any IP address with
+    /// --control-allow-remote), a defence against DNS rebinding.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SLUICE_PROXY_CONTROL_TOKEN",
+        hide_env_values = true
+    )]
+    control_token: Option<ControlToken>,
 }
 
 fn parse_fault(text: &str) -> Result<Fault, String> {
@@ -145,6 +157,9 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
     }
     if let Some(control) = &arguments.control {
         proxy = proxy.control(control);
+    }
+    if let Some(token) = &arguments.control_token {
+        proxy = proxy.control_token(token.clone());
     }
     let proxy = proxy.start().map_err(start_error)?;
     err_line!(

@@ -15,6 +15,12 @@
 //! The first thread connects to the server itself, so the acceptor never waits
 //! for the server, and no thread is spent only on watching the others.
 //!
+//! Every thread holds the connection's [`Lease`]: its place among the open
+//! connections, given back when the last thread ends. A thread that panics
+//! closes both sockets as it unwinds ([`CloseOnPanic`]), so the others, blocked
+//! on those sockets, end too and the place is given back: a bug costs one
+//! connection, never a slot for good.
+//!
 //! Faults act in the reading thread of each direction: every chunk read is
 //! first scanned for the faults' triggers (`fault::live`), the bytes before a
 //! trigger are passed on, then the fault acts. A cut or reset decided by a
@@ -24,14 +30,14 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::fault::live::{abort_on_close, Act, Closing, Cursor, LiveFaults};
 use crate::fault::{Action, FaultList, Trigger};
 use crate::observe::Observer;
-use crate::proxy::Slot;
+use crate::proxy::{Shared, Slot};
 use crate::shaping::{sleep_until, Schedule, Shaping};
 
 /// Bytes read from a socket at once.
@@ -71,27 +77,90 @@ pub(crate) struct Setup {
     pub(crate) faults: Arc<FaultList>,
 }
 
+/// What every thread of one connection holds: copies of its sockets, for a
+/// thread that panics to close, and its place among the open connections.
+pub(crate) struct Lease {
+    // Declared first, so dropped first: the sockets are closed before the
+    // slot is given back, and a new client never finds the server still
+    // holding the old one's connection.
+    sockets: Mutex<Vec<TcpStream>>,
+    slot: Slot,
+}
+
+impl Lease {
+    /// The lease of a connection from `client`, holding `slot`.
+    fn new(slot: Slot, client: &TcpStream) -> io::Result<Lease> {
+        Ok(Lease {
+            sockets: Mutex::new(vec![client.try_clone()?]),
+            slot,
+        })
+    }
+
+    /// Keeps a copy of `socket` (the server's), to close on a panic.
+    fn keep(&self, socket: &TcpStream) -> io::Result<()> {
+        let copy = socket.try_clone()?;
+        self.sockets().push(copy);
+        Ok(())
+    }
+
+    /// Shuts every socket down both ways: the connection's threads, blocked
+    /// reading or writing them, wake and end.
+    fn close_all(&self) {
+        for socket in self.sockets().iter() {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// The sockets, even if a thread panicked while holding them: closing
+    /// them is what a panic calls for.
+    fn sockets(&self) -> std::sync::MutexGuard<'_, Vec<TcpStream>> {
+        self.sockets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The proxy's shared state.
+    fn shared(&self) -> &Shared {
+        self.slot.shared()
+    }
+}
+
+/// Closes a connection whose thread panics: dropped as the thread unwinds, it
+/// shuts both sockets down. Without it the other threads would wait on their
+/// sockets for good, holding the connection's slot, and the client would
+/// wait for an answer that never comes.
+struct CloseOnPanic<'a>(&'a Lease);
+
+impl Drop for CloseOnPanic<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0.close_all();
+        }
+    }
+}
+
 /// Starts the threads of an admitted client; `slot` is given back when the last
 /// of them ends.
 pub(crate) fn start(client: TcpStream, setup: Setup, slot: Slot) -> io::Result<()> {
-    let slot = Arc::new(slot);
-    spawn("sluice-proxy-to-server", slot.clone(), move |slot| {
-        run(client, &setup, slot)
+    let lease = Arc::new(Lease::new(slot, &client)?);
+    spawn("sluice-proxy-to-server", lease, move |lease| {
+        run(client, &setup, lease)
     })?;
     Ok(())
 }
 
-/// Starts a named thread holding the connection's `slot` until `body` returns.
+/// Starts a named thread holding the connection's `lease` until `body`
+/// returns, or closing the connection if `body` panics.
 fn spawn(
     name: &str,
-    slot: Arc<Slot>,
-    body: impl FnOnce(&Arc<Slot>) + Send + 'static,
+    lease: Arc<Lease>,
+    body: impl FnOnce(&Arc<Lease>) + Send + 'static,
 ) -> io::Result<()> {
     thread::Builder::new().name(name.into()).spawn(move || {
+        let guard = CloseOnPanic(&lease);
         // The sockets `body` owns are closed when it returns, before the slot
-        // is given back (when the last thread drops it).
-        body(&slot);
-        drop(slot);
+        // is given back (when the last thread drops the lease).
+        body(&lease);
+        drop(guard);
+        drop(lease);
     })?;
     Ok(())
 }
@@ -114,7 +183,7 @@ fn closed_at_once(client: &TcpStream, faults: &FaultList) -> bool {
 
 /// Connects to the server, then moves the client's bytes to it on this thread
 /// and starts the other direction's.
-fn run(client: TcpStream, setup: &Setup, slot: &Arc<Slot>) {
+fn run(client: TcpStream, setup: &Setup, lease: &Arc<Lease>) {
     let Ok(client_address) = client.peer_addr() else {
         return;
     };
@@ -126,9 +195,13 @@ fn run(client: TcpStream, setup: &Setup, slot: &Arc<Slot>) {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
+    if lease.keep(&server).is_err() {
+        // A connection a panic could not close is not started.
+        return close_both(&client, &server);
+    }
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let tracked = slot.shared().track(|id| Tracked {
+    let tracked = lease.shared().track(|id| Tracked {
         id,
         client: client_address,
         observer: Mutex::new(Observer::new()),
@@ -157,15 +230,15 @@ fn run(client: TcpStream, setup: &Setup, slot: &Arc<Slot>) {
         tracked,
         cursor: Cursor::new(live, false),
     };
-    if spawn("sluice-proxy-to-client", slot.clone(), move |slot| {
-        downward.run(slot)
+    if spawn("sluice-proxy-to-client", lease.clone(), move |lease| {
+        downward.run(lease)
     })
     .is_err()
     {
         // Dropping both sockets closes the connection on both sides.
         return;
     }
-    upward.run(slot);
+    upward.run(lease);
 }
 
 /// One direction of a connection.
@@ -181,7 +254,7 @@ struct Direction {
 impl Direction {
     /// Moves bytes until either side ends: inline when nothing is shaped,
     /// otherwise through a writer thread of its own.
-    fn run(self, slot: &Arc<Slot>) {
+    fn run(self, lease: &Arc<Lease>) {
         let Direction {
             from,
             to,
@@ -203,7 +276,7 @@ impl Direction {
             return close_both(&from, &to);
         };
         let live = cursor.live().clone();
-        if spawn(name, slot.clone(), move |_| {
+        if spawn(name, lease.clone(), move |_| {
             write_side(writer_to, receiver, schedule, &live, upward)
         })
         .is_err()
@@ -237,13 +310,7 @@ impl Sink {
     /// Passes bytes on; false when the other side is gone.
     fn forward(&mut self, bytes: &[u8], arrived: Instant) -> bool {
         match self {
-            Sink::Socket(to) => {
-                let written = to.write_all(bytes).is_ok();
-                if !written {
-                    close_after_failed_write(to);
-                }
-                written
-            }
+            Sink::Socket(to) => write_or_close(to, bytes),
             Sink::Queue(sender) => sender.send(Item::Bytes(arrived, bytes.to_vec())).is_ok(),
         }
     }
@@ -336,10 +403,16 @@ fn stop_reading(from: &TcpStream) {
     let _ = from.shutdown(Shutdown::Read);
 }
 
-/// Closes a socket a write to failed, both ways, so the thread reading it (the
-/// other direction) stops too.
-fn close_after_failed_write(to: &TcpStream) {
-    let _ = to.shutdown(Shutdown::Both);
+/// Writes `bytes` to `to`; if that fails, closes `to` both ways, so the thread
+/// reading it (the other direction) stops too. False when the write failed.
+fn write_or_close(to: &mut TcpStream, bytes: &[u8]) -> bool {
+    #[cfg(test)]
+    tests::panic_on_purpose(bytes);
+    let written = to.write_all(bytes).is_ok();
+    if !written {
+        let _ = to.shutdown(Shutdown::Both);
+    }
+    written
 }
 
 /// Ends the connection on both sides at once (a direction could not start).
@@ -368,10 +441,104 @@ fn write_side(
         if live.closed() {
             return;
         }
-        if to.write_all(&bytes).is_err() {
-            close_after_failed_write(&to);
+        if !write_or_close(&mut to, &bytes) {
             return;
         }
     }
     live.end_stream(&to, upward);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    use sluice_core::Meter;
+    use sluice_postgres::config::Target;
+    use sluice_postgres::tls::TlsSettings;
+    use sluice_postgres::{Config, Connection};
+    use sluice_testkit::TestDb;
+
+    use crate::{Proxy, Shaping, DEFAULT_MAX_CONNECTIONS};
+
+    /// Bytes that make the thread writing them on panic, standing for any bug
+    /// in a connection's threads.
+    const PANIC_ON_PURPOSE: &[u8] = b"sluice-proxy test: panic on purpose";
+
+    /// Panics when `bytes` hold [`PANIC_ON_PURPOSE`].
+    pub(super) fn panic_on_purpose(bytes: &[u8]) {
+        if bytes
+            .windows(PANIC_ON_PURPOSE.len())
+            .any(|window| window == PANIC_ON_PURPOSE)
+        {
+            panic!("a connection's thread panics on purpose");
+        }
+    }
+
+    /// Polls until the proxy reports no open connection, or 10 s pass;
+    /// returns the last count.
+    fn open_connections_settle(proxy: &crate::ProxyHandle) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let open = proxy.report().open_connections;
+            if open == 0 || Instant::now() >= deadline {
+                return open;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_connection_thread_closes_both_sides_and_frees_its_slot() {
+        let db = TestDb::new();
+        let mut config: Config = db.url().parse().unwrap();
+        let Target::Tcp(host, port) = config.targets[0].clone() else {
+            panic!("the test server is reached over TCP");
+        };
+        config.tls = TlsSettings::disabled();
+        // The bytes to the server written inline, then by a writer thread.
+        let shaped = Shaping {
+            rtt: Duration::from_millis(2),
+            ..Shaping::default()
+        };
+        for shaping in [Shaping::default(), shaped] {
+            let proxy = Proxy::new("127.0.0.1:0", &format!("{host}:{port}"), shaping)
+                .start()
+                .unwrap();
+            // More panics than the limit: one slot kept by each would leave
+            // none for the clients after them.
+            for attempt in 0..DEFAULT_MAX_CONNECTIONS + 8 {
+                let mut client = TcpStream::connect(proxy.address()).unwrap();
+                client
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                client.write_all(PANIC_ON_PURPOSE).unwrap();
+                let mut answer = Vec::new();
+                let end = client.read_to_end(&mut answer);
+                assert!(
+                    end.is_ok()
+                        || end.as_ref().unwrap_err().kind() == std::io::ErrorKind::ConnectionReset,
+                    "{shaping:?}, attempt {attempt}: the connection is closed, not left \
+                     hanging: {end:?}"
+                );
+                assert!(
+                    answer.is_empty(),
+                    "{shaping:?}, attempt {attempt}: closed, not refused: {:?}",
+                    String::from_utf8_lossy(&answer)
+                );
+            }
+            assert_eq!(open_connections_settle(&proxy), 0, "{shaping:?}");
+            // Every slot is free again: the limit's worth of clients at once.
+            config.targets = vec![Target::Tcp("127.0.0.1".into(), proxy.address().port())];
+            let mut sessions = Vec::new();
+            for _ in 0..DEFAULT_MAX_CONNECTIONS {
+                let session = Connection::connect(&config, &Meter::new()).await;
+                sessions.push(session.unwrap_or_else(|error| panic!("{shaping:?}: {error}")));
+            }
+            for session in sessions {
+                session.close().await;
+            }
+        }
+    }
 }

@@ -37,6 +37,7 @@ mod refusal;
 pub mod report;
 pub mod shaping;
 
+pub use control::{ControlToken, ControlTokenError};
 pub use fault::{Fault, FaultList};
 pub use proxy::{Proxy, ProxyHandle, StartError, DEFAULT_MAX_CONNECTIONS};
 pub use report::{Finding, Report, StatementStats};

@@ -14,13 +14,14 @@ use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
 use crate::connection::{self, Setup, Tracked};
+use crate::control::{Access, ControlToken};
 use crate::fault::{Action, Fault, FaultList};
 use crate::refusal::{self, Refusal};
 use crate::report::{findings, sort_by_round_trips, ConnectionReport, Observed, Report};
@@ -81,9 +82,10 @@ impl Shared {
     }
 }
 
-/// A place among the open connections, held by every thread of one connection:
-/// it is given back when the last of them ends, after the connection's sockets
-/// (to the client and to the server) are closed.
+/// A place among the open connections, held by every thread of one connection
+/// (through its `connection::Lease`): it is given back when the last of them
+/// ends, after the connection's sockets (to the client and to the server) are
+/// closed.
 pub(crate) struct Slot(Arc<Shared>);
 
 impl Slot {
@@ -109,6 +111,7 @@ pub struct Proxy {
     faults: Vec<Fault>,
     control: Option<String>,
     remote_control: bool,
+    control_token: Option<ControlToken>,
 }
 
 /// A running proxy.
@@ -144,7 +147,7 @@ pub enum StartError {
         error: io::Error,
     },
     /// The control API was asked to listen beyond this machine without that
-    /// being allowed: it has no authentication.
+    /// being allowed: anyone who reaches it can change the faults.
     ControlNotLoopback {
         /// The address it resolved to.
         address: SocketAddr,
@@ -167,8 +170,8 @@ impl fmt::Display for StartError {
             }
             StartError::ControlNotLoopback { address } => write!(
                 f,
-                "the control API has no authentication, so it listens on a loopback \
-                 address unless told otherwise; {address} is not one"
+                "anyone who reaches the control API can change the faults, so it listens \
+                 on a loopback address unless told otherwise; {address} is not one"
             ),
             StartError::System(error) => write!(f, "cannot start the proxy: {error}"),
         }
@@ -203,6 +206,7 @@ impl Proxy {
             faults: Vec::new(),
             control: None,
             remote_control: false,
+            control_token: None,
         }
     }
 
@@ -215,10 +219,20 @@ impl Proxy {
 
     /// Serves the control API (list, add and remove faults over HTTP) on
     /// `address`, which must be a loopback address unless
-    /// [`Proxy::allow_remote_control`] says otherwise: the API has no
-    /// authentication.
+    /// [`Proxy::allow_remote_control`] says otherwise: anyone who reaches it
+    /// can change the faults. Requests a web page would send are refused (a
+    /// `Host` naming no loopback address, without a token; an `Origin` of
+    /// another site; a body that is not `application/json`).
     pub fn control(mut self, address: &str) -> Proxy {
         self.control = Some(address.to_owned());
+        self
+    }
+
+    /// Makes the control API ask every request for `token`
+    /// (`Authorization: Bearer TOKEN`; 401 without it). With a token, the
+    /// `Host` a request names is not checked: the token is the defence.
+    pub fn control_token(mut self, token: ControlToken) -> Proxy {
+        self.control_token = Some(token);
         self
     }
 
@@ -290,12 +304,13 @@ impl Proxy {
             refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
         };
         let control_faults = faults.clone();
+        let access = Access::new(self.control_token, self.remote_control);
         thread::Builder::new()
             .name("sluice-proxy-accept".into())
             .spawn(move || {
                 runtime.block_on(async move {
                     if let Some(control) = control {
-                        tokio::spawn(crate::control::serve(control, control_faults));
+                        tokio::spawn(crate::control::serve(control, control_faults, access));
                     }
                     acceptor.run(listener).await
                 })
@@ -463,7 +478,12 @@ impl Drop for ProxyHandle {
 
 /// One connection's figures, or `None` for a cancel request (not a session).
 fn connection_report(tracked: &Arc<Tracked>, rtt: Duration) -> Option<ConnectionReport> {
-    let observer = tracked.observer.lock().expect("observer");
+    // A connection thread that panicked while observing leaves its figures as
+    // they were: still worth reporting, and the report must not panic too.
+    let observer = tracked
+        .observer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     if observer.cancel_request {
         return None;
     }

@@ -17,7 +17,7 @@ use sluice_core::Meter;
 use sluice_postgres::config::Target;
 use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{Config, Connection};
-use sluice_proxy::{Fault, Proxy, ProxyHandle, Shaping, StartError};
+use sluice_proxy::{ControlToken, Fault, Proxy, ProxyHandle, Shaping, StartError};
 use sluice_testkit::TestDb;
 
 fn fault(spec: &str) -> Fault {
@@ -394,12 +394,81 @@ fn a_slow_close_holds_the_servers_close_back() {
     );
 }
 
-/// One HTTP/1.1 exchange with the control API: the status and the JSON body.
+/// One HTTP/1.1 exchange with the control API, as curl would send it to
+/// `localhost`: the status and the JSON body.
 fn http(address: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let body = body.map(|body| body.to_string());
-    let (status, json) = sluice_testkit::http_exchange(address, method, path, body.as_deref());
-    (status, serde_json::from_str(&json).unwrap_or(Value::Null))
+    let host = format!("localhost:{}", address.port());
+    let mut headers = vec![("Host", host.as_str())];
+    if body.is_some() {
+        headers.push(("Content-Type", "application/json"));
+    }
+    let body = body.map_or(String::new(), |body| body.to_string());
+    request(address, method, path, &headers, body.as_bytes())
 }
+
+/// One HTTP/1.1 request with exactly `headers` (and `Content-Length`): the
+/// status and the body, which must be JSON (`Value::Null` when empty). The
+/// request is written on a thread of its own, so a body the server does not
+/// read cannot block the answer.
+fn request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut message = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        message += &format!("{name}: {value}\r\n");
+    }
+    message += &format!("Content-Length: {}\r\n\r\n", body.len());
+    let mut bytes = message.into_bytes();
+    bytes.extend_from_slice(body);
+    let mut writer = stream.try_clone().unwrap();
+    let writing = std::thread::spawn(move || {
+        // The server may answer and close before reading it all.
+        let _ = writer.write_all(&bytes);
+    });
+    let mut answer = Vec::new();
+    let end = stream.read_to_end(&mut answer);
+    writing.join().unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response ({end:?}): {answer:?}"));
+    let (_, content) = answer.split_once("\r\n\r\n").unwrap_or_default();
+    let json = if content.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(content)
+            .unwrap_or_else(|error| panic!("a {status} answer is not JSON ({error}): {content:?}"))
+    };
+    (status, json)
+}
+
+/// The control API's answer to adding a fault with `headers` (a spec that
+/// would refuse every new client), and whether the fault was applied.
+fn add_refuse(proxy: &ProxyHandle, headers: &[(&str, &str)], body: &str) -> (u16, Value, bool) {
+    let control = proxy.control_address().unwrap();
+    let (status, answer) = request(control, "POST", "/faults", headers, body.as_bytes());
+    let applied = !proxy.faults().list().is_empty();
+    proxy.faults().clear();
+    (status, answer, applied)
+}
+
+/// A JSON error answer's message (the test fails on any other answer).
+fn error_of(answer: &Value) -> &str {
+    answer["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a JSON error: {answer}"))
+}
+
+const REFUSE: &str = r#"{"spec": "refuse"}"#;
 
 #[test]
 fn the_control_api_adds_lists_and_removes_faults_at_run_time() {
@@ -497,8 +566,204 @@ fn the_control_api_adds_lists_and_removes_faults_at_run_time() {
         http(control, "DELETE", "/faults", None),
         (200, json!({"removed": 2}))
     );
-    let (status, _) = http(control, "GET", "/nowhere", None);
-    assert_eq!(status, 404);
+    let (status, body) = http(control, "GET", "/nowhere", None);
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = http(control, "PUT", "/faults", None);
+    assert_eq!(status, 405);
+    assert!(body["error"].as_str().is_some(), "JSON too: {body}");
+}
+
+#[test]
+fn the_control_api_refuses_a_delay_beyond_its_bound() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    let control = proxy.control_address().unwrap();
+    let spec = "latency:delay=18446744073709551615s";
+    let (status, body) = http(control, "POST", "/faults", Some(json!({ "spec": spec })));
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("delay=18446744073709551615s is too long: at most 1h"),
+        "{error}"
+    );
+    assert!(proxy.faults().list().is_empty(), "the fault is not applied");
+}
+
+#[test]
+fn a_web_page_cannot_drive_the_control_api() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    // The page's request as the issue showed it: a simple request (no CORS
+    // preflight) reaching loopback through DNS rebinding.
+    let (status, answer, applied) = add_refuse(
+        &proxy,
+        &[
+            ("Host", "evil.example"),
+            ("Origin", "http://evil.example"),
+            ("Content-Type", "text/plain"),
+        ],
+        REFUSE,
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert!(error_of(&answer).contains("evil.example"), "{answer}");
+    assert!(!applied, "the fault is not applied");
+}
+
+#[test]
+fn the_control_api_answers_requests_addressed_to_this_machine_only() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    let port = proxy.control_address().unwrap().port();
+    let json = ("Content-Type", "application/json");
+    for host in ["evil.example", "evil.example:80", "localhost.evil.example"] {
+        let (status, answer, applied) = add_refuse(&proxy, &[("Host", host), json], REFUSE);
+        assert_eq!(status, 403, "{host}: {answer}");
+        assert!(
+            error_of(&answer).contains("DNS rebinding"),
+            "{host}: {answer}"
+        );
+        assert!(!applied, "{host}: the fault is not applied");
+    }
+    let (status, answer) = request(
+        proxy.control_address().unwrap(),
+        "GET",
+        "/faults",
+        &[("Host", "evil.example")],
+        b"",
+    );
+    assert_eq!(status, 403, "reading is refused too: {answer}");
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        "localhost".to_owned(),
+    ] {
+        let (status, answer, applied) = add_refuse(&proxy, &[("Host", &host), json], REFUSE);
+        assert_eq!((status, applied), (201, true), "{host}: {answer}");
+    }
+}
+
+#[test]
+fn the_control_api_refuses_a_foreign_origin() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    let host = format!("127.0.0.1:{}", proxy.control_address().unwrap().port());
+    let json = ("Content-Type", "application/json");
+    for origin in [
+        "http://evil.example",
+        "http://localhost:3000",
+        "null",
+        &format!("http://{host}.evil.example"),
+    ] {
+        let headers = [("Host", host.as_str()), ("Origin", origin), json];
+        let (status, answer, applied) = add_refuse(&proxy, &headers, REFUSE);
+        assert_eq!(status, 403, "{origin}: {answer}");
+        assert!(error_of(&answer).contains(origin), "{origin}: {answer}");
+        assert!(!applied, "{origin}: the fault is not applied");
+    }
+    // The API's own origin is no foreign one.
+    let origin = format!("http://{host}");
+    let headers = [("Host", host.as_str()), ("Origin", &origin), json];
+    let (status, answer, applied) = add_refuse(&proxy, &headers, REFUSE);
+    assert_eq!((status, applied), (201, true), "{answer}");
+}
+
+#[test]
+fn the_control_api_takes_json_bodies_only() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    let host = ("Host", "localhost");
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        None,
+    ] {
+        let mut headers = vec![host];
+        headers.extend(content_type.map(|value| ("Content-Type", value)));
+        let (status, answer, applied) = add_refuse(&proxy, &headers, REFUSE);
+        assert_eq!(status, 415, "{content_type:?}: {answer}");
+        assert!(
+            error_of(&answer).contains("Content-Type: application/json"),
+            "{answer}"
+        );
+        assert!(!applied, "{content_type:?}: the fault is not applied");
+    }
+    let headers = [host, ("Content-Type", "Application/JSON; charset=utf-8")];
+    let (status, answer, applied) = add_refuse(&proxy, &headers, REFUSE);
+    assert_eq!((status, applied), (201, true), "{answer}");
+}
+
+#[test]
+fn an_oversized_body_is_refused_in_json() {
+    let db = TestDb::new();
+    let (proxy, _) = proxy_with(&db, Shaping::default(), &[]);
+    let body = format!(
+        r#"{{"spec": "refuse", "padding": "{}"}}"#,
+        "x".repeat(3 << 20)
+    );
+    let headers = [("Host", "localhost"), ("Content-Type", "application/json")];
+    let (status, answer, applied) = add_refuse(&proxy, &headers, &body);
+    assert_eq!(status, 413, "{answer}");
+    assert!(error_of(&answer).contains("too large"), "{answer}");
+    assert!(!applied);
+}
+
+#[test]
+fn a_control_token_when_set_is_required_on_every_request() {
+    let db = TestDb::new();
+    let token: ControlToken = "s3cret-token".parse().unwrap();
+    let proxy = Proxy::new("127.0.0.1:0", &upstream(&db), Shaping::default())
+        .control("127.0.0.1:0")
+        .control_token(token)
+        .start()
+        .unwrap();
+    let control = proxy.control_address().unwrap();
+    let host = ("Host", "localhost");
+    let json = ("Content-Type", "application/json");
+    for authorization in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer s3cret-token-and-more"),
+        Some("Bearer s3cret-toke"),
+        Some("Basic czNjcmV0LXRva2Vu"),
+        Some("s3cret-token"),
+    ] {
+        let mut headers = vec![host];
+        headers.extend(authorization.map(|value| ("Authorization", value)));
+        let (status, _) = request(control, "GET", "/faults", &headers, b"");
+        assert_eq!(status, 401, "{authorization:?}: reading needs it too");
+        headers.push(json);
+        let (status, answer, applied) = add_refuse(&proxy, &headers, REFUSE);
+        assert_eq!(status, 401, "{authorization:?}: {answer}");
+        assert!(error_of(&answer).contains("Bearer"), "{answer}");
+        assert!(!applied, "{authorization:?}: the fault is not applied");
+    }
+    let right = ("Authorization", "Bearer s3cret-token");
+    let (status, answer, applied) = add_refuse(&proxy, &[host, json, right], REFUSE);
+    assert_eq!((status, applied), (201, true), "{answer}");
+    let (status, answer) = request(control, "GET", "/faults", &[host, right], b"");
+    assert_eq!(status, 200, "{answer}");
+    // The token is the defence: the name the API is reached by is free.
+    let remote_name = ("Host", "proxy.example:6433");
+    let (status, answer, applied) = add_refuse(&proxy, &[remote_name, json, right], REFUSE);
+    assert_eq!((status, applied), (201, true), "{answer}");
+}
+
+#[test]
+fn control_tokens_must_be_presentable() {
+    for bad in ["", "two words", "tab\there", " padded"] {
+        let error = bad.parse::<ControlToken>().expect_err(bad);
+        assert!(
+            error.to_string().contains("control token"),
+            "{bad:?}: {error}"
+        );
+    }
+    let token: ControlToken = "s3cret-token".parse().unwrap();
+    assert!(
+        !format!("{token:?}").contains("s3cret"),
+        "never printed: {token:?}"
+    );
 }
 
 #[test]
@@ -518,4 +783,16 @@ fn the_control_api_stays_on_loopback_unless_allowed() {
         .start()
         .unwrap();
     assert!(allowed.control_address().unwrap().ip().is_unspecified());
+    // Reached from elsewhere, by address: a name could be DNS rebinding, an
+    // address cannot.
+    let port = allowed.control_address().unwrap().port();
+    let json = ("Content-Type", "application/json");
+    for (host, expected) in [
+        (format!("192.0.2.7:{port}"), 201),
+        (format!("[2001:db8::7]:{port}"), 201),
+        (format!("evil.example:{port}"), 403),
+    ] {
+        let (status, answer, _) = add_refuse(&allowed, &[("Host", &host), json], REFUSE);
+        assert_eq!(status, expected, "{host}: {answer}");
+    }
 }

@@ -25,6 +25,11 @@
 //! latency, bandwidth cap or slow close applies to. `once`: the first
 //! connection the fault acts on uses it up; `every`: it acts on every
 //! connection. Durations are spelled as everywhere in sluice (`500ms`, `2s`).
+//!
+//! Every duration and size is bounded: durations at most [`MAX_DURATION`]
+//! (1h), `after-bytes` at most [`MAX_AFTER_BYTES`] (1 TB), `rate` at most
+//! [`MAX_RATE`] (100gbit). Beyond them a value is a slip, not a test, and
+//! (for durations) would overflow the clock's arithmetic in every connection.
 
 use std::fmt;
 use std::str::FromStr;
@@ -127,6 +132,15 @@ pub enum Scope {
     Once,
 }
 
+/// The longest duration, delay or jitter a fault takes.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// [`MAX_DURATION`] as spelled in errors.
+const MAX_DURATION_SPELLED: &str = "1h";
+/// The most bytes `after-bytes` lets through first: 1 TB.
+pub const MAX_AFTER_BYTES: u64 = 1_000_000_000_000;
+/// The fastest `rate`, in bytes per second: 100gbit.
+pub const MAX_RATE: u64 = 12_500_000_000;
+
 /// A spec that is not a fault, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecError {
@@ -200,7 +214,7 @@ impl Options {
                 set(&mut self.scope, scope, "once or every is given twice")
             }
             ("after-bytes", Some(value)) => {
-                let trigger = Trigger::AfterBytes(count(key, value, 0)?);
+                let trigger = Trigger::AfterBytes(byte_count(key, value)?);
                 set(&mut self.trigger, trigger, "one trigger per fault")
             }
             ("at-data-row" | "at-copy-data" | "at-statement", Some(value)) => {
@@ -212,10 +226,10 @@ impl Options {
                 };
                 set(&mut self.trigger, trigger, "one trigger per fault")
             }
-            ("duration", Some(value)) => set(&mut self.duration, duration(value)?, &twice()),
-            ("delay", Some(value)) => set(&mut self.delay, duration(value)?, &twice()),
-            ("jitter", Some(value)) => set(&mut self.jitter, duration(value)?, &twice()),
-            ("rate", Some(value)) => set(&mut self.rate, parse_bandwidth(value)?, &twice()),
+            ("duration", Some(value)) => set(&mut self.duration, duration(key, value)?, &twice()),
+            ("delay", Some(value)) => set(&mut self.delay, duration(key, value)?, &twice()),
+            ("jitter", Some(value)) => set(&mut self.jitter, duration(key, value)?, &twice()),
+            ("rate", Some(value)) => set(&mut self.rate, rate(value)?, &twice()),
             (_, None) if KEYS.contains(&key) => Err(format!("{key} needs a value ({key}=…)")),
             _ => Err(format!(
                 "unknown option {part:?} (options: {}, {})",
@@ -259,8 +273,35 @@ fn count(key: &str, value: &str, least: u64) -> Result<u64, String> {
     }
 }
 
-fn duration(value: &str) -> Result<Duration, String> {
-    parse_duration(value).map_err(|error| error.to_string())
+/// A number of bytes, at most [`MAX_AFTER_BYTES`].
+fn byte_count(key: &str, value: &str) -> Result<u64, String> {
+    let bytes = count(key, value, 0)?;
+    if bytes > MAX_AFTER_BYTES {
+        return Err(format!(
+            "{key}={value} is too many: at most {MAX_AFTER_BYTES} (1 TB)"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A duration, at most [`MAX_DURATION`].
+fn duration(key: &str, value: &str) -> Result<Duration, String> {
+    let duration = parse_duration(value).map_err(|error| error.to_string())?;
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "{key}={value} is too long: at most {MAX_DURATION_SPELLED}"
+        ));
+    }
+    Ok(duration)
+}
+
+/// A rate in bytes per second, at most [`MAX_RATE`].
+fn rate(value: &str) -> Result<u64, String> {
+    let rate = parse_bandwidth(value)?;
+    if rate > MAX_RATE {
+        return Err(format!("rate={value} is too fast: at most 100gbit"));
+    }
+    Ok(rate)
 }
 
 /// Checks the options against the action: each action takes its own.
@@ -606,6 +647,51 @@ mod tests {
                 error.reason
             );
             assert!(error.to_string().starts_with(&format!("fault {spec:?}: ")));
+        }
+    }
+
+    #[test]
+    fn durations_and_sizes_beyond_their_bounds_are_refused_naming_the_field_and_the_bound() {
+        let table = [
+            (
+                "latency:delay=18446744073709551615s",
+                "delay=18446744073709551615s is too long: at most 1h",
+            ),
+            (
+                "latency:delay=1ms:jitter=61m",
+                "jitter=61m is too long: at most 1h",
+            ),
+            (
+                "stall:duration=3601s",
+                "duration=3601s is too long: at most 1h",
+            ),
+            ("slow-close:delay=2h", "delay=2h is too long: at most 1h"),
+            (
+                "cut:after-bytes=18446744073709551615",
+                "after-bytes=18446744073709551615 is too many: at most 1000000000000 (1 TB)",
+            ),
+            (
+                "bandwidth:rate=1000gbit",
+                "rate=1000gbit is too fast: at most 100gbit",
+            ),
+        ];
+        for (spec, expected) in table {
+            let error = spec.parse::<Fault>().expect_err(spec);
+            assert!(
+                error.reason.contains(expected),
+                "{spec}: {:?} should say {expected:?}",
+                error.reason
+            );
+        }
+        for spec in [
+            "latency:delay=1h:jitter=1h",
+            "stall:duration=3600s",
+            "slow-close:delay=60m",
+            "cut:after-bytes=1000000000000",
+            "bandwidth:rate=100gbit",
+        ] {
+            spec.parse::<Fault>()
+                .unwrap_or_else(|error| panic!("{spec} is within the bounds: {error}"));
         }
     }
 }
