@@ -172,6 +172,10 @@ async fn call(arguments: &CallArgs, interrupt: &Interrupt) -> Result<u8, Error> 
         .await?;
     output.flush().map_err(Error::output)?;
     session.close().await;
+    if interrupt.happened() {
+        // The failed call is the user's Ctrl-C; the handler says so.
+        return Err(interrupt.wait_for_cancel().await);
+    }
     let mut code = 0;
     if summary.failed > 0 {
         match (mode, &failure) {

@@ -10,6 +10,7 @@ use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_proxy::shaping::parse_bandwidth;
 use sluice_proxy::{
     ControlToken, Fault, Proxy, ProxyHandle, Report, Shaping, StartError, DEFAULT_MAX_CONNECTIONS,
+    MAX_FAULT_DURATION as MAX_DURATION,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -27,12 +28,12 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "127.0.0.1:5432")]
     upstream: String,
 
-    /// Round-trip time to add (half each way), e.g. 2ms, 0.5ms.
-    #[arg(long, value_parser = parse_duration, default_value = "0ms")]
+    /// Round-trip time to add (half each way), e.g. 2ms, 0.5ms; at most 1h.
+    #[arg(long, value_parser = parse_shaping_duration, default_value = "0ms")]
     rtt: Duration,
 
-    /// Variation of each one-way delay (± half of it), e.g. 0.2ms.
-    #[arg(long, value_parser = parse_duration, default_value = "0ms")]
+    /// Variation of each one-way delay (± half of it), e.g. 0.2ms; at most 1h.
+    #[arg(long, value_parser = parse_shaping_duration, default_value = "0ms")]
     jitter: Duration,
 
     /// Bandwidth cap per direction, e.g. 100mbit, 1gbit, 10MB.
@@ -75,9 +76,9 @@ pub struct ProxyArgs {
     faults: Vec<Fault>,
 
     /// Serve the control API here (HTTP: GET, POST and DELETE /faults to list,
-    /// add and remove faults while the proxy runs), e.g. 127.0.0.1:6433. It
-    /// has no authentication: a loopback address only, unless
-    /// --control-allow-remote.
+    /// add and remove faults while the proxy runs), e.g. 127.0.0.1:6433.
+    /// Without --control-token anyone on the machine may use it: a loopback
+    /// address only, unless --control-allow-remote.
     #[arg(long, value_name = "ADDRESS")]
     control: Option<String>,
 
@@ -97,6 +98,16 @@ pub struct ProxyArgs {
         hide_env_values = true
     )]
     control_token: Option<ControlToken>,
+}
+
+/// A delay the shaping adds, bounded as a fault's delay is: a huge one would
+/// only make every connection fail.
+fn parse_shaping_duration(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text).map_err(|error| error.to_string())?;
+    if duration > MAX_DURATION {
+        return Err(format!("{text} is too long: at most 1h"));
+    }
+    Ok(duration)
 }
 
 fn parse_fault(text: &str) -> Result<Fault, String> {
@@ -173,7 +184,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
             .map_or("unlimited".to_owned(), |rate| format!("{rate} B/s")),
         arguments.max_connections
     );
-    announce_faults(&proxy);
+    announce_faults(&proxy, arguments.control_token.is_some());
     let signal_error = |error: std::io::Error| Error::new(ErrorKind::Io, error.to_string());
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
@@ -203,8 +214,9 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
 fn start_error(error: StartError) -> Error {
     match error {
         StartError::ControlNotLoopback { address } => Error::config(format!(
-            "--control {address} is not a loopback address, and the control API has no \
-             authentication: use 127.0.0.1:PORT, or add --control-allow-remote"
+            "--control {address} is not a loopback address: anyone who can reach the control \
+             API can cut your connections; use 127.0.0.1:PORT, or add --control-allow-remote \
+             (and --control-token)"
         )),
         StartError::Upstream { .. } => Error::config(format!("--upstream: {error}")),
         other => Error::new(ErrorKind::Connect, other.to_string()),
@@ -212,9 +224,14 @@ fn start_error(error: StartError) -> Error {
 }
 
 /// Says where the control API is and which faults are in force from the start.
-fn announce_faults(proxy: &ProxyHandle) {
+fn announce_faults(proxy: &ProxyHandle, token: bool) {
     if let Some(control) = proxy.control_address() {
-        err_line!("sluice proxy: control API on http://{control}/faults (no authentication)");
+        let access = if token {
+            "bearer token required"
+        } else {
+            "no token: requests to localhost only"
+        };
+        err_line!("sluice proxy: control API on http://{control}/faults ({access})");
     }
     for listed in proxy.faults().list() {
         err_line!("sluice proxy: fault {}: {}", listed.id, listed.fault);

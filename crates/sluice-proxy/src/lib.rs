@@ -38,6 +38,7 @@ pub mod report;
 pub mod shaping;
 
 pub use control::{ControlToken, ControlTokenError};
+pub use fault::spec::MAX_DURATION as MAX_FAULT_DURATION;
 pub use fault::{Fault, FaultList};
 pub use proxy::{Proxy, ProxyHandle, StartError, DEFAULT_MAX_CONNECTIONS};
 pub use report::{Finding, Report, StatementStats};
