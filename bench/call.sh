@@ -36,7 +36,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 run() { # prints "seconds round_trips"
   local start end trips
   start=$(date +%s.%N)
-  trips=$("$SLUICE" call --db "$proxied" --sql "$sql" --params "$params" -o /dev/null --stats "$@" 2>&1 \
+  trips=$("$SLUICE" call --db "$proxied" --query "$sql" --params-file "$params" -o /dev/null --stats "$@" 2>&1 \
           | awk -F': ' '/^round trips: /{print $2}')
   end=$(date +%s.%N)
   echo "$(awk -v a="$end" -v b="$start" 'BEGIN{print a-b}') $trips"

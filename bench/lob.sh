@@ -226,7 +226,7 @@ fi
 # stopped. Ready once it has printed its banner.
 proxy_start() {
     local report=$1 plog="$WORK/proxy.$RANDOM.log" i
-    "$SLUICE" proxy --listen "127.0.0.1:$PROXY_PORT" --upstream "$UPSTREAM" --report "$report" 2>"$plog" &
+    "$SLUICE" proxy --listen "127.0.0.1:$PROXY_PORT" --upstream "$UPSTREAM" --output "$report" 2>"$plog" &
     PROXY_PID=$!
     for (( i = 0; i < 100; i++ )); do
         grep -q '^sluice proxy:' "$plog" 2>/dev/null && return 0

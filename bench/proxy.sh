@@ -46,7 +46,7 @@ stop_background() {
     wait "$PROXY_PID" 2>/dev/null || true
 }
 "$SLUICE" proxy --listen "127.0.0.1:$PROXY_PORT" --upstream "$UPSTREAM" --rtt 0 \
-    --report "$WORK/report.json" 2>"$WORK/proxy.err" &
+    --output "$WORK/report.json" 2>"$WORK/proxy.err" &
 PROXY_PID=$!
 for _ in $(seq 100); do
     if psql "$PROXY_URL" -X -At -c "select 1" >/dev/null 2>&1; then break; fi

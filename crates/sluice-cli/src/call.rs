@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufRead, BufReader};
 use crate::console::err_line;
 use crate::interrupt::Interrupt;
 use crate::report::{exit_code, Stats};
+use crate::vocabulary::{statement_help, WriteDatabase};
 use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -24,19 +25,17 @@ enum TransactionMode {
 /// Arguments of `sluice call`.
 #[derive(Args)]
 pub struct CallArgs {
-    /// Database URL, e.g. postgres://user:password@host:5432/database.
-    #[arg(long, env = "SLUICE_DB")]
-    db: String,
+    #[command(flatten)]
+    database: WriteDatabase,
 
-    /// The statement, with the database's placeholders (`$1`, `$2`, … for PostgreSQL; `?` for MariaDB/MySQL)
-    #[arg(long)]
-    sql: String,
+    #[arg(long, value_name = "SQL", help = statement_help())]
+    query: String,
 
     /// Parameter sets, one per line: a JSON array (`[1, "x"]`), an object whose
     /// keys are named by --param-names (or are `1`, `2`, …), or, for a statement
     /// with one parameter, a single value. Missing values are NULL. `-` or
     /// nothing reads standard input.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long = "params-file", value_name = "FILE")]
     params: Option<PathBuf>,
 
     /// Names of the parameters, in order, for parameter sets given as JSON objects, comma-separated.
@@ -78,7 +77,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
         // The server reports the cancel as an error; it is the user's Ctrl-C.
         Err(_) if interrupt.happened() => exit_code(&interrupt.wait_for_cancel().await),
         Err(error) => {
-            crate::report::print_error(&error, &arguments.sql, None);
+            crate::report::print_error(&error, &arguments.query, None);
             exit_code(&error)
         }
     }
@@ -86,7 +85,7 @@ pub async fn run(arguments: CallArgs) -> u8 {
 
 async fn call(arguments: &CallArgs, interrupt: &Interrupt) -> Result<u8, Error> {
     let started = Instant::now();
-    let target = sluice_drivers::all().open(&arguments.db)?;
+    let target = sluice_drivers::all().open(&arguments.database.url)?;
     let reader: Box<dyn AsyncBufRead + Unpin + Send> = match arguments
         .params
         .as_ref()
@@ -125,7 +124,7 @@ async fn call(arguments: &CallArgs, interrupt: &Interrupt) -> Result<u8, Error> 
     let encryption = session.encryption();
     let facts = session.facts();
     let spell = session.param_spelling();
-    let pipeline = session.prepare_calls(&arguments.sql).await?;
+    let pipeline = session.prepare_calls(&arguments.query).await?;
     let names = if arguments.param_names.is_empty() {
         (1..=pipeline.parameters()).map(|n| n.to_string()).collect()
     } else if arguments.param_names.len() == pipeline.parameters() {

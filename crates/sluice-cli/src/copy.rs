@@ -23,6 +23,7 @@ use sluice_core::{Batch, Chunk, DynSource, Encoding, Error, Meter, Progress, Rej
 use crate::console::err_line;
 use crate::interrupt::Interrupt;
 use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
+use crate::vocabulary::query_help;
 use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -39,9 +40,7 @@ pub struct CopyArgs {
     #[arg(long, value_name = "URL")]
     from: String,
 
-    /// The SQL whose rows are copied; `$1`, `$2`, … (`?` for MariaDB and
-    /// SQLite) are bound from --param values in order.
-    #[arg(long, value_name = "SQL")]
+    #[arg(long, value_name = "SQL", help = query_help())]
     query: Option<String>,
 
     /// A value for the next query parameter, as text. Repeat for each.
@@ -59,7 +58,7 @@ pub struct CopyArgs {
     tables: Vec<String>,
 
     /// Create the target table from the source's columns (names, types by
-    /// README's mapping table; NOT NULL and primary key from a source --table).
+    /// the type mappings in docs/src/types.md; NOT NULL and primary key from a source --table).
     #[arg(long)]
     create: bool,
 

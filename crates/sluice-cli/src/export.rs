@@ -16,22 +16,19 @@ use crate::interrupt::Interrupt;
 use crate::machine;
 use crate::output::{BlockingWriter, StagedFile};
 use crate::report::{error_text, exit_code, print_error, ProgressLine, Stats};
+use crate::vocabulary::{query_help, ReadDatabase};
 use crate::wait::WaitArgs;
 
 /// Arguments of `sluice export`.
 #[derive(Args)]
 pub struct ExportArgs {
-    /// Database URL, e.g. postgres://user:password@host:5432/database
-    /// (libpq key=value strings and PG* environment variables work too), or
-    /// sqlite:///path/to/file.db.
-    #[arg(long, env = "SLUICE_DB")]
-    db: String,
+    #[command(flatten)]
+    database: ReadDatabase,
 
-    /// The SQL to run; `$1`, `$2`, … are bound from --param values in order.
-    #[arg(long)]
+    #[arg(long, value_name = "SQL", help = query_help())]
     query: String,
 
-    /// A value for the next `$n` parameter, as text the server converts to the
+    /// A value for the next parameter, as text the server converts to the
     /// parameter's type. Repeat for each parameter.
     #[arg(long = "param", value_name = "VALUE")]
     params: Vec<String>,
@@ -239,7 +236,7 @@ async fn export(
 ) -> Result<(), Error> {
     let started = Instant::now();
     let output_options = arguments.output_options()?;
-    let target = sluice_drivers::all().open(&arguments.db)?;
+    let target = sluice_drivers::all().open(&arguments.database.url)?;
     let (mut writer, output_file) = open_output(arguments, interrupt)?;
     if let Some(file) = &output_file {
         *written = Written::Staged(file.clone());

@@ -21,6 +21,7 @@ use crate::machine;
 use crate::report::{
     error_text, exit_code, import_message, row_line, row_reason, ProgressLine, Stats,
 };
+use crate::vocabulary::WriteDatabase;
 use crate::wait::WaitArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,9 +52,8 @@ enum CopyFormatName {
 /// Arguments of `sluice import`.
 #[derive(Args)]
 pub struct ImportArgs {
-    /// Database URL, e.g. postgres://user:password@host:5432/database.
-    #[arg(long, env = "SLUICE_DB")]
-    db: String,
+    #[command(flatten)]
+    database: WriteDatabase,
 
     /// The table to load (optionally schema-qualified).
     #[arg(long)]
@@ -114,8 +114,8 @@ pub struct ImportArgs {
     copy_format: CopyFormatName,
 
     /// Rows per INSERT with --method insert.
-    #[arg(long, default_value_t = 1000)]
-    batch_size: usize,
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    batch_rows: usize,
 
     /// NDJSON: skip keys that name no column instead of rejecting the record.
     #[arg(long)]
@@ -220,14 +220,39 @@ pub async fn run(arguments: ImportArgs) -> u8 {
         // The server reports the cancel as an error; it is the user's Ctrl-C.
         Err(_) if interrupt.happened() => exit_code(&interrupt.wait_for_cancel().await),
         Err(error) if machine::enabled() => {
-            machine::print_error(&error, &message(&error), "");
+            machine::print_error(&error, &explained(&arguments, &error), "");
             exit_code(&error)
         }
         Err(error) => {
-            err_line!("sluice: {}", message(&error));
+            err_line!("sluice: {}", explained(&arguments, &error));
             exit_code(&error)
         }
     }
+}
+
+/// [`message`], saying how the input was read when line 1 did not read as
+/// NDJSON that nobody asked for (CSV piped in without --format is the usual
+/// cause).
+fn explained(arguments: &ImportArgs, error: &Error) -> String {
+    let text = message(error);
+    let defaulted = arguments.format.is_none()
+        && input_path(arguments)
+            .is_none_or(|path| InputFormat::for_path(path) == InputFormat::Ndjson);
+    match error.as_row_error() {
+        Some(row) if defaulted && row.line == 1 && row.fault.is_none() => format!(
+            "{text} (input is read as NDJSON without --format or a .csv or .arrows file name: \
+             say --format csv for CSV)"
+        ),
+        _ => text,
+    }
+}
+
+/// The input file, `None` for standard input.
+fn input_path(arguments: &ImportArgs) -> Option<&PathBuf> {
+    arguments
+        .input
+        .as_ref()
+        .filter(|path| path.as_os_str() != "-")
 }
 
 /// The error line, in this command's terms: a CSV header that does not match
@@ -258,11 +283,8 @@ fn message(error: &Error) -> String {
 
 async fn run_import(arguments: &ImportArgs, interrupt: &Interrupt) -> Result<(), Error> {
     let started = Instant::now();
-    let target = sluice_drivers::all().open(&arguments.db)?;
-    let path = arguments
-        .input
-        .as_ref()
-        .filter(|path| path.as_os_str() != "-");
+    let target = sluice_drivers::all().open(&arguments.database.url)?;
+    let path = input_path(arguments);
     let format = arguments
         .format
         .unwrap_or_else(|| path.map_or(InputFormat::Ndjson, |path| InputFormat::for_path(path)));
@@ -297,7 +319,7 @@ async fn run_import(arguments: &ImportArgs, interrupt: &Interrupt) -> Result<(),
         method: match arguments.method {
             MethodName::Copy => Method::Copy,
             MethodName::Insert => Method::Insert {
-                batch_size: arguments.batch_size,
+                batch_size: arguments.batch_rows,
             },
         },
         dry_run: arguments.dry_run,

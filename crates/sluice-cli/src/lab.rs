@@ -17,12 +17,17 @@ use crate::report::exit_code;
 pub struct LabArgs {
     /// Database URL, e.g. postgres://user:password@host:5432/database (must be TCP:
     /// the lab puts its proxy between sluice and this server).
-    #[arg(long, env = "SLUICE_DB")]
+    #[arg(long, env = "SLUICE_DB", hide_env_values = true)]
     db: String,
 
     /// Report folder (index.html, one SVG per chart, summary.md, results.json).
-    #[arg(long, default_value = "sluice-lab-report")]
-    out: PathBuf,
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "DIRECTORY",
+        default_value = "sluice-lab-report"
+    )]
+    output: PathBuf,
 
     /// Fewer rows, RTTs 0 and 1 ms, a shorter budget: under a minute.
     #[arg(long)]
@@ -120,12 +125,12 @@ async fn lab(arguments: &LabArgs) -> Result<(), Error> {
             return Err(Error::new(ErrorKind::Cancelled, "interrupted"));
         }
     };
-    sluice_lab::write_report(&results, &arguments.out).map_err(|error| {
+    sluice_lab::write_report(&results, &arguments.output).map_err(|error| {
         Error::new(
             ErrorKind::Io,
             format!(
                 "cannot write the report to {}: {error}",
-                arguments.out.display()
+                arguments.output.display()
             ),
         )
     })?;
@@ -134,7 +139,7 @@ async fn lab(arguments: &LabArgs) -> Result<(), Error> {
     }
     err_line!(
         "sluice lab: report written to {} (took {})",
-        arguments.out.join("index.html").display(),
+        arguments.output.join("index.html").display(),
         sluice_lab::human_duration(results.elapsed)
     );
     Ok(())

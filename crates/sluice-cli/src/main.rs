@@ -16,8 +16,11 @@ mod lab;
 mod machine;
 mod output;
 mod proxy;
+#[cfg(test)]
+mod reference;
 mod report;
 mod serve;
+mod vocabulary;
 mod wait;
 
 use std::process::ExitCode;
@@ -26,7 +29,7 @@ use clap::{Parser, Subcommand};
 
 use crate::console::err_line;
 
-/// Exit codes, documented in README.md.
+/// Exit codes, documented in docs/src/errors.md.
 pub mod exit {
     /// The database reported an error for the statement.
     pub const DATABASE: u8 = 1;
@@ -51,9 +54,9 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a query and stream its rows as NDJSON, JSON or CSV.
+    /// Run a query and stream its rows as NDJSON, JSON, CSV, Arrow or Parquet.
     Export(export::ExportArgs),
-    /// Load NDJSON or CSV into a table through COPY, atomically.
+    /// Load NDJSON, CSV or an Arrow stream into a table, atomically.
     Import(import::ImportArgs),
     /// Copy a query's or a table's rows into a table of another database, atomically.
     Copy(copy::CopyArgs),
@@ -97,7 +100,8 @@ pub fn usable_cpus() -> usize {
 }
 
 fn main() -> ExitCode {
-    let code = match Cli::parse().command {
+    let arguments = vocabulary::modernise(std::env::args_os().collect());
+    let code = match Cli::parse_from(arguments).command {
         // The commands about the binary itself need no runtime.
         Command::Version(arguments) => about::version(&arguments),
         Command::Completions(arguments) => about::completions(&arguments),

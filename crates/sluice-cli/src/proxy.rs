@@ -52,8 +52,8 @@ pub struct ProxyArgs {
     max_connections: usize,
 
     /// Write the report here on exit and on SIGUSR1: JSON, or CSV for a `.csv` name.
-    #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
 
     /// A fault to inject (repeat for several), e.g. cut:at-data-row=5,
     /// stall:duration=2s:at-statement=3, reset:after-bytes=1000, refuse.
@@ -195,7 +195,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
         tokio::select! {
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
-            _ = dump.recv() => write_report(&proxy, arguments.report.as_ref())?,
+            _ = dump.recv() => write_report(&proxy, arguments.output.as_ref())?,
             _ = ticker.tick() => {
                 let report = proxy.report();
                 let now = (report.round_trips(), report.refused_connections);
@@ -207,7 +207,7 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
         }
     }
     proxy.stop();
-    write_report(&proxy, arguments.report.as_ref())
+    write_report(&proxy, arguments.output.as_ref())
 }
 
 /// Why the proxy could not start, in this command's terms.

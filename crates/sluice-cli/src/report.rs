@@ -96,7 +96,7 @@ pub fn line_and_column(sql: &str, position: u32) -> Option<(usize, usize)> {
 /// libraries name no flag): `None` when the library's words stand as they are.
 pub fn import_message(error: &Error) -> Option<String> {
     if let Some(fault) = InputFault::of(error) {
-        return Some(input_fault(*fault).to_owned());
+        return Some(input_fault(*fault, error));
     }
     if let Some(fault) = ImportFault::of(error) {
         return Some(import_fault(fault));
@@ -107,15 +107,22 @@ pub fn import_message(error: &Error) -> Option<String> {
         .map(row_line)
 }
 
-fn input_fault(fault: InputFault) -> &'static str {
-    match fault {
+fn input_fault(fault: InputFault, error: &Error) -> String {
+    let words = match fault {
+        InputFault::UnknownHeaderColumn => {
+            return format!(
+                "line 1: {error}; if line 1 is data, not a header, say --header false \
+                 (and --columns to name the columns in order)"
+            )
+        }
         InputFault::HeaderForNdjson => {
             "--header goes with CSV input; this input is read as NDJSON (say --format csv)"
         }
         InputFault::IgnoreUnknownForCsv => {
             "--ignore-unknown goes with NDJSON input; this input is read as CSV (say --format ndjson)"
         }
-    }
+    };
+    words.to_owned()
 }
 
 fn import_fault(fault: &ImportFault) -> String {
@@ -132,7 +139,7 @@ fn import_fault(fault: &ImportFault) -> String {
                 .into()
         }
         ImportFault::BatchTooLarge { rows, columns } => format!(
-            "too many parameters in one INSERT ({rows} rows of {columns} columns): lower --batch-size"
+            "too many parameters in one INSERT ({rows} rows of {columns} columns): lower --batch-rows"
         ),
         other => other.to_string(),
     }
@@ -245,11 +252,14 @@ impl Side {
 /// a refused row told as `row N, column c` of the source's result, and a
 /// setting at fault told by its flag.
 pub fn copy_message(side: Option<Side>, error: &Error) -> String {
-    let text = match (ImportFault::of(error), error.as_row_error()) {
+    let mut text = match (ImportFault::of(error), error.as_row_error()) {
         (Some(fault), _) => import_fault(fault),
         (None, Some(row)) => copy_row_line(row),
         (None, None) => error_text(error),
     };
+    if let Some(hint) = copy_hint(error) {
+        text.push_str(hint);
+    }
     match side {
         Some(side) if unreachable(error) => format!(
             "{} ({}): {text}; nothing was written",
@@ -260,6 +270,26 @@ pub fn copy_message(side: Option<Side>, error: &Error) -> String {
         None => text,
     }
 }
+
+/// What to do about a target that already holds the table or its rows: the
+/// flags a library error cannot name. A unique violation is `23505`
+/// (PostgreSQL) or error 1062 (MariaDB, SQLSTATE `23000`); a table that
+/// already exists is `42P07` (PostgreSQL) or `42S01` (MariaDB).
+fn copy_hint(error: &Error) -> Option<&'static str> {
+    let duplicate_key = error.as_db_error().and_then(|db| db.vendor_code) == Some(1062);
+    match error.code()? {
+        _ if duplicate_key => Some(DUPLICATE_HINT),
+        "23505" => Some(DUPLICATE_HINT),
+        "42P07" | "42S01" => Some(
+            "; the target table exists already: leave out --create to copy into it \
+             (with --truncate to empty it first)",
+        ),
+        _ => None,
+    }
+}
+
+const DUPLICATE_HINT: &str = "; the target already holds rows with these keys: --truncate \
+                              empties it first, --on-conflict ignore|update keeps or overwrites them";
 
 /// Whether the error says the database could not be reached or let in.
 fn unreachable(error: &Error) -> bool {

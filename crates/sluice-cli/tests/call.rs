@@ -23,7 +23,7 @@ fn results_come_back_one_line_per_input_line_in_order() {
         &[
             "--db",
             db.url(),
-            "--sql",
+            "--query",
             "update accounts set balance = balance - $2 where id = $1 returning id, balance",
             "--param-names",
             "id,amount",
@@ -56,7 +56,7 @@ fn a_failure_in_single_mode_exits_1_and_commits_nothing() {
         &[
             "--db",
             db.url(),
-            "--sql",
+            "--query",
             "update accounts set balance = balance - $2 where id = $1",
         ],
         b"[1, 10]\n[2, 500]\n",
@@ -88,7 +88,7 @@ fn an_unreadable_line_in_single_mode_exits_5_and_commits_nothing() {
     let db = TestDb::new();
     accounts(&db);
     let output = call(
-        &["--db", db.url(), "--sql", DEBIT],
+        &["--db", db.url(), "--query", DEBIT],
         b"[1, 10]\n[2, 5]\nnot json\n[1, 1]\n",
     );
     assert_eq!(output.status.code(), Some(5));
@@ -113,7 +113,7 @@ fn each_mode_commits_the_good_calls_and_exits_0() {
         &[
             "--db",
             db.url(),
-            "--sql",
+            "--query",
             DEBIT,
             "--transaction",
             "each",
@@ -159,7 +159,7 @@ fn the_window_bounds_the_calls_in_flight() {
             &[
                 "--db",
                 db.url(),
-                "--sql",
+                "--query",
                 "select $1::int * 2 as doubled",
                 "--window-bytes",
                 window,
@@ -189,7 +189,7 @@ fn sets_follow_the_gateway_rules_and_names_must_match_the_statement() {
     db.execute("create table notes (id int primary key, body jsonb, note text)");
     let sql = "insert into notes values ($1, $2, $3) returning id, body, note";
     let output = call(
-        &["--db", db.url(), "--sql", sql, "--param-names", "id,body,note", "--transaction", "each"],
+        &["--db", db.url(), "--query", sql, "--param-names", "id,body,note", "--transaction", "each"],
         b"{\"$id\": 1, \"body\": {\"a\": [1]}}\n[2]\n[3, null, \"x\", 4]\n{\"id\": 5, \"colour\": 1}\n7\n",
     );
     assert_eq!(
@@ -220,7 +220,7 @@ fn sets_follow_the_gateway_rules_and_names_must_match_the_statement() {
     assert_eq!(db.query_text("select count(*) from notes"), "2");
 
     let output = call(
-        &["--db", db.url(), "--sql", sql, "--param-names", "id,body"],
+        &["--db", db.url(), "--query", sql, "--param-names", "id,body"],
         b"[9]\n",
     );
     assert_eq!(output.status.code(), Some(2));

@@ -828,7 +828,7 @@ fn closed_stdout_and_stderr_never_panic() {
                 "call",
                 "--db",
                 url,
-                "--sql",
+                "--query",
                 "select $1::int",
                 "--output",
                 file,
@@ -981,9 +981,9 @@ fn ctrl_c_cancels_a_call() {
             "call",
             "--db",
             db.url(),
-            "--sql",
+            "--query",
             &sql,
-            "--params",
+            "--params-file",
             params.path.to_str().unwrap(),
         ],
         Stdio::null(),
@@ -1080,4 +1080,76 @@ fn completions_and_man_pages_come_from_the_flag_definitions() {
     );
     let export = std::fs::read_to_string(directory.path().join("sluice-export.1")).unwrap();
     assert!(export.contains("\\-\\-query"), "{export}");
+}
+
+#[test]
+fn import_and_copy_errors_say_which_flag_would_help() {
+    let db = TestDb::new();
+    db.execute("create table items (id int primary key, name text)");
+    let import = |stdin: &[u8], extra: &[&str]| {
+        let mut command = sluice();
+        command
+            .args(["import", "--db", db.url(), "--table", "items"])
+            .args(extra);
+        support::run(&mut command, stdin)
+    };
+    // A CSV file without a header: its first record is read as one.
+    let stderr = assert_exit_code(&import(b"1,tea\n2,cake\n", &["--format", "csv"]), 2);
+    assert!(
+        stderr.contains("names a column \"1\"")
+            && stderr.contains("if line 1 is data, not a header, say --header false"),
+        "{stderr}"
+    );
+    // CSV piped in without --format is read as NDJSON, and the error says so.
+    let stderr = assert_exit_code(&import(b"id,name\n1,tea\n", &[]), 5);
+    assert!(
+        stderr.contains("line 1")
+            && stderr.contains("read as NDJSON")
+            && stderr.contains("--format csv"),
+        "{stderr}"
+    );
+    // A copy into a table that holds the same keys names --truncate and --on-conflict.
+    db.execute("insert into items values (1, 'tea')");
+    let output = sluice()
+        .args([
+            "copy",
+            "--from",
+            db.url(),
+            "--to",
+            db.url(),
+            "--table",
+            "items",
+        ])
+        .output()
+        .unwrap();
+    let stderr = assert_exit_code(&output, 1);
+    assert!(
+        stderr.contains("--truncate") && stderr.contains("--on-conflict"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn old_flag_spellings_work_with_a_note() {
+    let db = TestDb::new();
+    db.execute("create table notes (n int)");
+    let mut command = sluice();
+    command.args([
+        "call",
+        "--db",
+        db.url(),
+        "--sql",
+        "insert into notes values ($1)",
+        "--params",
+        "-",
+    ]);
+    let output = support::run(&mut command, b"[1]\n[2]\n");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("sluice: call --sql is now --query")
+            && stderr.contains("sluice: call --params is now --params-file"),
+        "{stderr}"
+    );
+    assert_eq!(db.query_text("select count(*) from notes").trim(), "2");
 }

@@ -112,7 +112,7 @@ fn a_call_in_one_transaction_cut_mid_way_commits_nothing() {
                 "call",
                 "--db",
                 url,
-                "--sql",
+                "--query",
                 "insert into t values ($1::int)",
                 "--transaction",
                 mode,

@@ -58,7 +58,7 @@ fn a_quick_lab_writes_its_report_and_leaves_nothing_behind() {
     let report = out.path().join("report");
     let output = run(
         sluice().args(["lab", "--db", &role.url, "--quick"]).args([
-            "--out",
+            "--output",
             report.to_str().unwrap(),
             "--rows",
             "2000",
@@ -193,7 +193,7 @@ fn ctrl_c_while_large_objects_are_made_leaves_no_table_and_no_large_object() {
                 "--lob-bytes",
                 "32",
             ])
-            .args(["--out", out.path().join("report").to_str().unwrap()])
+            .args(["--output", out.path().join("report").to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -10,7 +10,7 @@ use support::{assert_exit, run, sluice};
 fn call(url: &str, sql: &str, extra: &[&str], stdin: &[u8]) -> std::process::Output {
     let mut command = sluice();
     command
-        .args(["call", "--db", url, "--sql", sql])
+        .args(["call", "--db", url, "--query", sql])
         .args(extra)
         .env_remove("MYSQL_PWD");
     run(&mut command, stdin)

@@ -102,7 +102,7 @@ fn a_call_in_one_transaction_stalled_mid_way_commits_nothing() {
             "call",
             "--db",
             &url,
-            "--sql",
+            "--query",
             "insert into t values (?)",
             "--transaction",
             "single",

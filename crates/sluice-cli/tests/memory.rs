@@ -158,7 +158,7 @@ fn call(db: &TestDb, sets: u64) -> Measured {
             "call",
             "--db",
             db.url(),
-            "--sql",
+            "--query",
             "select $1::int8 * 2 as doubled",
             "--stats",
         ]),

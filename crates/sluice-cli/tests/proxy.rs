@@ -25,7 +25,7 @@ fn start_proxy_with(upstream: &str, options: &[&str], report: &Path) -> RunningP
     let options: Vec<&str> = options
         .iter()
         .copied()
-        .chain(["--report", report])
+        .chain(["--output", report])
         .collect();
     RunningProxy::start(upstream, &options)
 }

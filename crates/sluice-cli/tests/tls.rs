@@ -160,7 +160,7 @@ fn import_and_call_run_over_verified_tls() {
             "call",
             "--db",
             &url,
-            "--sql",
+            "--query",
             "update notes set body = $2 where id = $1 returning id, body",
         ])
         .env_remove("PGSSLMODE");

@@ -32,6 +32,15 @@ pub trait Driver: Send + Sync {
     /// (`["postgres://", "postgresql://"]`).
     fn url_forms(&self) -> &'static [&'static str];
 
+    /// How a statement names its parameters, for help texts (`$1, $2, …`).
+    fn placeholders(&self) -> &'static str;
+
+    /// Whether sluice writes to databases of this kind (imports, copies,
+    /// calls); false for the read-only ones.
+    fn takes_writes(&self) -> bool {
+        true
+    }
+
     /// Whether `target` names a database of this kind (by its URL scheme, or
     /// another form the driver documents, such as libpq's `key=value` strings).
     fn recognizes(&self, target: &str) -> bool;
@@ -68,6 +77,43 @@ impl Drivers {
                 self.url_forms().join(", ")
             ))),
         }
+    }
+
+    /// What a `--db` takes, for help texts: each product with its URL forms
+    /// (`writes`: only the databases sluice writes to).
+    pub fn url_help(&self, writes: bool) -> String {
+        let products: Vec<String> = self
+            .drivers
+            .iter()
+            .filter(|driver| driver.takes_writes() || !writes)
+            .map(|driver| format!("{} ({})", driver.product(), driver.url_forms().join(", ")))
+            .collect();
+        products.join("; ")
+    }
+
+    /// How each product's statements name parameters, for help texts, products
+    /// that agree named together: `$1, $2, … on PostgreSQL; ? on MariaDB and
+    /// SQLite` (`writes`: only the databases sluice writes to).
+    pub fn placeholder_help(&self, writes: bool) -> String {
+        let mut spellings: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        let drivers = self
+            .drivers
+            .iter()
+            .filter(|driver| driver.takes_writes() || !writes);
+        for driver in drivers {
+            match spellings
+                .iter_mut()
+                .find(|(spelling, _)| *spelling == driver.placeholders())
+            {
+                Some((_, products)) => products.push(driver.product()),
+                None => spellings.push((driver.placeholders(), vec![driver.product()])),
+            }
+        }
+        spellings
+            .iter()
+            .map(|(spelling, products)| format!("{spelling} on {}", products.join(" and ")))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// The database products of the registered drivers, in order.
@@ -418,12 +464,33 @@ mod tests {
                 &["b://"]
             }
         }
+        fn placeholders(&self) -> &'static str {
+            if self.scheme == "a" {
+                "$1"
+            } else {
+                "?"
+            }
+        }
+        fn takes_writes(&self) -> bool {
+            self.scheme == "a"
+        }
         fn recognizes(&self, target: &str) -> bool {
             target.starts_with(self.scheme)
         }
         fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
             Err(Error::config(format!("{} parsed {target}", self.scheme)))
         }
+    }
+
+    #[test]
+    fn help_texts_name_each_product_its_urls_and_placeholders() {
+        let drivers = Drivers::new()
+            .with(Fake { scheme: "a" })
+            .with(Fake { scheme: "b" });
+        assert_eq!(drivers.url_help(false), "Fake (a://); Fake (b://)");
+        assert_eq!(drivers.url_help(true), "Fake (a://)");
+        assert_eq!(drivers.placeholder_help(false), "$1 on Fake; ? on Fake");
+        assert_eq!(drivers.placeholder_help(true), "$1 on Fake");
     }
 
     #[test]

@@ -390,9 +390,13 @@ impl CsvDecoder {
                 .iter()
                 .find(|column| &column.name == name)
                 .ok_or_else(|| {
-                    Error::config(format!(
+                    let error = Error::config(format!(
                         "{whose} names a column {name:?} that the table does not have"
-                    ))
+                    ));
+                    match from_header {
+                        true => error.with_source(crate::InputFault::UnknownHeaderColumn),
+                        false => error,
+                    }
                 })?;
             if columns.iter().any(|seen: &Column| &seen.name == name) {
                 return Err(Error::config(format!(

@@ -68,6 +68,9 @@ pub enum InputFault {
     HeaderForNdjson,
     /// Skipping unknown keys for CSV, whose columns are named, not keyed.
     IgnoreUnknownForCsv,
+    /// A CSV header names a column the table does not have: often a file
+    /// without a header, whose first record was read as one.
+    UnknownHeaderColumn,
 }
 
 impl InputFault {
@@ -84,6 +87,9 @@ impl fmt::Display for InputFault {
                 "a header setting goes with CSV: NDJSON has no header line"
             }
             InputFault::IgnoreUnknownForCsv => "skipping unknown keys goes with NDJSON input",
+            InputFault::UnknownHeaderColumn => {
+                "the CSV header names a column the table does not have"
+            }
         })
     }
 }

@@ -139,7 +139,7 @@ fn column_type(spec: &ColumnSpec, own: bool, keyed: bool) -> String {
     }
 }
 
-/// The MariaDB type a column of `kind` becomes (README's type mapping table).
+/// The MariaDB type a column of `kind` becomes (docs/src/types.md).
 /// A key column cannot be a `LONGTEXT` or `LONGBLOB` (a key needs a length),
 /// so text and bytes in the primary key take 255 characters or bytes.
 pub(crate) fn mapped_type(kind: &Kind, decimal: Option<DecimalShape>, keyed: bool) -> String {

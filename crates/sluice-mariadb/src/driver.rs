@@ -29,6 +29,10 @@ impl Driver for MariaDbDriver {
         "MariaDB"
     }
 
+    fn placeholders(&self) -> &'static str {
+        "`?`"
+    }
+
     fn url_forms(&self) -> &'static [&'static str] {
         &["mariadb://", "mysql://"]
     }

@@ -142,8 +142,8 @@ fn numeric(shape: DecimalShape) -> String {
     format!("numeric({},{})", shape.precision, shape.scale)
 }
 
-/// The PostgreSQL type a column of another database's `kind` becomes (README's
-/// type mapping table).
+/// The PostgreSQL type a column of another database's `kind` becomes (the type
+/// mappings in docs/src/types.md).
 pub(crate) fn mapped_type(kind: &Kind, decimal: Option<DecimalShape>) -> String {
     match kind {
         Kind::Bool => "boolean".into(),

@@ -35,6 +35,10 @@ impl Driver for PostgresDriver {
         PRODUCT
     }
 
+    fn placeholders(&self) -> &'static str {
+        "`$1`, `$2`, …"
+    }
+
     fn url_forms(&self) -> &'static [&'static str] {
         &["postgres://", "postgresql://", "libpq key=value strings"]
     }

@@ -158,6 +158,15 @@ impl AppError {
                 InputFault::IgnoreUnknownForCsv => {
                     AppError::parameter("ignore_unknown", "goes with NDJSON")
                 }
+                InputFault::UnknownHeaderColumn => AppError::Unprocessable {
+                    message: format!(
+                        "{error}; if line 1 is data, not a header, add header=false \
+                         (and columns= to name the columns in order)"
+                    ),
+                    line: Some(1),
+                    column: None,
+                    sqlstate: None,
+                },
             });
         }
         Some(match ImportFault::of(error)? {

@@ -29,6 +29,14 @@ impl Driver for SqliteDriver {
         PRODUCT
     }
 
+    fn placeholders(&self) -> &'static str {
+        "`?`"
+    }
+
+    fn takes_writes(&self) -> bool {
+        false
+    }
+
     fn url_forms(&self) -> &'static [&'static str] {
         &["sqlite:///path/to/file.db"]
     }
