@@ -10,6 +10,10 @@ missing_packages() {
   if ! command -v cargo >/dev/null 2>&1; then
     echo "rust (a Rust toolchain 1.88 or newer, from rustup.rs; not an apt package)"
   fi
+  # rustc links with the system's C toolchain, and ring, zstd and SQLite
+  # build C code; strip and objdump (binutils) pack the wheel and the .deb.
+  { command -v cc >/dev/null 2>&1 && command -v strip >/dev/null 2>&1; } || echo gcc
+  command -v git >/dev/null 2>&1 || echo git
   local initdb=
   command -v initdb >/dev/null 2>&1 && initdb=yes
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null 2>&1 && initdb=yes
@@ -37,11 +41,11 @@ install_prerequisites() {
   local label=$1 missing
   mapfile -t missing < <(missing_packages)
   [[ ${#missing[@]} -eq 0 ]] && return 0
-  if printf '%s\n' "${missing[@]}" | grep -q '^rust '; then
+  if [[ ${missing[0]} == rust* ]]; then
     echo "$label: no cargo on PATH: install a Rust toolchain (1.88 or newer) from https://rustup.rs" >&2
     exit 1
   fi
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+  if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
     echo "$label: missing packages; install them and run again: sudo apt-get install ${missing[*]}" >&2
     exit 1
   fi

@@ -34,6 +34,7 @@ pub mod database;
 pub mod decode;
 pub mod duration;
 pub mod error;
+pub mod host;
 pub mod load;
 pub mod meter;
 pub mod pool;

@@ -13,8 +13,6 @@
 //! A token that allows the request also admits it past its limits
 //! ([`crate::throttle`]): the [`Grant`] holds the request's slot until it ends.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
 use axum::http::{header, HeaderMap, Uri};
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
@@ -172,7 +170,7 @@ pub fn check_host(headers: &HeaderMap, uri: &Uri) -> Result<(), AppError> {
                 .map(|authority| authority.as_str().to_owned()),
         );
     for host in named {
-        if !is_local_host(&host) {
+        if !sluice_core::host::is_local(&host) {
             return Err(AppError::Forbidden(format!(
                 "Host {host:?} is not served: without tokens this server only answers requests \
                  addressed to localhost or a loopback address (a defence against DNS rebinding)"
@@ -180,36 +178,6 @@ pub fn check_host(headers: &HeaderMap, uri: &Uri) -> Result<(), AppError> {
         }
     }
     Ok(())
-}
-
-/// `localhost` or a loopback address, with or without a port.
-fn is_local_host(host: &str) -> bool {
-    let is_port = |text: &str| {
-        !text.is_empty() && text.len() <= 5 && text.bytes().all(|byte| byte.is_ascii_digit())
-    };
-    if let Some(rest) = host.strip_prefix('[') {
-        let Some((address, after)) = rest.split_once(']') else {
-            return false;
-        };
-        let port_ok = after.is_empty() || after.strip_prefix(':').is_some_and(is_port);
-        return port_ok
-            && address.parse::<Ipv6Addr>().is_ok_and(|address| {
-                address.is_loopback()
-                    || address
-                        .to_ipv4_mapped()
-                        .is_some_and(|address| address.is_loopback())
-            });
-    }
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if is_port(port) => name,
-        Some(_) => return false,
-        None => host,
-    };
-    let name = name.strip_suffix('.').unwrap_or(name);
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<Ipv4Addr>()
-            .is_ok_and(|address| address.is_loopback())
 }
 
 #[cfg(test)]
@@ -229,7 +197,7 @@ mod tests {
             "[::1]:8080",
             "[::ffff:127.0.0.1]:8080",
         ] {
-            assert!(is_local_host(host), "{host}");
+            assert!(sluice_core::host::is_local(host), "{host}");
         }
         for host in [
             "evil.example:8080",
@@ -246,7 +214,7 @@ mod tests {
             "localhost:123456",
             "",
         ] {
-            assert!(!is_local_host(host), "{host}");
+            assert!(!sluice_core::host::is_local(host), "{host}");
         }
         let mut headers = HeaderMap::new();
         assert!(check_host(&headers, &"/health".parse().unwrap()).is_ok());

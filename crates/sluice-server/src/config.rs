@@ -551,6 +551,24 @@ impl ConfigText<'_> {
             .map_err(|error| self.error(value.span(), key, error.to_string()))
     }
 
+    /// A count between 1 and `most` at `key`; `None` when absent.
+    fn count(
+        &self,
+        value: &Option<Spanned<i64>>,
+        key: &str,
+        most: usize,
+    ) -> Result<Option<usize>, ConfigError> {
+        match value {
+            None => Ok(None),
+            Some(count) if (1..=most as i64).contains(count.get_ref()) => {
+                Ok(Some(*count.get_ref() as usize))
+            }
+            Some(count) => {
+                Err(self.error(count.span(), key, format!("must be between 1 and {most}")))
+            }
+        }
+    }
+
     /// A connection timeout: a duration above zero, `default` when absent.
     fn timeout(
         &self,
@@ -729,19 +747,11 @@ fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSect
             "server.keep_alive_timeout",
             DEFAULT_KEEP_ALIVE_TIMEOUT,
         )?,
-        max_connections: match &raw.max_connections {
-            Some(count) if (1..=MAX_CONNECTIONS as i64).contains(count.get_ref()) => {
-                Some(*count.get_ref() as usize)
-            }
-            Some(count) => {
-                return Err(source.error(
-                    count.span(),
-                    "server.max_connections",
-                    format!("must be between 1 and {MAX_CONNECTIONS}"),
-                ))
-            }
-            None => None,
-        },
+        max_connections: source.count(
+            &raw.max_connections,
+            "server.max_connections",
+            MAX_CONNECTIONS,
+        )?,
         tls: tls_files(source, raw)?,
         max_query_string: match &raw.max_query_string {
             Some(size) => {
@@ -763,19 +773,7 @@ fn server_section(source: &ConfigText<'_>, raw: &RawServer) -> Result<ServerSect
             "server.idle_write_timeout",
             DEFAULT_IDLE_WRITE_TIMEOUT,
         )?,
-        threads: match &raw.threads {
-            Some(threads) if (1..=MAX_THREADS as i64).contains(threads.get_ref()) => {
-                Some(*threads.get_ref() as usize)
-            }
-            Some(threads) => {
-                return Err(source.error(
-                    threads.span(),
-                    "server.threads",
-                    format!("must be between 1 and {MAX_THREADS}"),
-                ))
-            }
-            None => None,
-        },
+        threads: source.count(&raw.threads, "server.threads", MAX_THREADS)?,
     })
 }
 
@@ -852,17 +850,9 @@ fn database_entry(
     let target = drivers.open(&url_text).map_err(|error| {
         source.error(spanned.span(), &format!("{key}.{field}"), error.to_string())
     })?;
-    let pool_size = match &database.pool_size {
-        Some(size) if (1..=10_000).contains(size.get_ref()) => *size.get_ref() as usize,
-        Some(size) => {
-            return Err(source.error(
-                size.span(),
-                &format!("{key}.pool_size"),
-                "must be between 1 and 10000",
-            ))
-        }
-        None => 8,
-    };
+    let pool_size = source
+        .count(&database.pool_size, &format!("{key}.pool_size"), 10_000)?
+        .unwrap_or(8);
     let pool_wait = match &database.pool_wait {
         Some(wait) => source.duration(wait, &format!("{key}.pool_wait"))?,
         None => Duration::from_secs(2),

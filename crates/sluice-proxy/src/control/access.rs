@@ -6,8 +6,8 @@
 //! with DNS rebinding read the answers. So requests that only a page would
 //! send are refused (see [`Access::check`]), and a token can be required.
 
+use sluice_core::host::{is_loopback, parse_authority, Host};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
@@ -202,38 +202,10 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
 /// with or without a port, in any case; and when the API may listen beyond
 /// loopback, any IP address (an address is never rebound; a name may be).
 fn host_allowed(host: &str, remote: bool) -> bool {
-    let is_port = |text: &str| {
-        !text.is_empty() && text.len() <= 5 && text.bytes().all(|byte| byte.is_ascii_digit())
-    };
-    if let Some(rest) = host.strip_prefix('[') {
-        let Some((address, after)) = rest.split_once(']') else {
-            return false;
-        };
-        let port_ok = after.is_empty() || after.strip_prefix(':').is_some_and(is_port);
-        return port_ok
-            && address
-                .parse::<Ipv6Addr>()
-                .is_ok_and(|address| remote || is_loopback(IpAddr::V6(address)));
-    }
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if is_port(port) => name,
-        Some(_) => return false,
-        None => host,
-    };
-    let name = name.strip_suffix('.').unwrap_or(name);
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<Ipv4Addr>()
-            .is_ok_and(|address| remote || address.is_loopback())
-}
-
-/// A loopback address, an IPv4 one mapped into IPv6 included.
-fn is_loopback(address: IpAddr) -> bool {
-    match address {
-        IpAddr::V4(address) => address.is_loopback(),
-        IpAddr::V6(address) => {
-            address.is_loopback() || address.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
+    match parse_authority(host) {
+        Some(Host::Name(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(Host::Address(address)) => remote || is_loopback(address),
+        None => false,
     }
 }
 

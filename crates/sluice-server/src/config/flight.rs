@@ -98,37 +98,21 @@ pub(super) fn flight_section(
             ),
         )
     })?;
-    let partitions = match &flight.partitions {
-        Some(parts) if (1..=MAX_PARTITIONS as i64).contains(parts.get_ref()) => {
-            *parts.get_ref() as usize
-        }
-        Some(parts) => {
-            return Err(source.error(
-                parts.span(),
-                "flight.partitions",
-                format!("must be between 1 and {MAX_PARTITIONS}"),
-            ))
-        }
-        None => DEFAULT_PARTITIONS,
-    };
+    let partitions = source
+        .count(&flight.partitions, "flight.partitions", MAX_PARTITIONS)?
+        .unwrap_or(DEFAULT_PARTITIONS);
     let plan_timeout = source.timeout(
         &flight.plan_timeout,
         "flight.plan_timeout",
         DEFAULT_PLAN_TIMEOUT,
     )?;
-    let max_plans_per_token = match &flight.max_plans_per_token {
-        Some(count) if (1..=MAX_PARTITIONS as i64).contains(count.get_ref()) => {
-            *count.get_ref() as usize
-        }
-        Some(count) => {
-            return Err(source.error(
-                count.span(),
-                "flight.max_plans_per_token",
-                format!("must be between 1 and {MAX_PARTITIONS}"),
-            ))
-        }
-        None => DEFAULT_MAX_PLANS_PER_TOKEN,
-    };
+    let max_plans_per_token = source
+        .count(
+            &flight.max_plans_per_token,
+            "flight.max_plans_per_token",
+            MAX_PARTITIONS,
+        )?
+        .unwrap_or(DEFAULT_MAX_PLANS_PER_TOKEN);
     let mut locations = Vec::new();
     for (index, location) in flight.locations.iter().enumerate() {
         let text = location.get_ref().trim();
