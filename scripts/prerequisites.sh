@@ -12,7 +12,14 @@ missing_packages() {
   fi
   # rustc links with the system's C toolchain, and ring, zstd and SQLite
   # build C code; strip and objdump (binutils) pack the wheel and the .deb.
-  { command -v cc >/dev/null 2>&1 && command -v strip >/dev/null 2>&1; } || echo gcc
+  # gcc alone (without its recommends) cannot link: the C library's start
+  # files and headers are libc6-dev.
+  if ! command -v cc >/dev/null 2>&1 || ! command -v strip >/dev/null 2>&1; then
+    echo gcc
+    echo libc6-dev
+  elif [[ ! -e $(cc -print-file-name=Scrt1.o 2>/dev/null) ]]; then
+    echo libc6-dev
+  fi
   command -v git >/dev/null 2>&1 || echo git
   local initdb=
   command -v initdb >/dev/null 2>&1 && initdb=yes
