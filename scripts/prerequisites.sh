@@ -38,6 +38,8 @@ missing_packages() {
   # The proxy's client tests run a JDBC application: javac, java and pgjdbc.
   command -v javac >/dev/null 2>&1 || echo default-jdk-headless
   [[ -e /usr/share/java/postgresql.jar ]] || echo libpostgresql-jdbc-java
+  # A gateway test reads a cut response with curl, as users would.
+  command -v curl >/dev/null 2>&1 || echo curl
   # The descriptor-exhaustion test and packaging checks.
   command -v prlimit >/dev/null 2>&1 || echo util-linux
   command -v dpkg-deb >/dev/null 2>&1 || echo dpkg
