@@ -4,6 +4,9 @@
 //! into one clear line and an exit code.
 // A print that panics on a closed pipe must not come back: see `console`.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
+// The doc comments of the argument structs are clap's help texts, read in a
+// terminal (`[default: …]`, `cut[:TRIGGER]`), not links for rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod about;
 mod call;

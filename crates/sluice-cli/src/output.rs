@@ -3,7 +3,7 @@
 //!
 //! Rust's `Stdout` is line-buffered, which would cost a system call per NDJSON row;
 //! sluice writes standard output through a duplicate of its file descriptor instead,
-//! in the large chunks [`sluice_core::pump`] hands over. The writes are blocking:
+//! in the large chunks [`sluice_core::pump()`] hands over. The writes are blocking:
 //! the CLI runs one export per process, so blocking a runtime worker while the pipe
 //! is full is exactly the back-pressure wanted.
 //!

@@ -30,7 +30,7 @@
 //!   `max_allowed_packet`.
 //!
 //! Rows come from a [`RowFeed`]: decoded input, or another database's result
-//! (`sluice copy`). Inside a copy's unit of work ([`crate::ddl::begin_load`])
+//! (`sluice copy`). Inside a copy's unit of work (`crate::ddl::begin_load`)
 //! an import joins the transaction already open ([`Scope::Caller`]): it
 //! starts, commits and rolls back nothing itself.
 

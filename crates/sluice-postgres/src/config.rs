@@ -1,5 +1,5 @@
 //! [`Config`]: where and how to connect, from a libpq URL or `key=value` string
-//! (see [`crate::conninfo`]) with libpq's environment defaults (`PGHOST`,
+//! (see `crate::conninfo`) with libpq's environment defaults (`PGHOST`,
 //! `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`, …).
 
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! ([`sluice_core::connect`]). It recognises `postgres://` and `postgresql://`
 //! URLs and libpq's `key=value` strings, parses them with the `PG*` environment
 //! defaults ([`Config`]), and opens sessions whose operations are this crate's:
-//! [`QueryStream`] for exports, [`import`] for loads, [`Pipeline`] for calls.
+//! [`QueryStream`] for exports, [`import`](mod@crate::import) for loads, [`Pipeline`] for calls.
 
 use std::sync::Arc;
 use std::time::Duration;

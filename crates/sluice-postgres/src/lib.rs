@@ -14,7 +14,7 @@
 //!
 //! One file per operation, as in rust-postgres: [`connection`] (startup and
 //! authentication), [`query`] (streaming a query's rows), [`copy_in`] and
-//! [`import`] (bulk loading), [`cancel`], [`types`] (type OIDs to
+//! [`import`](mod@import) (bulk loading), [`cancel`], [`types`] (type OIDs to
 //! [`sluice_core::Kind`]), [`gateway`] (a pool of sessions behind the gateway's
 //! database trait, with [`privileges`]), [`driver`] (the crate behind
 //! `sluice_core::connect`'s traits), [`config`] and [`error`].

@@ -19,7 +19,7 @@
 //!
 //! A new original row begins where the pieces stop continuing the previous ones
 //! (a lower column, an offset back at 0, or a row without objects), so no row
-//! number is needed. [`LobInline`], a source wrapped around the rewritten query's
+//! number is needed. `LobInline`, a source wrapped around the rewritten query's
 //! rows, reassembles the pieces into the original rows and hands each
 //! row over value by value ([`sluice_core::Chunk`]), so an object of any size, even
 //! beyond `bytea`'s 1 GB limit, streams through in bounded memory. Every `oid`

@@ -69,13 +69,13 @@ pub struct QueryOptions {
     /// of the OID, in the same query (see [`crate::lob`]). Default: false.
     pub lob_inline: bool,
     /// Ask for the binary result format where it is the binary form of
-    /// [`sluice_core::value`] ([`types::sends_binary`]) and mark those columns
+    /// [`sluice_core::value`] (`types::sends_binary`) and mark those columns
     /// [`Encoding::Binary`]; not with `lob_inline`, whose rewritten rows are
     /// text. Default: false.
     pub binary_values: bool,
     /// Ask for every column in the binary result format and mark them all
     /// [`Encoding::Native`], when every column's type is a built-in one
-    /// ([`types::portable_binary`]); otherwise as without it. Takes precedence
+    /// (`types::portable_binary`); otherwise as without it. Takes precedence
     /// over `binary_values`; not with `lob_inline`. Default: false.
     pub native_values: bool,
     /// Keep the statement prepared on the session and reuse it the next time

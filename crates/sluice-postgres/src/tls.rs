@@ -2,7 +2,7 @@
 //! `sslcrl` and `sslsni` ask for it, on rustls (ring) with no OpenSSL.
 //!
 //! The settings are read and their files loaded once, when the connection
-//! string is parsed ([`TlsSettings::from_settings`]), so a missing or unreadable
+//! string is parsed (`TlsSettings::from_settings`), so a missing or unreadable
 //! file is a settings error before any connection; the handshake's own failures
 //! (an untrusted certificate, a wrong host name) are connection errors.
 

@@ -19,7 +19,7 @@ pub(crate) const SSL_REQUEST: u32 = 80_877_103;
 pub(crate) const GSS_REQUEST: u32 = 80_877_104;
 pub(crate) const CANCEL_REQUEST: u32 = 80_877_102;
 
-/// Splits a byte stream into protocol messages, keeping at most [`KEEP_BYTES`]
+/// Splits a byte stream into protocol messages, keeping at most `KEEP_BYTES`
 /// of each body.
 #[derive(Debug)]
 pub struct Splitter {

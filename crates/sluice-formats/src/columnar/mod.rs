@@ -3,10 +3,10 @@
 //!
 //! Values arrive in the canonical text of [`sluice_core::value`], or for the
 //! columns a source sent so, in its binary forms; a converter chosen once per
-//! column ([`mapping`]) parses them into an Arrow builder ([`convert`],
-//! [`nested`], with the parsers in [`text`]; [`binary`] for binary columns). Rows accumulate in
+//! column (`mapping`) parses them into an Arrow builder (`convert`,
+//! `nested`, with the parsers in `text`; `binary` for binary columns). Rows accumulate in
 //! the builders until a record batch is due, which goes to the container's
-//! writer ([`sink`]); its bytes are handed to the caller.
+//! writer (`sink`); its bytes are handed to the caller.
 //!
 //! # Types
 //!
@@ -44,7 +44,7 @@
 //! value. Inside composites, fields have no type names or declared shapes:
 //! integers are `Int64`, floats `Float64`, decimals as without a shape, and
 //! arrays one-dimensional. A top-level array column takes its depth from its
-//! first array with elements (see [`nested`]).
+//! first array with elements (see `nested`).
 //!
 //! # Memory
 //!
