@@ -172,8 +172,8 @@ async fn call(arguments: &CallArgs, interrupt: &Interrupt) -> Result<u8, Error> 
     output.flush().map_err(Error::output)?;
     session.close().await;
     if interrupt.happened() {
-        // The failed call is the user's Ctrl-C; the handler says so.
-        return Err(interrupt.wait_for_cancel().await);
+        // The failed call is the user's Ctrl-C: `run` lets the handler say so.
+        return Err(Error::new(ErrorKind::Cancelled, "interrupted"));
     }
     let mut code = 0;
     if summary.failed > 0 {

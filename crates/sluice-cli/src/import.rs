@@ -235,9 +235,7 @@ pub async fn run(arguments: ImportArgs) -> u8 {
 /// cause).
 fn explained(arguments: &ImportArgs, error: &Error) -> String {
     let text = message(error);
-    let defaulted = arguments.format.is_none()
-        && input_path(arguments)
-            .is_none_or(|path| InputFormat::for_path(path) == InputFormat::Ndjson);
+    let defaulted = arguments.format.is_none() && input_format(arguments) == InputFormat::Ndjson;
     match error.as_row_error() {
         Some(row) if defaulted && row.line == 1 && row.fault.is_none() => format!(
             "{text} (input is read as NDJSON without --format or a .csv or .arrows file name: \
@@ -245,6 +243,13 @@ fn explained(arguments: &ImportArgs, error: &Error) -> String {
         ),
         _ => text,
     }
+}
+
+/// The format asked for, else the one the file's name says, else NDJSON.
+fn input_format(arguments: &ImportArgs) -> InputFormat {
+    arguments.format.unwrap_or_else(|| {
+        input_path(arguments).map_or(InputFormat::Ndjson, |path| InputFormat::for_path(path))
+    })
 }
 
 /// The input file, `None` for standard input.
@@ -285,9 +290,7 @@ async fn run_import(arguments: &ImportArgs, interrupt: &Interrupt) -> Result<(),
     let started = Instant::now();
     let target = sluice_drivers::all().open(&arguments.database.url)?;
     let path = input_path(arguments);
-    let format = arguments
-        .format
-        .unwrap_or_else(|| path.map_or(InputFormat::Ndjson, |path| InputFormat::for_path(path)));
+    let format = input_format(arguments);
     format.check(&input_options(arguments, Vec::new(), false))?;
     let (mut reader, total_bytes): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = match path {
         Some(path) => {

@@ -110,10 +110,11 @@ pub fn import_message(error: &Error) -> Option<String> {
 fn input_fault(fault: InputFault, error: &Error) -> String {
     let words = match fault {
         InputFault::UnknownHeaderColumn => {
+            // The only fault whose own words (the column's name) are kept.
             return format!(
                 "line 1: {error}; if line 1 is data, not a header, say --header false \
                  (and --columns to name the columns in order)"
-            )
+            );
         }
         InputFault::HeaderForNdjson => {
             "--header goes with CSV input; this input is read as NDJSON (say --format csv)"
@@ -276,20 +277,20 @@ pub fn copy_message(side: Option<Side>, error: &Error) -> String {
 /// (PostgreSQL) or error 1062 (MariaDB, SQLSTATE `23000`); a table that
 /// already exists is `42P07` (PostgreSQL) or `42S01` (MariaDB).
 fn copy_hint(error: &Error) -> Option<&'static str> {
-    let duplicate_key = error.as_db_error().and_then(|db| db.vendor_code) == Some(1062);
-    match error.code()? {
-        _ if duplicate_key => Some(DUPLICATE_HINT),
-        "23505" => Some(DUPLICATE_HINT),
-        "42P07" | "42S01" => Some(
-            "; the target table exists already: leave out --create to copy into it \
-             (with --truncate to empty it first)",
-        ),
-        _ => None,
+    let code = error.code()?;
+    let duplicate_key =
+        code == "23505" || error.as_db_error().and_then(|db| db.vendor_code) == Some(1062);
+    if duplicate_key {
+        return Some(
+            "; the target already holds rows with these keys: --truncate empties it first, \
+             --on-conflict ignore|update keeps or overwrites them",
+        );
     }
+    matches!(code, "42P07" | "42S01").then_some(
+        "; the target table exists already: leave out --create to copy into it \
+         (with --truncate to empty it first)",
+    )
 }
-
-const DUPLICATE_HINT: &str = "; the target already holds rows with these keys: --truncate \
-                              empties it first, --on-conflict ignore|update keeps or overwrites them";
 
 /// Whether the error says the database could not be reached or let in.
 fn unreachable(error: &Error) -> bool {

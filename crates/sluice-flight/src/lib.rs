@@ -68,10 +68,7 @@ pub async fn serve(
         let config = state.config();
         listener::Accepting {
             tls,
-            timeouts: Timeouts {
-                header_read: config.header_read_timeout,
-                keep_alive: config.keep_alive_timeout,
-            },
+            timeouts: Timeouts::of(config),
             slots: ConnectionSlots::new(cap_for(config), "flight"),
         }
     };

@@ -150,7 +150,8 @@ impl Connection {
         }
     }
 
-    /// True once the connection has been idle too long. The watchdog shares
+    /// The timeout that expired (`header_read` or `keep_alive`), once the
+    /// connection has been idle too long. The watchdog shares
     /// the read's waker: hyper always polls an HTTP/2 connection's read side,
     /// so the timer firing wakes the connection, which reads and ends here.
     fn expired(&mut self, context: &mut Context<'_>) -> Option<&'static str> {

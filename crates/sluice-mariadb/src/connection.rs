@@ -668,7 +668,7 @@ impl Connection {
 }
 
 /// A server asked for a local file where sluice offered none.
-pub(crate) fn local_file_refused(file: &str, what: &str) -> Error {
+fn local_file_refused(file: &str, what: &str) -> Error {
     Error::new(
         ErrorKind::Protocol,
         format!(

@@ -61,6 +61,17 @@ pub struct Timeouts {
     pub keep_alive: Duration,
 }
 
+impl Timeouts {
+    /// The `[server]` timeouts of `config`, for every listener (HTTP and
+    /// Flight time their connections alike).
+    pub fn of(config: &crate::Config) -> Timeouts {
+        Timeouts {
+            header_read: config.header_read_timeout,
+            keep_alive: config.keep_alive_timeout,
+        }
+    }
+}
+
 /// Where a connection is, for the watchdog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {

@@ -120,10 +120,7 @@ async fn accept_until(
     // Bound at start: a reload does not change them (see crate::reload).
     let (timeouts, slots) = {
         let state = live.state();
-        let timeouts = Timeouts {
-            header_read: state.config().header_read_timeout,
-            keep_alive: state.config().keep_alive_timeout,
-        };
+        let timeouts = Timeouts::of(state.config());
         (
             timeouts,
             ConnectionSlots::new(cap_for(state.config()), "http"),
