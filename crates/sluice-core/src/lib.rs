@@ -4,7 +4,8 @@
 //! M formats need N + M pieces of code rather than N × M:
 //!
 //! - [`Schema`], [`Column`] and [`Kind`]: what a result looks like and how each
-//!   column's values are spelled (see [`value`] for the canonical forms);
+//!   column's values are spelled (see [`value`] for the canonical forms, and
+//!   [`canonical`] for their one reader each);
 //! - [`Batch`]: the one intermediate representation, a block of rows whose values
 //!   are byte strings in those canonical forms;
 //! - [`BatchSource`] (databases produce batches) and [`Encoder`] (formats consume
@@ -29,6 +30,7 @@
 pub mod batch;
 pub mod calendar;
 pub mod calls;
+pub mod canonical;
 pub mod connect;
 pub mod database;
 pub mod decode;

@@ -4,7 +4,8 @@
 //! column's kind. Databases convert into these forms; formats read only these forms.
 //! The forms follow PostgreSQL's text output with `DateStyle = ISO`, because that is
 //! both unambiguous and what `COPY … CSV` prints, so CSV output can be byte-identical
-//! to the server's own:
+//! to the server's own. Each form has one reader (and where sources build
+//! values from numbers, one writer) in [`crate::canonical`]:
 //!
 //! | kind | canonical bytes |
 //! |---|---|

@@ -33,6 +33,7 @@ use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
 use arrow_schema::{DataType, Schema, TimeUnit};
 use sluice_core::calendar::civil_from_days;
+use sluice_core::canonical;
 use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Rejected, RowError};
 
 /// Decodes an Arrow IPC stream into rows of `table`.
@@ -378,73 +379,46 @@ fn float32(value: f32, out: &mut Vec<u8>) {
 }
 
 fn uuid(bytes: &[u8], out: &mut Vec<u8>) {
-    use std::io::Write as _;
-    for (index, byte) in bytes.iter().enumerate() {
-        if matches!(index, 4 | 6 | 8 | 10) {
-            out.push(b'-');
-        }
-        let _ = write!(out, "{byte:02x}");
+    match <&[u8; 16]>::try_from(bytes) {
+        Ok(bytes) => canonical::write_uuid(bytes, out),
+        // A FixedSizeBinary(16) value always has 16 bytes.
+        Err(_) => out.extend_from_slice(bytes),
     }
+}
+
+/// Days from 1970 of PostgreSQL's last date, 5874897-12-31.
+const LAST_DATE_DAYS: i64 = 2_145_042_905;
+
+/// Refuses a date past the last one the database holds, naming its year.
+fn check_last_date(days: i64) -> Result<(), String> {
+    if days <= LAST_DATE_DAYS {
+        return Ok(());
+    }
+    let (year, _, _) = civil_from_days(days);
+    Err(format!(
+        "year {year} is past the latest date the database holds"
+    ))
 }
 
 /// The date's text; PostgreSQL's dates end in 5874897 AD.
 fn date(days: i64, out: &mut Vec<u8>) -> Result<(), String> {
-    date_parts(days, out, |out| out)
-}
-
-/// Writes `YYYY-MM-DD`, then what `middle` adds, then ` BC` for years before 1 AD.
-fn date_parts(
-    days: i64,
-    out: &mut Vec<u8>,
-    middle: impl FnOnce(&mut Vec<u8>) -> &mut Vec<u8>,
-) -> Result<(), String> {
-    use std::io::Write as _;
-    let (year, month, day) = civil_from_days(days);
-    if year > 5_874_897 {
-        return Err(format!(
-            "year {year} is past the latest date the database holds"
-        ));
-    }
-    let era_year = if year <= 0 { 1 - year } else { year };
-    let _ = write!(out, "{era_year:04}-{month:02}-{day:02}");
-    let out = middle(out);
-    if year <= 0 {
-        out.extend_from_slice(b" BC");
-    }
+    check_last_date(days)?;
+    canonical::write_date(days, out);
     Ok(())
 }
 
 /// `HH:MM:SS` and up to nine digits of fraction (the server rounds to microseconds).
 fn time_of_day(nanoseconds: i64, out: &mut Vec<u8>) {
-    use std::io::Write as _;
-    let seconds = nanoseconds / 1_000_000_000;
-    let fraction = nanoseconds % 1_000_000_000;
-    let _ = write!(
-        out,
-        "{:02}:{:02}:{:02}",
-        seconds / 3600,
-        seconds / 60 % 60,
-        seconds % 60
-    );
-    if fraction != 0 {
-        let digits = format!("{fraction:09}");
-        let _ = write!(out, ".{}", digits.trim_end_matches('0'));
-    }
+    canonical::write_clock(nanoseconds, out);
 }
 
 /// A timestamp's text; `zoned` (the value is in UTC) adds the offset `+00`.
 fn timestamp(nanoseconds: i128, zoned: bool, out: &mut Vec<u8>) -> Result<(), String> {
-    let days = nanoseconds.div_euclid(86_400_000_000_000);
-    let of_day = nanoseconds.rem_euclid(86_400_000_000_000) as i64;
-    let days = i64::try_from(days).map_err(|_| "the timestamp is out of range".to_owned())?;
-    date_parts(days, out, |out| {
-        out.push(b' ');
-        time_of_day(of_day, out);
-        if zoned {
-            out.extend_from_slice(b"+00");
-        }
-        out
-    })
+    let out_of_range = || "the timestamp is out of range".to_owned();
+    let days =
+        i64::try_from(nanoseconds.div_euclid(86_400_000_000_000)).map_err(|_| out_of_range())?;
+    check_last_date(days)?;
+    canonical::write_timestamp(nanoseconds, zoned.then_some(0), out).map_err(|_| out_of_range())
 }
 
 fn timestamp_nanoseconds(array: &dyn Array, index: usize, unit: TimeUnit) -> i128 {

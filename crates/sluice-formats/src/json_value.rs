@@ -8,6 +8,7 @@
 //! `bytea`: base64 by default (compact), or PostgreSQL's `\x…` hex text on request.
 
 use base64::Engine as _;
+use sluice_core::canonical;
 use sluice_core::Kind;
 
 use crate::pg_literal;
@@ -183,7 +184,9 @@ pub fn write_iso_timestamp(text: &[u8], output: &mut Vec<u8>) {
 /// -3 days +04:05:06.5`) as the ISO-8601 duration PostgreSQL itself prints with
 /// `IntervalStyle = iso_8601` (`P1Y2M-3DT4H5M6.5S`, `PT0S` for zero). Converting
 /// here rather than asking the server for ISO keeps sessions format-independent
-/// and CSV identical to `COPY`. Text in any other style is written unchanged.
+/// and CSV identical to `COPY`. The text is read by
+/// [`sluice_core::canonical::read_interval`] (ISO text is written in the same
+/// normal form); text in any other style is written unchanged.
 pub fn write_iso_interval(text: &[u8], output: &mut Vec<u8>) {
     match iso_interval(text) {
         Some(iso) => write_string(iso.as_bytes(), output),
@@ -193,68 +196,37 @@ pub fn write_iso_interval(text: &[u8], output: &mut Vec<u8>) {
 
 fn iso_interval(text: &[u8]) -> Option<String> {
     use std::fmt::Write as _;
-    let text = std::str::from_utf8(text).ok()?;
-    let (mut years, mut months, mut days) = (0i64, 0i64, 0i64);
-    let mut time: Option<(bool, i64, i64, &str)> = None;
-    let mut words = text.split(' ');
-    while let Some(word) = words.next() {
-        if word.contains(':') {
-            let (negative, clock) = match word.as_bytes().first()? {
-                b'-' => (true, &word[1..]),
-                b'+' => (false, &word[1..]),
-                _ => (false, word),
-            };
-            let mut parts = clock.split(':');
-            let hours = parts.next()?.parse().ok()?;
-            let minutes = parts.next()?.parse().ok()?;
-            let seconds = parts.next()?;
-            if parts.next().is_some() || seconds.is_empty() {
-                return None;
-            }
-            seconds.parse::<f64>().ok()?;
-            time = Some((negative, hours, minutes, seconds));
-            continue;
-        }
-        let amount: i64 = word.parse().ok()?;
-        match words.next()? {
-            "year" | "years" => years = amount,
-            "mon" | "mons" => months = amount,
-            "day" | "days" => days = amount,
-            _ => return None,
-        }
-    }
-    let (negative, hours, minutes, seconds) = time.unwrap_or((false, 0, 0, "00"));
-    let seconds = if seconds.contains('.') {
-        seconds.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        seconds
-    };
-    let seconds_zero = seconds.is_empty() || seconds.bytes().all(|b| b == b'0' || b == b'.');
-    if years == 0 && months == 0 && days == 0 && hours == 0 && minutes == 0 && seconds_zero {
+    let interval = canonical::read_interval(text).ok()?;
+    let years = interval.months / 12;
+    let months = interval.months % 12;
+    let micros = interval.microseconds;
+    if interval.months == 0 && interval.days == 0 && micros == 0 {
         return Some("PT0S".into());
     }
-    let sign = if negative { "-" } else { "" };
     let mut iso = String::from("P");
-    for (value, unit) in [(years, 'Y'), (months, 'M'), (days, 'D')] {
+    for (value, unit) in [(years, 'Y'), (months, 'M'), (interval.days, 'D')] {
         if value != 0 {
             let _ = write!(iso, "{value}{unit}");
         }
     }
-    if hours != 0 || minutes != 0 || !seconds_zero {
+    if micros != 0 {
+        // PostgreSQL's ISO output signs each clock field alike.
+        let sign = if micros < 0 { "-" } else { "" };
+        let magnitude = micros.unsigned_abs();
+        let (seconds, fraction) = (magnitude / 1_000_000, magnitude % 1_000_000);
         iso.push('T');
-        for (value, unit) in [(hours, 'H'), (minutes, 'M')] {
+        for (value, unit) in [(seconds / 3600, 'H'), (seconds / 60 % 60, 'M')] {
             if value != 0 {
                 let _ = write!(iso, "{sign}{value}{unit}");
             }
         }
-        if !seconds_zero {
-            let seconds = seconds.trim_start_matches('0');
-            let seconds = if seconds.starts_with('.') || seconds.is_empty() {
-                format!("0{seconds}")
-            } else {
-                seconds.to_owned()
-            };
-            let _ = write!(iso, "{sign}{seconds}S");
+        if seconds % 60 != 0 || fraction != 0 {
+            let _ = write!(iso, "{sign}{}", seconds % 60);
+            if fraction != 0 {
+                let digits = format!("{fraction:06}");
+                let _ = write!(iso, ".{}", digits.trim_end_matches('0'));
+            }
+            iso.push('S');
         }
     }
     Some(iso)

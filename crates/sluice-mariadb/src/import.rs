@@ -36,6 +36,7 @@
 
 use std::fmt::Write as _;
 
+use sluice_core::canonical::{self, Strictness};
 pub use sluice_core::load::{
     ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, Scope,
     TableInfo,
@@ -943,13 +944,16 @@ fn write_hex(value: &[u8], output: &mut Vec<u8>) {
     }
 }
 
-/// `t`, `true`, `1`, `y`… as `1`; anything else as `0`… unless it is no
-/// boolean at all, which the server then refuses as it would any bad value.
+/// A boolean as PostgreSQL's `boolin` reads it (`t`, `true`, `1`, `y`, `on`…)
+/// as `1` or `0`; anything else the server then refuses as it would any bad
+/// value.
 fn bool_digit(value: &[u8]) -> u8 {
-    match value.to_ascii_lowercase().as_slice() {
-        b"t" | b"true" | b"1" | b"y" | b"yes" | b"on" => b'1',
-        b"f" | b"false" | b"0" | b"n" | b"no" | b"off" => b'0',
-        _ => b'?',
+    match canonical::read_bool(value, Strictness::Lenient) {
+        Ok(true) => b'1',
+        Ok(false) => b'0',
+        // Not a boolean: a character MariaDB refuses for the column, so the
+        // server names the row.
+        Err(_) => b'?',
     }
 }
 

@@ -39,7 +39,11 @@ use std::fmt;
 use bytes::{BufMut, BytesMut};
 use postgres_protocol::types as wire;
 use postgres_protocol::Oid;
-use sluice_core::{calendar, Column, DecimalText, Encoding, Kind};
+use sluice_core::canonical::{
+    read_array, read_bool, read_date, read_time, read_time_tz, read_timestamp, read_uuid,
+    ArrayVisitor, FormError, LiteralError, Moment, Strictness, Zone,
+};
+use sluice_core::{Column, DecimalText, Encoding, Kind};
 
 use crate::types;
 
@@ -462,8 +466,8 @@ fn write_text(
         Scalar::Bytea => write_hex_bytea(text, out)?,
         Scalar::Date => wire::date_to_sql(parse_date(text)?, out),
         Scalar::Time => wire::time_to_sql(parse_time_only(text)?, out),
-        Scalar::Timestamp => wire::timestamp_to_sql(parse_timestamp(text, Zone::Ignored)?, out),
-        Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::Utc)?, out),
+        Scalar::Timestamp => wire::timestamp_to_sql(parse_timestamp(text, Zone::Without)?, out),
+        Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::With)?, out),
         Scalar::Uuid => wire::uuid_to_sql(parse_uuid(text)?, out),
         Scalar::Interval(signs) => parse_interval(text, signs)?.write(out),
         Scalar::TimeTz => {
@@ -771,315 +775,72 @@ fn write_base_10000(decimal: &DecimalText<'_>, out: &mut BytesMut) -> (i64, usiz
 /// `boolin`'s words: `t`/`f`, `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`,
 /// any case, any unambiguous prefix.
 fn parse_bool(text: &[u8]) -> Result<bool, EncodeError> {
-    let word = trim(text);
-    let prefix_of = |full: &[u8], shortest: usize| {
-        word.len() >= shortest
-            && word.len() <= full.len()
-            && full[..word.len()].eq_ignore_ascii_case(word)
-    };
-    if prefix_of(b"true", 1) || prefix_of(b"yes", 1) || prefix_of(b"on", 2) || word == b"1" {
-        Ok(true)
-    } else if prefix_of(b"false", 1) || prefix_of(b"no", 1) || prefix_of(b"off", 2) || word == b"0"
-    {
-        Ok(false)
-    } else {
-        Err(EncodeError::syntax("boolean", text))
-    }
+    read_bool(text, Strictness::Lenient).map_err(|_| EncodeError::syntax("boolean", text))
 }
 
 // ------------------------------------------------------------ dates and times --
 
-const MICROS_PER_SECOND: i128 = 1_000_000;
-const SECONDS_PER_DAY: i128 = 86_400;
-/// 1970-01-01 in days since 2000-01-01 (`epoch`).
+/// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch): the canonical
+/// readers count from 1970.
 const UNIX_EPOCH_DAYS: i64 = -10_957;
+const UNIX_EPOCH_MICROS: i128 = UNIX_EPOCH_DAYS as i128 * 86_400 * 1_000_000;
 
-/// A date/time value: a finite number, or one of the infinities.
-enum Moment<T> {
-    Finite(T),
-    Infinity,
-    MinusInfinity,
-}
-
-/// The special words every date/time type reads, in any case.
-fn special_word(body: &[u8]) -> Option<Moment<()>> {
-    if body.first().is_some_and(u8::is_ascii_digit) {
-        return None;
-    }
-    let is = |word: &[u8]| body.eq_ignore_ascii_case(word);
-    if is(b"infinity") || is(b"+infinity") {
-        Some(Moment::Infinity)
-    } else if is(b"-infinity") {
-        Some(Moment::MinusInfinity)
-    } else if is(b"epoch") {
-        Some(Moment::Finite(()))
-    } else {
-        None
-    }
-}
-
-/// Unsigned decimal digits, at least one.
-fn number(digits: &[u8]) -> Option<i64> {
-    if digits.is_empty() || digits.len() > 12 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(
-        digits
-            .iter()
-            .fold(0, |number, digit| number * 10 + i64::from(digit - b'0')),
-    )
-}
-
-/// A date's fields as written (the year before any ` BC`).
-struct CalendarDate {
-    year: i64,
-    month: i64,
-    day: i64,
-}
-
-/// `YYYY-MM-DD` at the start of `text` (the year may be longer), and the rest
-/// of the text.
-fn split_date(text: &[u8]) -> Option<(CalendarDate, &[u8])> {
-    let mut parts = text.splitn(3, |&byte| byte == b'-');
-    // A shorter year means another one to the server (`24-01-05` is 2024).
-    let year = number(parts.next().filter(|year| year.len() >= 4)?)?;
-    let month = number(parts.next()?)?;
-    let tail = parts.next()?;
-    let day_end = tail
-        .iter()
-        .position(|byte| !byte.is_ascii_digit())
-        .unwrap_or(tail.len());
-    if !(1..=2).contains(&day_end) {
-        return None;
-    }
-    let day = number(&tail[..day_end])?;
-    Some((CalendarDate { year, month, day }, &tail[day_end..]))
-}
-
-/// A trailing ` BC` (any case), removed.
-fn strip_era(text: &[u8]) -> (&[u8], bool) {
-    let Some(split) = text.len().checked_sub(3) else {
-        return (text, false);
-    };
-    let (rest, era) = text.split_at(split);
-    if era.eq_ignore_ascii_case(b" bc") {
-        (trim(rest), true)
-    } else if era.eq_ignore_ascii_case(b" ad") {
-        (trim(rest), false)
-    } else {
-        (text, false)
-    }
-}
-
-/// Days since 2000-01-01 of a checked calendar date; `Err` when the day does
-/// not exist (`2024-02-30`, year 0).
-fn days_of(date: &CalendarDate, before_christ: bool, text: &[u8]) -> Result<i64, EncodeError> {
-    let year = if before_christ {
-        1 - date.year
-    } else {
-        date.year
-    };
-    if date.year < 1 {
-        return Err(EncodeError::field_range(text));
-    }
-    let days = calendar::checked_days_from_civil(year, date.month, date.day)
-        .ok_or_else(|| EncodeError::field_range(text))?;
-    // From 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
-    Ok(days + UNIX_EPOCH_DAYS)
-}
-
-fn parse_date(text: &[u8]) -> Result<i32, EncodeError> {
-    let body = trim(text);
-    let days = match special_word(body) {
-        Some(Moment::Infinity) => return Ok(i32::MAX),
-        Some(Moment::MinusInfinity) => return Ok(i32::MIN),
-        Some(Moment::Finite(())) => UNIX_EPOCH_DAYS,
-        None => {
-            let (body, before_christ) = strip_era(body);
-            let (date, rest) = split_date(body).ok_or_else(|| EncodeError::syntax("date", text))?;
-            if !rest.is_empty() {
-                return Err(EncodeError::syntax("date", text));
-            }
-            days_of(&date, before_christ, text)?
-        }
-    };
-    i32::try_from(days).map_err(|_| {
-        EncodeError::new(
+/// A canonical reader's error as the server words it for `type_label`.
+fn form_error(error: FormError, type_label: &str, text: &[u8]) -> EncodeError {
+    match error {
+        FormError::Syntax => EncodeError::syntax(type_label, text),
+        FormError::FieldRange => EncodeError::field_range(text),
+        FormError::Overflow => EncodeError::new(
             DATETIME_FIELD_OVERFLOW,
-            format!("date out of range: {}", quoted(text)),
-        )
-    })
+            format!("{type_label} out of range: {}", quoted(text)),
+        ),
+        FormError::OffsetRange => EncodeError::new(
+            INVALID_TIME_ZONE_DISPLACEMENT,
+            format!("time zone displacement out of range: {}", quoted(text)),
+        ),
+    }
 }
 
-/// `HH:MM[:SS[.fraction]]` as microseconds since midnight (`24:00:00` and a
-/// 60th second allowed, as PostgreSQL allows them); the fraction is rounded
-/// to microseconds half to even, as the server's `rint` does.
-fn parse_clock(clock: &[u8]) -> Option<i128> {
-    let (whole, fraction) = match clock.iter().position(|&byte| byte == b'.') {
-        Some(at) => (&clock[..at], Some(&clock[at..])),
-        None => (clock, None),
+/// A date as days since 2000-01-01, `i32::MAX`/`MIN` for the infinities.
+fn parse_date(text: &[u8]) -> Result<i32, EncodeError> {
+    let read =
+        read_date(text, Strictness::Lenient).map_err(|error| form_error(error, "date", text))?;
+    let days = match read {
+        Moment::Infinity => return Ok(i32::MAX),
+        Moment::MinusInfinity => return Ok(i32::MIN),
+        Moment::Finite(days) => days + UNIX_EPOCH_DAYS,
     };
-    let mut fields = whole.split(|&byte| byte == b':');
-    let hour = number(fields.next()?)?;
-    let minute = number(fields.next()?)?;
-    let second = fields.next().map_or(Some(0), number)?;
-    if fields.next().is_some() || (fraction.is_some() && whole.len() < 7) {
-        return None;
-    }
-    let micros = match fraction {
-        Some(fraction) if (2..=7).contains(&fraction.len()) => {
-            // Up to six digits are whole microseconds: no rounding.
-            let digits = &fraction[1..];
-            let padding = 10i128.pow(6 - digits.len() as u32);
-            i128::from(number(digits)?) * padding
-        }
-        Some(fraction) if fraction.len() > 1 && fraction[1..].iter().all(u8::is_ascii_digit) => {
-            let value: f64 = std::str::from_utf8(fraction).ok()?.parse().ok()?;
-            (value * 1_000_000.0).round_ties_even() as i128
-        }
-        Some(_) => return None,
-        None => 0,
-    };
-    let past_midnight = hour == 24 && (minute > 0 || second > 0 || micros > 0);
-    if hour > 24 || minute > 59 || second > 60 || past_midnight {
-        return None;
-    }
-    Some((i128::from(hour * 3600 + minute * 60 + second)) * MICROS_PER_SECOND + micros)
+    i32::try_from(days).map_err(|_| form_error(FormError::Overflow, "date", text))
 }
 
 fn parse_time_only(text: &[u8]) -> Result<i64, EncodeError> {
-    let body = trim(text);
-    let micros = parse_clock(body).ok_or_else(|| EncodeError::syntax("time", text))?;
-    i64::try_from(micros).map_err(|_| EncodeError::field_range(text))
+    read_time(text, Strictness::Lenient).map_err(|error| form_error(error, "time", text))
 }
 
-/// What a timestamp's UTC offset means for its type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Zone {
-    /// `timestamp`: an offset is read and ignored, as the server does.
-    Ignored,
-    /// `timestamptz`: the offset says which instant, and a time without one
-    /// is UTC (as the server reads it: the encoder exists only in a session
-    /// whose time zone is UTC, see [`encoder_for`]).
-    Utc,
-}
-
-/// A UTC offset at the end of a time (`+05:45`, `-03`, `+0530`, `Z`), in
-/// seconds east of UTC, and the time before it.
-fn split_offset(time: &[u8]) -> Option<(&[u8], Option<i64>)> {
-    if let Some(clock) = time.strip_suffix(b"Z").or_else(|| time.strip_suffix(b"z")) {
-        return Some((clock, Some(0)));
-    }
-    let Some(at) = time.iter().rposition(|&byte| byte == b'+' || byte == b'-') else {
-        return Some((time, None));
-    };
-    let (clock, offset) = (trim(&time[..at]), &time[at + 1..]);
-    let seconds = offset_seconds(offset)?;
-    let sign = if time[at] == b'-' { -1 } else { 1 };
-    Some((clock, Some(sign * seconds)))
-}
-
-/// `hh[:mm[:ss]]` or `hh[mm[ss]]` as seconds.
-fn offset_seconds(offset: &[u8]) -> Option<i64> {
-    let separated = offset.contains(&b':');
-    let mut rest = offset;
-    let mut seconds = 0;
-    for (index, unit) in [3600, 60, 1].into_iter().enumerate() {
-        if rest.is_empty() {
-            break;
-        }
-        let field_end = if separated {
-            rest.iter()
-                .position(|&byte| byte == b':')
-                .unwrap_or(rest.len())
-        } else {
-            rest.len().min(2)
-        };
-        let value = number(&rest[..field_end]).filter(|_| field_end <= 2)?;
-        if index > 0 && value > 59 {
-            return None;
-        }
-        seconds += value * unit;
-        rest = &rest[field_end..];
-        if separated && !rest.is_empty() {
-            rest = rest.strip_prefix(b":").filter(|after| !after.is_empty())?;
-        }
-    }
-    (rest.is_empty() && !offset.is_empty()).then_some(seconds)
-}
-
-/// A timestamp's text as microseconds since 2000-01-01 (UTC for `Zone::Utc`):
-/// `YYYY-MM-DD[( |T)HH:MM[:SS[.f]][offset]][ BC]`, or a special word.
+/// A timestamp as microseconds since 2000-01-01 (UTC for [`Zone::With`]:
+/// such a column has an encoder only in a UTC session, see [`encoder_for`]),
+/// `i64::MAX`/`MIN` for the infinities.
 fn parse_timestamp(text: &[u8], zone: Zone) -> Result<i64, EncodeError> {
-    let body = trim(text);
     let type_label = match zone {
-        Zone::Ignored => "timestamp",
-        Zone::Utc => "timestamp with time zone",
+        Zone::Without => "timestamp",
+        Zone::With => "timestamp with time zone",
     };
-    let syntax = || EncodeError::syntax(type_label, text);
-    let micros = match special_word(body) {
-        Some(Moment::Infinity) => return Ok(i64::MAX),
-        Some(Moment::MinusInfinity) => return Ok(i64::MIN),
-        Some(Moment::Finite(())) => {
-            i128::from(UNIX_EPOCH_DAYS) * SECONDS_PER_DAY * MICROS_PER_SECOND
-        }
-        None => {
-            let (body, before_christ) = strip_era(body);
-            let (date, rest) = split_date(body).ok_or_else(syntax)?;
-            let days = days_of(&date, before_christ, text)?;
-            let (clock, offset) = match rest {
-                [] => (rest, None),
-                [b' ' | b'T' | b't', time @ ..] => split_offset(trim(time)).ok_or_else(syntax)?,
-                _ => return Err(syntax()),
-            };
-            let since_midnight = match clock {
-                [] => 0,
-                _ => parse_clock(clock).ok_or_else(syntax)?,
-            };
-            let offset = match zone {
-                Zone::Ignored => 0,
-                Zone::Utc => offset.unwrap_or(0),
-            };
-            if offset.abs() > MAX_OFFSET {
-                return Err(displacement_range(text));
-            }
-            (i128::from(days) * SECONDS_PER_DAY - i128::from(offset)) * MICROS_PER_SECOND
-                + since_midnight
-        }
+    let read = read_timestamp(text, zone, Strictness::Lenient)
+        .map_err(|error| form_error(error, type_label, text))?;
+    let micros = match read {
+        Moment::Infinity => return Ok(i64::MAX),
+        Moment::MinusInfinity => return Ok(i64::MIN),
+        Moment::Finite(micros) => micros + UNIX_EPOCH_MICROS,
     };
-    i64::try_from(micros).map_err(|_| {
-        EncodeError::new(
-            DATETIME_FIELD_OVERFLOW,
-            format!("timestamp out of range: {}", quoted(text)),
-        )
-    })
+    i64::try_from(micros).map_err(|_| form_error(FormError::Overflow, "timestamp", text))
 }
 
-/// The largest UTC offset the server takes, 15:59:59, in seconds.
-const MAX_OFFSET: i64 = 15 * 3600 + 59 * 60 + 59;
-
-fn displacement_range(text: &[u8]) -> EncodeError {
-    EncodeError::new(
-        INVALID_TIME_ZONE_DISPLACEMENT,
-        format!("time zone displacement out of range: {}", quoted(text)),
-    )
-}
-
-/// A `timetz` text, `HH:MM[:SS[.f]]` (up to `24:00:00`) and a UTC offset
-/// (`+05:45`, `-03`, `+0530`, `+05:30:15`, `Z`), as microseconds since
-/// midnight and the offset in seconds east of UTC. Without an offset the
-/// time is UTC: a `timetz` column has an encoder only in a UTC session, see
-/// [`encoder_for`]. Zone names and abbreviations are refused.
+/// A `timetz` as microseconds since midnight and seconds east of UTC.
+/// Without an offset the time is UTC: a `timetz` column has an encoder
+/// only in a UTC session, see [`encoder_for`]. Zone names are refused.
 fn parse_timetz(text: &[u8]) -> Result<(i64, i32), EncodeError> {
-    let syntax = || EncodeError::syntax("time with time zone", text);
-    let (clock, offset) = split_offset(trim(text)).ok_or_else(syntax)?;
-    let micros = parse_clock(trim(clock)).ok_or_else(syntax)?;
-    let offset = offset.unwrap_or(0);
-    if offset.abs() > MAX_OFFSET {
-        return Err(displacement_range(text));
-    }
-    // Both fit: a day's microseconds and 15:59:59.
-    Ok((micros as i64, offset as i32))
+    read_time_tz(text, Strictness::Lenient)
+        .map_err(|error| form_error(error, "time with time zone", text))
 }
 
 // ------------------------------------------------------------ uuid and bytea --
@@ -1088,30 +849,9 @@ fn hex_value(byte: u8) -> Option<u8> {
     char::from(byte).to_digit(16).map(|digit| digit as u8)
 }
 
-/// A UUID as `uuid_in` reads it: 32 hex digits, any case, a hyphen allowed
-/// after any group of four, optionally inside braces.
+/// A UUID as `uuid_in` reads it.
 fn parse_uuid(text: &[u8]) -> Result<[u8; 16], EncodeError> {
-    let syntax = || EncodeError::syntax("uuid", text);
-    let body = trim(text);
-    let body = match body {
-        [b'{', inner @ .., b'}'] => inner,
-        _ => body,
-    };
-    let mut bytes = [0u8; 16];
-    let mut digits = 0;
-    for (index, &byte) in body.iter().enumerate() {
-        if byte == b'-' && digits % 4 == 0 && digits > 0 && digits < 32 && body[index - 1] != b'-' {
-            continue;
-        }
-        let value = hex_value(byte).ok_or_else(syntax)?;
-        let slot = bytes.get_mut(digits / 2).ok_or_else(syntax)?;
-        *slot = (*slot << 4) | value;
-        digits += 1;
-    }
-    if digits != 32 || body.last() == Some(&b'-') {
-        return Err(syntax());
-    }
-    Ok(bytes)
+    read_uuid(text, Strictness::Lenient).map_err(|_| EncodeError::syntax("uuid", text))
 }
 
 /// A `bytea` array element, in the hex form `\x…` arrays spell it.
@@ -1140,271 +880,74 @@ fn write_hex_bytea(text: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
 
 // -------------------------------------------------------------------- arrays --
 
-/// An array literal read: the length of each dimension, its lower bounds,
-/// and the elements in order (`None`: NULL).
-struct ArrayLiteral {
-    lengths: Vec<i32>,
-    lower_bounds: Vec<i32>,
-    elements: Vec<Option<Vec<u8>>>,
+/// Encodes an array literal's elements as they are read, for the header
+/// (which needs the dimensions, known only at the end) to go before them.
+struct BinaryElements {
+    element: Scalar,
+    values: BytesMut,
+    has_nulls: bool,
 }
 
-/// A dimension whose length no sub-array has set yet.
-const UNSET: i32 = -1;
+impl ArrayVisitor for BinaryElements {
+    type Error = EncodeError;
 
-/// PostgreSQL allows six dimensions.
-const MAX_DIMENSIONS: usize = 6;
+    fn open(&mut self, _depth: usize, _index: usize) -> Result<(), EncodeError> {
+        Ok(())
+    }
 
+    fn element(
+        &mut self,
+        _depth: usize,
+        _index: usize,
+        value: Option<&[u8]>,
+    ) -> Result<(), EncodeError> {
+        let Some(value) = value else {
+            self.has_nulls = true;
+            encode_null(&mut self.values);
+            return Ok(());
+        };
+        let element = self.element;
+        with_length(&mut self.values, |out| {
+            write_text(element, value, out, Context::Element)
+        })
+    }
+
+    fn close(&mut self, _depth: usize, _items: usize) -> Result<(), EncodeError> {
+        Ok(())
+    }
+}
+
+/// An array literal as `array_in` reads it (blanks, escapes and declared
+/// bounds included) in the binary array form: dimensions, a has-nulls flag,
+/// the element type, each dimension's length and lower bound, the elements.
 fn write_array(
     element: Scalar,
     element_type: Oid,
     text: &[u8],
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let malformed = |why: &str| {
-        EncodeError::new(
-            INVALID_TEXT_REPRESENTATION,
-            format!("malformed array literal: {} ({why})", quoted(text)),
-        )
+    let mut elements = BinaryElements {
+        element,
+        values: BytesMut::new(),
+        has_nulls: false,
     };
-    let literal = parse_array(text).map_err(malformed)?;
-    let has_nulls = literal.elements.iter().any(Option::is_none);
-    out.put_i32(literal.lengths.len() as i32);
-    out.put_i32(i32::from(has_nulls));
+    let shape =
+        read_array(text, Strictness::Lenient, &mut elements).map_err(|error| match error {
+            LiteralError::Malformed(why) => EncodeError::new(
+                INVALID_TEXT_REPRESENTATION,
+                format!("malformed array literal: {} ({why})", quoted(text)),
+            ),
+            LiteralError::Visitor(error) => error,
+        })?;
+    out.put_i32(shape.lengths().len() as i32);
+    out.put_i32(i32::from(elements.has_nulls));
     out.put_u32(element_type);
-    for (length, lower_bound) in literal.lengths.iter().zip(&literal.lower_bounds) {
+    for (length, lower_bound) in shape.lengths().iter().zip(shape.lower_bounds()) {
         out.put_i32(*length);
         out.put_i32(*lower_bound);
     }
-    for value in &literal.elements {
-        match value {
-            None => encode_null(out),
-            Some(value) => {
-                with_length(out, |out| write_text(element, value, out, Context::Element))?
-            }
-        }
-    }
+    out.put_slice(&elements.values);
     Ok(())
-}
-
-/// Reads `[lower:upper]…={…}` or `{…}`: nested braces, elements separated by
-/// commas, quoted with `"` (backslash escapes inside and out), `NULL`
-/// unquoted for a null; every sub-array of a level the same length.
-fn parse_array(text: &[u8]) -> Result<ArrayLiteral, &'static str> {
-    let body = trim(text);
-    let (declared, body) = split_bounds(body)?;
-    let mut reader = ArrayReader {
-        text: body,
-        at: 0,
-        lengths: Vec::new(),
-        elements: Vec::new(),
-        leaf_depth: None,
-    };
-    reader.level(0)?;
-    if reader.at != body.len() {
-        return Err("text after the closing brace");
-    }
-    // `{}` is an empty array: no dimensions at all.
-    if reader.elements.is_empty() {
-        return Ok(ArrayLiteral {
-            lengths: Vec::new(),
-            lower_bounds: Vec::new(),
-            elements: Vec::new(),
-        });
-    }
-    let lower_bounds = match declared {
-        None => vec![1; reader.lengths.len()],
-        Some(bounds) => {
-            let fits = bounds.len() == reader.lengths.len()
-                && bounds
-                    .iter()
-                    .zip(&reader.lengths)
-                    .all(|((lower, upper), length)| {
-                        i64::from(*upper) - i64::from(*lower) + 1 == i64::from(*length)
-                    });
-            if !fits {
-                return Err("the dimensions do not match the elements");
-            }
-            bounds.iter().map(|(lower, _)| *lower).collect()
-        }
-    };
-    Ok(ArrayLiteral {
-        lengths: reader.lengths,
-        lower_bounds,
-        elements: reader.elements,
-    })
-}
-
-/// Optional explicit bounds `[1:3][0:1]=` before the braces.
-type Bounds = Vec<(i32, i32)>;
-
-fn split_bounds(body: &[u8]) -> Result<(Option<Bounds>, &[u8]), &'static str> {
-    if body.first() != Some(&b'[') {
-        return Ok((None, body));
-    }
-    let equals = body
-        .iter()
-        .position(|&byte| byte == b'=')
-        .ok_or("dimensions without \"=\"")?;
-    let mut bounds = Vec::new();
-    for part in body[..equals].split(|&byte| byte == b']') {
-        let part = trim(part);
-        if part.is_empty() {
-            continue;
-        }
-        let inner = part.strip_prefix(b"[").ok_or("bad dimensions")?;
-        let text = std::str::from_utf8(inner).map_err(|_| "bad dimensions")?;
-        let (lower, upper) = text.split_once(':').ok_or("bad dimensions")?;
-        let lower = lower.trim().parse().map_err(|_| "bad dimensions")?;
-        let upper = upper.trim().parse().map_err(|_| "bad dimensions")?;
-        bounds.push((lower, upper));
-    }
-    Ok((Some(bounds), trim(&body[equals + 1..])))
-}
-
-struct ArrayReader<'t> {
-    text: &'t [u8],
-    at: usize,
-    /// The length of each dimension, set by its first sub-array.
-    lengths: Vec<i32>,
-    elements: Vec<Option<Vec<u8>>>,
-    /// The depth elements stand at, once one is read.
-    leaf_depth: Option<usize>,
-}
-
-impl ArrayReader<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.text.get(self.at).copied()
-    }
-
-    fn skip_blanks(&mut self) {
-        while self.peek().is_some_and(|byte| trim(&[byte]).is_empty()) {
-            self.at += 1;
-        }
-    }
-
-    /// One `{…}` at `depth`, its items counted against that dimension.
-    fn level(&mut self, depth: usize) -> Result<(), &'static str> {
-        if depth >= MAX_DIMENSIONS {
-            return Err("more than six dimensions");
-        }
-        self.skip_blanks();
-        if self.peek() != Some(b'{') {
-            return Err("expected \"{\"");
-        }
-        self.at += 1;
-        self.skip_blanks();
-        let mut items = 0i32;
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-        } else {
-            loop {
-                self.skip_blanks();
-                self.item(depth)?;
-                items += 1;
-                self.skip_blanks();
-                match self.peek() {
-                    Some(b',') => self.at += 1,
-                    Some(b'}') => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return Err("expected \",\" or \"}\""),
-                }
-            }
-        }
-        self.count(depth, items)?;
-        self.skip_blanks();
-        Ok(())
-    }
-
-    /// One item of a sub-array at `depth`: a deeper sub-array or an element;
-    /// elements stand only at the deepest level, the same for all.
-    fn item(&mut self, depth: usize) -> Result<(), &'static str> {
-        let nested = self.peek() == Some(b'{');
-        let fits = match self.leaf_depth {
-            None => true,
-            Some(leaf) if nested => leaf > depth,
-            Some(leaf) => leaf == depth,
-        };
-        if !fits {
-            return Err("sub-arrays of different depths");
-        }
-        if nested {
-            return self.level(depth + 1);
-        }
-        self.leaf_depth = Some(depth);
-        let element = self.element()?;
-        self.elements.push(element);
-        Ok(())
-    }
-
-    /// Records that a sub-array at `depth` held `items`: the first sets the
-    /// dimension's length, the rest must match it.
-    fn count(&mut self, depth: usize, items: i32) -> Result<(), &'static str> {
-        if self.lengths.len() <= depth {
-            self.lengths.resize(depth + 1, UNSET);
-        }
-        match self.lengths[depth] {
-            UNSET => {
-                self.lengths[depth] = items;
-                Ok(())
-            }
-            length if length == items => Ok(()),
-            _ => Err("sub-arrays of different lengths"),
-        }
-    }
-
-    /// One element: quoted (never NULL) or bare (blanks around it dropped,
-    /// `NULL` in any case a null); a backslash takes the next byte as is.
-    fn element(&mut self) -> Result<Option<Vec<u8>>, &'static str> {
-        let mut value = Vec::new();
-        if self.peek() == Some(b'"') {
-            self.at += 1;
-            loop {
-                match self.peek().ok_or("unterminated quoted element")? {
-                    b'"' => break,
-                    b'\\' => {
-                        self.at += 1;
-                        value.push(self.peek().ok_or("unterminated quoted element")?);
-                    }
-                    byte => value.push(byte),
-                }
-                self.at += 1;
-            }
-            self.at += 1;
-            return Ok(Some(value));
-        }
-        let mut escaped = false;
-        // The length of `value` up to its last byte that is not a bare blank.
-        let mut kept = 0;
-        while let Some(byte) = self.peek() {
-            match byte {
-                b',' | b'}' => break,
-                b'{' | b'"' => return Err("unexpected character in an element"),
-                b'\\' => {
-                    self.at += 1;
-                    value.push(self.peek().ok_or("unterminated element")?);
-                    escaped = true;
-                    kept = value.len();
-                }
-                byte => {
-                    value.push(byte);
-                    if !trim(&[byte]).is_empty() {
-                        kept = value.len();
-                    }
-                }
-            }
-            self.at += 1;
-        }
-        value.truncate(kept);
-        if value.is_empty() && !escaped {
-            return Err("an empty element");
-        }
-        if !escaped && value.eq_ignore_ascii_case(b"NULL") {
-            return Ok(None);
-        }
-        Ok(Some(value))
-    }
 }
 
 #[cfg(test)]
@@ -1555,12 +1098,23 @@ mod tests {
 
     #[test]
     fn array_literals_nest_and_quote() {
-        let literal = parse_array(br#"{{1,NULL},{"a b","\"q\""}}"#).unwrap();
-        assert_eq!(literal.lengths, [2, 2]);
-        assert_eq!(literal.elements[1], None);
-        assert_eq!(literal.elements[3].as_deref(), Some(&b"\"q\""[..]));
-        assert!(parse_array(b"{{1},{2,3}}").is_err());
-        assert!(parse_array(b"{{1},2}").is_err());
-        assert!(parse_array(b"{}").unwrap().lengths.is_empty());
+        let int4_array = |text: &str| encoded(1007, Kind::Array(Box::new(Kind::Integer)), text);
+        let encoded = int4_array("{{1,NULL},{ 3 ,\\4}}").unwrap();
+        // Two dimensions, with nulls, int4 elements, 2 × 2 from 1.
+        let header: Vec<u8> = [2i32, 1, 23, 2, 1, 2, 1]
+            .iter()
+            .flat_map(|word| word.to_be_bytes())
+            .collect();
+        assert_eq!(&encoded[..28], header);
+        assert_eq!(&encoded[28..36], [0, 0, 0, 4, 0, 0, 0, 1]);
+        assert_eq!(&encoded[36..40], (-1i32).to_be_bytes());
+        assert_eq!(&encoded[encoded.len() - 4..], 4i32.to_be_bytes());
+        assert!(int4_array("{{1},{2,3}}").is_err());
+        assert!(int4_array("{{1},2}").is_err());
+        assert_eq!(int4_array("{}").unwrap()[..4], 0i32.to_be_bytes());
+        assert_eq!(
+            int4_array("[0:1]={5,6}").unwrap()[16..20],
+            0i32.to_be_bytes()
+        );
     }
 }

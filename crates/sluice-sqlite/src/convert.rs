@@ -5,7 +5,7 @@
 //! | NULL | NULL |
 //! | INTEGER | decimal digits (`t`/`f` in a boolean column) |
 //! | REAL | shortest round-trip decimal (ryu); `NaN`, `Infinity`, `-Infinity` spelled as PostgreSQL does |
-//! | TEXT | the text (checked to be a number in numeric columns) |
+//! | TEXT | the text (checked to be a number in numeric columns; in a boolean column read as PostgreSQL's `boolin` reads it, [`sluice_core::canonical::read_bool`], and written `t`/`f`) |
 //! | BLOB | the raw bytes (in a text-like column: the bytes when they are UTF-8) |
 //!
 //! SQLite lets any column hold any class. A value whose class cannot be written in
@@ -13,6 +13,7 @@
 //! silently broken JSON number.
 
 use rusqlite::types::ValueRef;
+use sluice_core::canonical::{self, Strictness};
 use sluice_core::{Batch, Kind};
 
 /// A value that cannot be spelled in its column's kind.
@@ -55,10 +56,10 @@ pub fn push_value(batch: &mut Batch, kind: &Kind, value: ValueRef<'_>) -> Result
         ValueRef::Text(text) => match kind {
             Kind::Integer if !is_integer(text) => return Err(mismatch("text", text)),
             Kind::Float | Kind::Decimal if !is_number(text) => return Err(mismatch("text", text)),
-            Kind::Bool => match parse_bool(text) {
-                Some(true) => batch.push_value(b"t"),
-                Some(false) => batch.push_value(b"f"),
-                None => return Err(mismatch("text", text)),
+            Kind::Bool => match canonical::read_bool(text, Strictness::Lenient) {
+                Ok(true) => batch.push_value(b"t"),
+                Ok(false) => batch.push_value(b"f"),
+                Err(_) => return Err(mismatch("text", text)),
             },
             _ => batch.push_value(text),
         },
@@ -124,14 +125,6 @@ fn is_number(text: &[u8]) -> bool {
         }
     }
     rest.is_empty()
-}
-
-fn parse_bool(text: &[u8]) -> Option<bool> {
-    match text.to_ascii_lowercase().as_slice() {
-        b"t" | b"true" | b"1" | b"yes" | b"on" => Some(true),
-        b"f" | b"false" | b"0" | b"no" | b"off" => Some(false),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -2,12 +2,10 @@
 //! `{{1,2},{3,4}}`) and record literals (`(1,"a b",)`) straight into Arrow
 //! offsets, validity bits and the element converters of [`super::convert`].
 //!
-//! The grammar is the server's `array_out`/`record_out`, as in
-//! [`crate::pg_literal`] (which writes JSON from the same text): elements are
-//! quoted when they hold special characters, `\` escapes inside quotes (and
-//! `""` inside record quotes), an unquoted `NULL` is a null array element and an
-//! empty unquoted record field a null field. Unlike the JSON writer, a literal
-//! that does not parse is an error here: a typed column has no place for it.
+//! The literals are read by [`sluice_core::canonical`]'s readers, which hand
+//! each element over as they go; this module only places them. Unlike the
+//! JSON writer, a literal that does not parse is an error here: a typed
+//! column has no place for it.
 //!
 //! An Arrow list type has a fixed depth, but a PostgreSQL array column does
 //! not declare its number of dimensions: [`TopList`] takes it from the first
@@ -20,99 +18,18 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, ListArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{Field, Fields};
+use sluice_core::canonical::{self, ArrayVisitor, LiteralError, Strictness};
 
 use super::convert::{Metadata, TextConverter};
 use super::text::{Reason, Shown};
 
-/// Reads the elements of one array or record literal.
-struct Lexer<'a> {
-    text: &'a [u8],
-    position: usize,
-    /// A quoted element, its escapes undone.
-    scratch: Vec<u8>,
-}
-
-impl<'a> Lexer<'a> {
-    fn new(text: &'a [u8]) -> Lexer<'a> {
-        Lexer {
-            text,
-            position: 0,
-            scratch: Vec::new(),
+/// Words a literal's error: the reader's reason, or the converter's.
+fn literal_error(text: &[u8], what: &str, error: LiteralError<Reason>) -> Reason {
+    match error {
+        LiteralError::Malformed(why) => {
+            format!("{} is not a valid {what} literal ({why})", Shown(text))
         }
-    }
-
-    fn malformed(&self, what: &str) -> Reason {
-        format!("{} is not a valid {what} literal", Shown(self.text))
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.text.get(self.position).copied()
-    }
-
-    fn eat(&mut self, byte: u8) -> bool {
-        let matched = self.peek() == Some(byte);
-        self.position += usize::from(matched);
-        matched
-    }
-
-    fn at_end(&self) -> bool {
-        self.position == self.text.len()
-    }
-
-    /// Skips explicit bounds (`[0:1]={…}`), which lists do not keep, as
-    /// PostgreSQL's own JSON functions do not.
-    fn skip_bounds(&mut self) {
-        if self.peek() == Some(b'[') {
-            if let Some(equals) = memchr::memchr(b'=', self.text) {
-                self.position = equals + 1;
-            }
-        }
-    }
-
-    /// The next element up to `,` or `closer`: `None` for NULL (an unquoted
-    /// `NULL` in arrays, an empty field in records).
-    fn element(&mut self, closer: u8, record: bool) -> Result<Option<&[u8]>, Reason> {
-        let what = if record { "record" } else { "array" };
-        if self.peek() == Some(b'"') {
-            self.quoted(record).ok_or_else(|| self.malformed(what))?;
-            return Ok(Some(&self.scratch));
-        }
-        let start = self.position;
-        while let Some(byte) = self.peek() {
-            if byte == b',' || byte == closer {
-                break;
-            }
-            self.position += 1;
-        }
-        let token = &self.text[start..self.position];
-        match (record, token) {
-            (true, b"") => Ok(None),
-            (false, b"") => Err(self.malformed(what)),
-            (false, token) if token.eq_ignore_ascii_case(b"NULL") => Ok(None),
-            (_, token) => Ok(Some(token)),
-        }
-    }
-
-    /// A double-quoted element into `scratch`.
-    fn quoted(&mut self, record: bool) -> Option<()> {
-        self.position += 1;
-        self.scratch.clear();
-        loop {
-            let byte = self.peek()?;
-            self.position += 1;
-            match byte {
-                b'\\' => {
-                    self.scratch.push(self.peek()?);
-                    self.position += 1;
-                }
-                b'"' if record && self.peek() == Some(b'"') => {
-                    self.scratch.push(b'"');
-                    self.position += 1;
-                }
-                b'"' => return Some(()),
-                other => self.scratch.push(other),
-            }
-        }
+        LiteralError::Visitor(reason) => reason,
     }
 }
 
@@ -157,42 +74,43 @@ impl List {
             element,
         }
     }
+}
 
-    /// Parses `{…}` at the lexer for dimension `depth`, returning nothing but
-    /// the elements appended below.
-    fn parse_level(&mut self, lexer: &mut Lexer<'_>, depth: usize) -> Result<(), Reason> {
-        if !lexer.eat(b'{') {
-            return Err(self.depth_error(lexer, "fewer"));
-        }
-        let mut children = 0;
-        if !lexer.eat(b'}') {
-            loop {
-                if depth + 1 < self.levels.len() {
-                    self.parse_level(lexer, depth + 1)?;
-                } else if lexer.peek() == Some(b'{') {
-                    return Err(self.depth_error(lexer, "more"));
-                } else {
-                    let element = lexer.element(b'}', false)?;
-                    self.element.append(element)?;
-                }
-                children += 1;
-                if lexer.eat(b'}') {
-                    break;
-                }
-                if !lexer.eat(b',') {
-                    return Err(lexer.malformed("array"));
-                }
-            }
-        }
-        self.levels[depth].push(children, true)
-    }
+/// Places one array literal's pieces in a [`List`]'s levels.
+struct ListVisitor<'list> {
+    list: &'list mut List,
+    text: &'list [u8],
+}
 
-    fn depth_error(&self, lexer: &Lexer<'_>, which: &str) -> Reason {
+impl ListVisitor<'_> {
+    fn depth_error(&self, which: &str) -> Reason {
         format!(
             "{} has {which} dimensions than the column's arrays ({}): an Arrow column has one list depth",
-            Shown(lexer.text),
-            self.levels.len()
+            Shown(self.text),
+            self.list.levels.len()
         )
+    }
+}
+
+impl ArrayVisitor for ListVisitor<'_> {
+    type Error = Reason;
+
+    fn open(&mut self, depth: usize, _index: usize) -> Result<(), Reason> {
+        match depth < self.list.levels.len() {
+            true => Ok(()),
+            false => Err(self.depth_error("more")),
+        }
+    }
+
+    fn element(&mut self, depth: usize, _index: usize, value: Option<&[u8]>) -> Result<(), Reason> {
+        match depth + 1 == self.list.levels.len() {
+            true => self.list.element.append(value),
+            false => Err(self.depth_error("fewer")),
+        }
+    }
+
+    fn close(&mut self, depth: usize, items: usize) -> Result<(), Reason> {
+        self.list.levels[depth].push(items, true)
     }
 }
 
@@ -201,13 +119,10 @@ impl TextConverter for List {
         let Some(text) = value else {
             return self.levels[0].push(0, false);
         };
-        let mut lexer = Lexer::new(text);
-        lexer.skip_bounds();
-        self.parse_level(&mut lexer, 0)?;
-        match lexer.at_end() {
-            true => Ok(()),
-            false => Err(lexer.malformed("array")),
-        }
+        let mut visitor = ListVisitor { list: self, text };
+        canonical::read_array(text, Strictness::Canonical, &mut visitor)
+            .map_err(|error| literal_error(text, "array", error))?;
+        Ok(())
     }
 
     fn finish(&mut self) -> ArrayRef {
@@ -258,16 +173,25 @@ impl TopList {
     }
 }
 
-/// How many `{` open an array literal (after explicit bounds); 0 for `{}`.
-fn dimensions(text: &[u8]) -> usize {
-    let mut lexer = Lexer::new(text);
-    lexer.skip_bounds();
-    let rest = &text[lexer.position..];
-    let opening = rest.iter().take_while(|&&byte| byte == b'{').count();
-    match rest {
-        b"{}" => 0,
-        _ => opening,
+/// An array literal's number of dimensions; 0 for an empty array.
+fn dimensions(text: &[u8]) -> Result<usize, Reason> {
+    /// Reads the literal for its shape only.
+    struct Shape;
+    impl ArrayVisitor for Shape {
+        type Error = Reason;
+        fn open(&mut self, _depth: usize, _index: usize) -> Result<(), Reason> {
+            Ok(())
+        }
+        fn element(&mut self, _: usize, _: usize, _: Option<&[u8]>) -> Result<(), Reason> {
+            Ok(())
+        }
+        fn close(&mut self, _depth: usize, _items: usize) -> Result<(), Reason> {
+            Ok(())
+        }
     }
+    canonical::read_array(text, Strictness::Canonical, &mut Shape)
+        .map(|shape| shape.lengths().len())
+        .map_err(|error| literal_error(text, "array", error))
 }
 
 impl TextConverter for TopList {
@@ -275,10 +199,13 @@ impl TextConverter for TopList {
         if let Some(list) = &mut self.list {
             return list.append(value);
         }
-        match value.map(|text| (text, dimensions(text))) {
-            None => self.waiting.push(true),
-            Some((_, 0)) => self.waiting.push(false),
-            Some((text, depth)) => self.start(depth)?.append(Some(text))?,
+        let Some(text) = value else {
+            self.waiting.push(true);
+            return Ok(());
+        };
+        match dimensions(text)? {
+            0 => self.waiting.push(false),
+            depth => self.start(depth)?.append(Some(text))?,
         }
         Ok(())
     }
@@ -311,22 +238,27 @@ impl Struct {
     }
 
     fn parse(&mut self, text: &[u8]) -> Result<(), Reason> {
-        let mut lexer = Lexer::new(text);
-        if !lexer.eat(b'(') {
-            return Err(lexer.malformed("record"));
-        }
-        for (index, child) in self.children.iter_mut().enumerate() {
-            if index > 0 && !lexer.eat(b',') {
-                return Err(lexer.malformed("record"));
-            }
-            let field = lexer.element(b')', true)?;
+        let (names, children) = (&self.names, &mut self.children);
+        let count = canonical::read_record(text, |index, field| {
+            let child = children.get_mut(index).ok_or_else(|| {
+                format!(
+                    "{} has more fields than the record type's {}",
+                    Shown(text),
+                    names.len()
+                )
+            })?;
             child
                 .append(field)
-                .map_err(|reason| format!("field {}: {reason}", self.names[index]))?;
-        }
-        match lexer.eat(b')') && lexer.at_end() {
+                .map_err(|reason| format!("field {}: {reason}", names[index]))
+        })
+        .map_err(|error| literal_error(text, "record", error))?;
+        match count == children.len() {
             true => Ok(()),
-            false => Err(lexer.malformed("record")),
+            false => Err(format!(
+                "{} has {count} fields where the record type has {}",
+                Shown(text),
+                children.len()
+            )),
         }
     }
 }

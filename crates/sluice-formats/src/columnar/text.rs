@@ -1,6 +1,8 @@
 //! Parsers from the canonical text forms of [`sluice_core::value`] to the
 //! numbers Arrow stores: integers, floats, scaled decimals, days, microseconds,
-//! intervals, UUID bytes.
+//! intervals, UUID bytes. Dates, times, intervals, UUIDs and booleans are
+//! read by [`sluice_core::canonical`] (strictly: a batch holds canonical
+//! text); this module adds Arrow's ranges and the words of its errors.
 //!
 //! Each parser takes bytes (no UTF-8 check first: every accepted form is ASCII)
 //! and returns the number, or why the text is not one, in words the encoder puts
@@ -9,6 +11,7 @@
 
 use std::fmt;
 
+use sluice_core::canonical::{self, FormError, Moment, Strictness, Zone};
 use sluice_core::DecimalText;
 
 /// Why a value does not convert, for the encoder to tie to its cell.
@@ -25,9 +28,6 @@ pub(crate) const DATE_MINUS_INFINITY: i32 = i32::MIN;
 pub(crate) const TIMESTAMP_INFINITY: i64 = i64::MAX;
 /// See [`TIMESTAMP_INFINITY`].
 pub(crate) const TIMESTAMP_MINUS_INFINITY: i64 = i64::MIN;
-
-const MICROS_PER_SECOND: i64 = 1_000_000;
-const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 
 /// Shows a value in a message: as text when it is UTF-8, cut after 60 bytes.
 pub(crate) struct Shown<'a>(pub &'a [u8]);
@@ -89,13 +89,10 @@ pub(crate) fn parse_narrow<T: TryFrom<i64>>(text: &[u8], bits: u32) -> Result<T,
     T::try_from(wide).map_err(|_| format!("{} does not fit a {bits}-bit integer", Shown(text)))
 }
 
-/// `t`/`f` (and the spellings SQLite's booleans arrive in).
+/// `t`/`f`.
 pub(crate) fn parse_bool(text: &[u8]) -> Result<bool, Reason> {
-    match text {
-        b"t" | b"true" | b"1" | b"T" | b"TRUE" => Ok(true),
-        b"f" | b"false" | b"0" | b"F" | b"FALSE" => Ok(false),
-        _ => Err(not_a("a boolean", text)),
-    }
+    canonical::read_bool(text, Strictness::Canonical)
+        .map_err(|error| worded(error, "a boolean", text))
 }
 
 /// A double: decimal text, `NaN`, `Infinity`, `-Infinity`.
@@ -216,128 +213,25 @@ pub(crate) fn parse_decimal<M: Mantissa>(
     })
 }
 
-/// Reads an unsigned decimal number of at least one digit from the front.
-fn take_number(text: &mut &[u8]) -> Option<i64> {
-    let length = text.iter().take_while(|b| b.is_ascii_digit()).count();
-    if length == 0 || length > 18 {
-        return None;
-    }
-    let (digits, rest) = text.split_at(length);
-    *text = rest;
-    parse_u64_digits(digits).and_then(|value| i64::try_from(value).ok())
-}
-
-fn take_byte(text: &mut &[u8], byte: u8) -> Option<()> {
-    let (&first, rest) = text.split_first()?;
-    (first == byte).then(|| *text = rest)
-}
-
-/// `YYYY-MM-DD` (four or more year digits) at the front, as days from 1970
-/// given the era; consumes what it reads.
-fn take_date(text: &mut &[u8], before_christ: bool) -> Option<i64> {
-    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits < 4 {
-        return None;
-    }
-    let year = take_number(text)?;
-    take_byte(text, b'-')?;
-    let month = take_two_digits(text)?;
-    take_byte(text, b'-')?;
-    let day = take_two_digits(text)?;
-    if before_christ && year == 0 {
-        return None;
-    }
-    let year = if before_christ { 1 - year } else { year };
-    sluice_core::calendar::checked_days_from_civil(year, month, day)
-}
-
-fn take_two_digits(text: &mut &[u8]) -> Option<i64> {
-    match text {
-        [high @ b'0'..=b'9', low @ b'0'..=b'9', rest @ ..] => {
-            let value = i64::from(high - b'0') * 10 + i64::from(low - b'0');
-            *text = rest;
-            Some(value)
-        }
-        _ => None,
-    }
-}
-
-/// Splits a trailing ` BC` off.
-fn era(text: &[u8]) -> (&[u8], bool) {
-    match text.strip_suffix(b" BC") {
-        Some(rest) => (rest, true),
-        None => (text, false),
-    }
-}
-
 /// A date as days from 1970-01-01; `infinity` and `-infinity` are
 /// [`DATE_INFINITY`] and [`DATE_MINUS_INFINITY`].
 pub(crate) fn parse_date(text: &[u8]) -> Result<i32, Reason> {
-    match text {
-        b"infinity" => return Ok(DATE_INFINITY),
-        b"-infinity" => return Ok(DATE_MINUS_INFINITY),
-        _ => {}
+    match canonical::read_date(text, Strictness::Canonical) {
+        Ok(Moment::Infinity) => Ok(DATE_INFINITY),
+        Ok(Moment::MinusInfinity) => Ok(DATE_MINUS_INFINITY),
+        Ok(Moment::Finite(days)) => i32::try_from(days)
+            .ok()
+            .filter(|days| *days != DATE_INFINITY && *days != DATE_MINUS_INFINITY)
+            .ok_or_else(|| format!("{} is outside Arrow's date range", Shown(text))),
+        Err(error) => Err(worded(error, "a date", text)),
     }
-    let (mut rest, before_christ) = era(text);
-    let days = take_date(&mut rest, before_christ)
-        .filter(|_| rest.is_empty())
-        .ok_or_else(|| not_a("a date", text))?;
-    i32::try_from(days)
-        .ok()
-        .filter(|days| *days != DATE_INFINITY && *days != DATE_MINUS_INFINITY)
-        .ok_or_else(|| format!("{} is outside Arrow's date range", Shown(text)))
-}
-
-/// `HH:MM:SS[.ffffff]` at the front as microseconds; hours (two digits or
-/// more) may pass 24 (an interval's clock) when `max_hours` allows.
-fn take_clock(text: &mut &[u8], max_hours: i64) -> Option<i64> {
-    if text.iter().take_while(|b| b.is_ascii_digit()).count() < 2 {
-        return None;
-    }
-    let hours = take_number(text).filter(|hours| *hours <= max_hours)?;
-    take_byte(text, b':')?;
-    let minutes = take_two_digits(text).filter(|minutes| *minutes < 60)?;
-    take_byte(text, b':')?;
-    let seconds = take_two_digits(text).filter(|seconds| *seconds < 60)?;
-    let mut micros = 0;
-    if take_byte(text, b'.').is_some() {
-        let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 || digits > 6 {
-            return None;
-        }
-        let fraction = take_number(text)?;
-        micros = fraction * 10i64.pow(6 - digits as u32);
-    }
-    let whole = (hours.checked_mul(60)? + minutes) * 60 + seconds;
-    whole.checked_mul(MICROS_PER_SECOND)?.checked_add(micros)
 }
 
 /// A time of day as microseconds since midnight (`24:00:00` is a full day, as
 /// PostgreSQL allows).
 pub(crate) fn parse_time(text: &[u8]) -> Result<i64, Reason> {
-    let mut rest = text;
-    take_clock(&mut rest, 24)
-        .filter(|micros| rest.is_empty() && *micros <= MICROS_PER_DAY)
-        .ok_or_else(|| not_a("a time of day", text))
-}
-
-/// `±HH[:MM[:SS]]` at the front, as seconds east of UTC.
-fn take_offset(text: &mut &[u8]) -> Option<i64> {
-    let sign = match text.first()? {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    *text = &text[1..];
-    let hours = take_two_digits(text)?;
-    let mut seconds = hours * 3600;
-    if take_byte(text, b':').is_some() {
-        seconds += take_two_digits(text)? * 60;
-        if take_byte(text, b':').is_some() {
-            seconds += take_two_digits(text)?;
-        }
-    }
-    Some(sign * seconds)
+    canonical::read_time(text, Strictness::Canonical)
+        .map_err(|error| worded(error, "a time of day", text))
 }
 
 /// A timestamp as microseconds since 1970-01-01 00:00 UTC: its zone offset
@@ -345,35 +239,16 @@ fn take_offset(text: &mut &[u8]) -> Option<i64> {
 /// `-infinity` are [`TIMESTAMP_INFINITY`] and [`TIMESTAMP_MINUS_INFINITY`];
 /// a real timestamp that would land on either is refused.
 pub(crate) fn parse_timestamp(text: &[u8], zoned: bool) -> Result<i64, Reason> {
-    match text {
-        b"infinity" => return Ok(TIMESTAMP_INFINITY),
-        b"-infinity" => return Ok(TIMESTAMP_MINUS_INFINITY),
-        _ => {}
+    let zone = if zoned { Zone::With } else { Zone::Without };
+    match canonical::read_timestamp(text, zone, Strictness::Canonical) {
+        Ok(Moment::Infinity) => Ok(TIMESTAMP_INFINITY),
+        Ok(Moment::MinusInfinity) => Ok(TIMESTAMP_MINUS_INFINITY),
+        Ok(Moment::Finite(micros)) => i64::try_from(micros)
+            .ok()
+            .filter(|micros| *micros != TIMESTAMP_INFINITY && *micros != TIMESTAMP_MINUS_INFINITY)
+            .ok_or_else(|| format!("{} is outside Arrow's microsecond range", Shown(text))),
+        Err(error) => Err(worded(error, "a timestamp", text)),
     }
-    let micros = timestamp_micros(text, zoned).ok_or_else(|| not_a("a timestamp", text))?;
-    micros
-        .filter(|micros| *micros != TIMESTAMP_INFINITY && *micros != TIMESTAMP_MINUS_INFINITY)
-        .ok_or_else(|| format!("{} is outside Arrow's microsecond range", Shown(text)))
-}
-
-/// `None`: not a timestamp; `Some(None)`: one out of range.
-fn timestamp_micros(text: &[u8], zoned: bool) -> Option<Option<i64>> {
-    let (mut rest, before_christ) = era(text);
-    let days = take_date(&mut rest, before_christ)?;
-    take_byte(&mut rest, b' ')?;
-    let clock = take_clock(&mut rest, 23)?;
-    let offset = match zoned {
-        true => take_offset(&mut rest)?,
-        false => 0,
-    };
-    if !rest.is_empty() {
-        return None;
-    }
-    Some(
-        days.checked_mul(MICROS_PER_DAY)
-            .and_then(|micros| micros.checked_add(clock))
-            .and_then(|micros| micros.checked_sub(offset * MICROS_PER_SECOND)),
-    )
 }
 
 /// An interval in Arrow's month-day-nanosecond parts.
@@ -388,145 +263,34 @@ pub(crate) struct Interval {
 /// +04:05:06.789`; MariaDB's `TIME` is the bare `-838:59:59` clock) or ISO 8601
 /// with designators (`P1Y2M-3DT4H5M6.789S`).
 pub(crate) fn parse_interval(text: &[u8]) -> Result<Interval, Reason> {
-    let parsed = match text.first() {
-        Some(b'P') => iso_interval(&text[1..]),
-        _ => postgres_interval(text),
-    };
-    parsed.ok_or_else(|| {
-        format!(
+    let read = canonical::read_interval(text).ok();
+    let nanoseconds = read.and_then(|interval| interval.microseconds.checked_mul(1000));
+    match (read, nanoseconds) {
+        (Some(interval), Some(nanoseconds)) => Ok(Interval {
+            months: interval.months,
+            days: interval.days,
+            nanoseconds,
+        }),
+        _ => Err(format!(
             "{} is not an interval (or does not fit 32-bit months and days and 64-bit nanoseconds)",
             Shown(text)
-        )
-    })
-}
-
-/// Adds `micros` of clock time to `interval`'s nanoseconds.
-fn add_micros(interval: &mut Interval, micros: i64) -> Option<()> {
-    interval.nanoseconds = interval
-        .nanoseconds
-        .checked_add(micros.checked_mul(1000)?)?;
-    Some(())
-}
-
-fn postgres_interval(text: &[u8]) -> Option<Interval> {
-    let mut interval = Interval::default();
-    let text = std::str::from_utf8(text).ok()?;
-    let mut words = text.split(' ');
-    while let Some(word) = words.next() {
-        if word.contains(':') {
-            let (negative, clock) = match word.as_bytes().first()? {
-                b'-' => (true, &word.as_bytes()[1..]),
-                b'+' => (false, &word.as_bytes()[1..]),
-                _ => (false, word.as_bytes()),
-            };
-            let mut rest = clock;
-            let micros = take_clock(&mut rest, i64::MAX).filter(|_| rest.is_empty())?;
-            add_micros(&mut interval, if negative { -micros } else { micros })?;
-            continue;
-        }
-        let amount: i32 = word.parse().ok()?;
-        let (field, factor) = match words.next()? {
-            "year" | "years" => (&mut interval.months, 12),
-            "mon" | "mons" => (&mut interval.months, 1),
-            "day" | "days" => (&mut interval.days, 1),
-            _ => return None,
-        };
-        *field = field.checked_add(amount.checked_mul(factor)?)?;
+        )),
     }
-    Some(interval)
 }
 
-/// The part of an ISO 8601 duration after `P`: signed numbers each followed by
-/// a designator; only seconds may have a fraction.
-fn iso_interval(mut text: &[u8]) -> Option<Interval> {
-    let mut interval = Interval::default();
-    let mut in_time = false;
-    let mut any = false;
-    while !text.is_empty() {
-        if take_byte(&mut text, b'T').is_some() {
-            in_time = true;
-            continue;
-        }
-        let negative = take_byte(&mut text, b'-').is_some();
-        let whole = take_number(&mut text)?;
-        let whole = if negative { -whole } else { whole };
-        let fraction = match take_byte(&mut text, b'.') {
-            Some(()) => Some(take_fraction_micros(&mut text)?),
-            None => None,
-        };
-        let (&designator, rest) = text.split_first()?;
-        text = rest;
-        any = true;
-        match (in_time, designator, fraction) {
-            (false, b'Y', None) => add_months(&mut interval, whole.checked_mul(12)?)?,
-            (false, b'M', None) => add_months(&mut interval, whole)?,
-            (false, b'W', None) => add_days(&mut interval, whole.checked_mul(7)?)?,
-            (false, b'D', None) => add_days(&mut interval, whole)?,
-            (true, b'H', None) => {
-                add_micros(&mut interval, whole.checked_mul(3600 * MICROS_PER_SECOND)?)?
-            }
-            (true, b'M', None) => {
-                add_micros(&mut interval, whole.checked_mul(60 * MICROS_PER_SECOND)?)?
-            }
-            (true, b'S', fraction) => {
-                let fraction = fraction.unwrap_or(0);
-                let micros = whole.checked_mul(MICROS_PER_SECOND)?;
-                let micros = if negative {
-                    micros - fraction
-                } else {
-                    micros + fraction
-                };
-                add_micros(&mut interval, micros)?
-            }
-            _ => return None,
-        }
-    }
-    any.then_some(interval)
-}
-
-/// Up to six fraction digits at the front, as microseconds.
-fn take_fraction_micros(text: &mut &[u8]) -> Option<i64> {
-    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 6 {
-        return None;
-    }
-    Some(take_number(text)? * 10i64.pow(6 - digits as u32))
-}
-
-fn add_months(interval: &mut Interval, months: i64) -> Option<()> {
-    interval.months = interval.months.checked_add(i32::try_from(months).ok()?)?;
-    Some(())
-}
-
-fn add_days(interval: &mut Interval, days: i64) -> Option<()> {
-    interval.days = interval.days.checked_add(i32::try_from(days).ok()?)?;
-    Some(())
-}
-
-/// A UUID's 16 bytes from its 32 hex digits (hyphens anywhere are skipped).
+/// A UUID's 16 bytes from its 32 hex digits.
 pub(crate) fn parse_uuid(text: &[u8]) -> Result<[u8; 16], Reason> {
-    let mut bytes = [0u8; 16];
-    let mut nibbles = text.iter().filter(|&&b| b != b'-').map(|&b| hex_nibble(b));
-    for byte in bytes.iter_mut() {
-        let high = nibbles.next().flatten();
-        let low = nibbles.next().flatten();
-        match (high, low) {
-            (Some(high), Some(low)) => *byte = (high << 4) | low,
-            _ => return Err(not_a("a UUID", text)),
-        }
-    }
-    match nibbles.next() {
-        None => Ok(bytes),
-        Some(_) => Err(not_a("a UUID", text)),
-    }
+    canonical::read_uuid(text, Strictness::Canonical).map_err(|error| worded(error, "a UUID", text))
 }
 
-fn hex_nibble(byte: u8) -> Option<u8> {
-    match byte {
-        b'0'..=b'9' => Some(byte - b'0'),
-        b'a'..=b'f' => Some(byte - b'a' + 10),
-        b'A'..=b'F' => Some(byte - b'A' + 10),
-        _ => None,
+/// Words a canonical reader's error for the cell's message.
+fn worded(error: FormError, what: &str, text: &[u8]) -> Reason {
+    match error {
+        FormError::Syntax => not_a(what, text),
+        FormError::FieldRange => format!("{} is not {what}: a field is out of range", Shown(text)),
+        FormError::Overflow | FormError::OffsetRange => {
+            format!("{} is not {what}: {error}", Shown(text))
+        }
     }
 }
 
@@ -542,6 +306,8 @@ pub(crate) fn parse_hex_bytea(text: &[u8]) -> Result<Vec<u8>, Reason> {
 mod tests {
     use super::*;
     use arrow_buffer::i256;
+
+    const MICROS_PER_DAY: i64 = 86_400_000_000;
 
     #[test]
     fn integers_check_their_width() {
