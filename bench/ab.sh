@@ -9,7 +9,9 @@
 # (default postgres://postgres@127.0.0.1:5432/test), REPS (default 5).
 # Needs the tables and input files bench/import.sh leaves (payment_events,
 # bench/data/payment_events.{csv,ndjson}); run that once first.
-# Prints, per variant, the median wall time, every run, and the median peak RSS.
+# Measures import (CSV, NDJSON), export (CSV, NDJSON, Arrow, Parquet) and a
+# PostgreSQL → PostgreSQL copy. Prints, per variant, the median wall time,
+# every run, and the median peak RSS, then each new/old ratio of medians.
 # Every client on plain TCP (PGSSLMODE=disable).
 set -euo pipefail
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,6 +52,13 @@ for (( rep = 1; rep <= REPS; rep++ )); do
         bin=$OLD; [[ $variant == new ]] && bin=$NEW
         sample export_csv.$variant "$bin" export --db "$URL" --query "select * from payment_events" --format csv --output /dev/null
         sample export_ndjson.$variant "$bin" export --db "$URL" --query "select * from payment_events" --format ndjson --output /dev/null
+        sample export_arrow.$variant "$bin" export --db "$URL" --query "select * from payment_events" --format arrow --output /dev/null
+        sample export_parquet.$variant "$bin" export --db "$URL" --query "select * from payment_events" --format parquet --output "$WORK/out.parquet"
+    done
+    for variant in old new; do
+        bin=$OLD; [[ $variant == new ]] && bin=$NEW
+        pg "truncate payment_events_load"; pg "checkpoint"
+        sample copy.$variant "$bin" copy --from "$URL" --table payment_events --to "$URL" --table payment_events_load
     done
 done
 python3 - "$OUT" <<'PY'
@@ -61,4 +70,8 @@ for line in open(sys.argv[1]):
 for label in sorted(samples):
     times = [s for s, _ in samples[label]]
     print(f"{label:22} median {statistics.median(times):6.2f} s  runs {' '.join(f'{t:.2f}' for t in times)}  peak RSS {statistics.median([r for _, r in samples[label]])/1024:.1f} MB")
+for label in sorted(samples):
+    if label.endswith(".new") and label[:-4] + ".old" in samples:
+        median = lambda key: statistics.median(s for s, _ in samples[key])
+        print(f"{label[:-4]:22} new/old {median(label) / median(label[:-4] + '.old'):.3f}")
 PY

@@ -370,65 +370,19 @@ mod tests {
         assert_eq!(parsed.to_string(), format!("-{}5", "9".repeat(70)));
     }
 
+    /// The grammars are `sluice_core::canonical`'s (tested there): these
+    /// check Arrow's ranges, the infinities' sentinels and the words.
     #[test]
-    fn dates_count_days_across_eras_and_infinities() {
-        assert_eq!(parse_date(b"1970-01-01"), Ok(0));
-        assert_eq!(parse_date(b"2000-03-01"), Ok(11_017));
-        assert_eq!(parse_date(b"1969-12-31"), Ok(-1));
-        // 1 BC is year 0, a leap year; 4713 BC is PostgreSQL's first.
-        assert_eq!(parse_date(b"0001-01-01 BC"), Ok(-719_528));
-        assert_eq!(parse_date(b"0001-02-29 BC"), Ok(-719_469));
-        assert_eq!(parse_date(b"4713-01-01 BC"), Ok(-2_440_550));
+    fn dates_and_timestamps_fit_arrow_or_say_why() {
+        assert_eq!(parse_date(b"1970-01-02"), Ok(1));
         assert_eq!(parse_date(b"5874897-12-31"), Ok(2_145_042_905));
         assert_eq!(parse_date(b"infinity"), Ok(DATE_INFINITY));
         assert_eq!(parse_date(b"-infinity"), Ok(DATE_MINUS_INFINITY));
-        for bad in [
-            &b"2023-02-29"[..],
-            b"2024-13-01",
-            b"2024-1-01",
-            b"24-01-01",
-            b"0000-01-01 BC",
-            b"2024-01-01 AD",
-            b"2024-01-01x",
-            b"",
-            b" BC",
-        ] {
-            assert!(parse_date(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn times_and_timestamps_are_microseconds() {
-        assert_eq!(parse_time(b"00:00:00"), Ok(0));
-        assert_eq!(parse_time(b"13:14:15.5"), Ok(47_655_500_000));
+        assert!(parse_date(b"2023-02-29").unwrap_err().contains("out of range"));
+        assert!(parse_date(b"2024-1-01").unwrap_err().contains("is not a date"));
         assert_eq!(parse_time(b"24:00:00"), Ok(MICROS_PER_DAY));
-        for bad in [
-            &b"24:00:01"[..],
-            b"12:60:00",
-            b"1:00:00",
-            b"12:00:00.1234567",
-            b"12:00",
-        ] {
-            assert!(parse_time(bad).is_err(), "{bad:?}");
-        }
-        assert_eq!(
-            parse_timestamp(b"1970-01-01 00:00:01.000001", false),
-            Ok(1_000_001)
-        );
-        // The offset is subtracted: 02:00 at +02 is midnight UTC.
+        assert!(parse_time(b"1:00:00").is_err());
         assert_eq!(parse_timestamp(b"1970-01-01 02:00:00+02", true), Ok(0));
-        assert_eq!(
-            parse_timestamp(b"1970-01-01 00:00:00-00:30", true),
-            Ok(1_800_000_000)
-        );
-        assert_eq!(
-            parse_timestamp(b"1970-01-01 00:00:00+00:00:30", true),
-            Ok(-30_000_000)
-        );
-        assert_eq!(
-            parse_timestamp(b"0044-03-15 12:00:00+00 BC", true),
-            Ok((parse_date(b"0044-03-15 BC").unwrap() as i64) * MICROS_PER_DAY + 43_200_000_000)
-        );
         assert_eq!(parse_timestamp(b"infinity", true), Ok(TIMESTAMP_INFINITY));
         assert_eq!(
             parse_timestamp(b"-infinity", false),
@@ -438,63 +392,25 @@ mod tests {
         assert!(parse_timestamp(b"294276-12-31 23:59:59+00", true)
             .unwrap_err()
             .contains("range"));
-        for bad in [
-            &b"2024-01-01"[..],
-            b"2024-01-01 10:00:00",
-            b"2024-01-01 10:00:00+2",
-            b"2024-01-01T10:00:00+02",
-            b"2024-01-01 24:00:00+00",
-        ] {
-            assert!(parse_timestamp(bad, true).is_err(), "{bad:?}");
-        }
         assert!(parse_timestamp(b"2024-01-01 10:00:00+02", false).is_err());
+        assert!(parse_timestamp(b"2024-01-01 10:00:00+16", true)
+            .unwrap_err()
+            .contains("offset"));
     }
 
     #[test]
-    fn intervals_in_postgres_and_iso_styles() {
-        let interval = |months, days, nanoseconds| Interval {
-            months,
-            days,
-            nanoseconds,
-        };
-        let cases: [(&[u8], Interval); 8] = [
-            (
-                b"1 year 2 mons 3 days 04:05:06.789",
-                interval(14, 3, 14_706_789_000_000),
-            ),
-            (
-                b"-1 years -2 mons +3 days -04:05:06",
-                interval(-14, 3, -14_706_000_000_000),
-            ),
-            (b"00:00:00", interval(0, 0, 0)),
-            (b"-838:59:59.000001", interval(0, 0, -3_020_399_000_001_000)),
-            (b"1 day", interval(0, 1, 0)),
-            (b"P1Y2M3DT4H5M6.789S", interval(14, 3, 14_706_789_000_000)),
-            (
-                b"P-1Y-2M3DT-4H-5M-6.5S",
-                interval(-14, 3, -14_706_500_000_000),
-            ),
-            (b"PT0S", interval(0, 0, 0)),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(parse_interval(text), Ok(expected), "{}", Shown(text));
-        }
-        for bad in [
-            &b""[..],
-            b"P",
-            b"1 fortnight",
-            b"1",
-            b"P1.5Y",
-            b"PT1X",
-            b"@ 1 day",
-            b"1-2",
-            b"2147483648 days",
-            b"178956971 years",
-            // More clock time than 64-bit nanoseconds hold.
-            b"2562048:00:00",
-        ] {
-            assert!(parse_interval(bad).is_err(), "{}", Shown(bad));
-        }
+    fn intervals_become_nanoseconds_that_fit() {
+        assert_eq!(
+            parse_interval(b"1 year 2 mons 3 days 04:05:06.789"),
+            Ok(Interval {
+                months: 14,
+                days: 3,
+                nanoseconds: 14_706_789_000_000
+            })
+        );
+        // More clock time than 64-bit nanoseconds hold.
+        assert!(parse_interval(b"2562048:00:00").is_err());
+        assert!(parse_interval(b"1 fortnight").is_err());
     }
 
     #[test]
