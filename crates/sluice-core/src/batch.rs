@@ -15,6 +15,23 @@ pub struct BatchMark {
 }
 
 /// A block of rows with a fixed number of columns; see the module docs.
+///
+/// ```
+/// use sluice_core::Batch;
+///
+/// let mut batch = Batch::new(2);
+/// batch.push_value(b"1");
+/// batch.push_null();
+/// // A value written in place, as a source decoding a wire buffer does.
+/// let start = batch.begin_value();
+/// batch.value_buffer().extend_from_slice(b"2");
+/// batch.end_value(start);
+/// batch.push_value(b"");
+/// assert_eq!(batch.num_rows(), 2);
+/// let second = batch.row(1);
+/// assert_eq!((second.get(0), second.get(1)), (Some(&b"2"[..]), Some(&b""[..])));
+/// assert_eq!(batch.row(0).get(1), None);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
     columns: usize,

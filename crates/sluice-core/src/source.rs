@@ -1,5 +1,118 @@
 //! The two traits that meet at a [`Batch`]: databases implement [`BatchSource`],
 //! formats implement [`Encoder`].
+//!
+//! A whole pipeline in one page: a source lending out batches of an in-memory
+//! result, a format writing `name=value` lines, and [`crate::pump()`] driving
+//! one into the other and into a writer, in bounded memory.
+//!
+//! ```
+//! use sluice_core::{pump, Batch, BatchSource, Column, Encoder, Error, Kind, Progress, Schema};
+//!
+//! /// Hands out `rows` two at a time, reusing one batch.
+//! struct Rows {
+//!     schema: Schema,
+//!     rows: std::vec::IntoIter<[Option<&'static str>; 2]>,
+//!     batch: Batch,
+//! }
+//!
+//! impl BatchSource for Rows {
+//!     fn schema(&self) -> &Schema {
+//!         &self.schema
+//!     }
+//!
+//!     async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+//!         self.batch.clear();
+//!         for row in self.rows.by_ref().take(2) {
+//!             for value in row {
+//!                 match value {
+//!                     Some(value) => self.batch.push_value(value.as_bytes()),
+//!                     None => self.batch.push_null(),
+//!                 }
+//!             }
+//!         }
+//!         Ok((!self.batch.is_empty()).then_some(&self.batch))
+//!     }
+//! }
+//!
+//! /// `name=value` pairs, one row a line; NULL is left out.
+//! #[derive(Default)]
+//! struct Pairs {
+//!     names: Vec<String>,
+//! }
+//!
+//! impl Encoder for Pairs {
+//!     fn begin(&mut self, schema: &Schema, _output: &mut Vec<u8>) -> Result<(), Error> {
+//!         self.names = schema.columns.iter().map(|column| column.name.clone()).collect();
+//!         Ok(())
+//!     }
+//!
+//!     fn encode(&mut self, batch: &Batch, output: &mut Vec<u8>) -> Result<(), Error> {
+//!         for row in batch.rows() {
+//!             self.begin_row(output)?;
+//!             for column in 0..row.len() {
+//!                 self.row_value(column, row.get(column), output)?;
+//!             }
+//!             self.end_row(output)?;
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     fn finish(&mut self, _output: &mut Vec<u8>) -> Result<(), Error> {
+//!         Ok(())
+//!     }
+//!
+//!     fn begin_row(&mut self, _output: &mut Vec<u8>) -> Result<(), Error> {
+//!         Ok(())
+//!     }
+//!
+//!     fn row_value(&mut self, column: usize, value: Option<&[u8]>, output: &mut Vec<u8>) -> Result<(), Error> {
+//!         if let Some(value) = value {
+//!             self.begin_value(column, output)?;
+//!             self.value_piece(column, value, output)?;
+//!             self.end_value(column, output)?;
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+//!         output.extend_from_slice(format!("{}=", self.names[column]).as_bytes());
+//!         Ok(())
+//!     }
+//!
+//!     fn value_piece(&mut self, _column: usize, piece: &[u8], output: &mut Vec<u8>) -> Result<(), Error> {
+//!         output.extend_from_slice(piece);
+//!         Ok(())
+//!     }
+//!
+//!     fn end_value(&mut self, _column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+//!         output.push(b' ');
+//!         Ok(())
+//!     }
+//!
+//!     fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+//!         output.push(b'\n');
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let mut source = Rows {
+//!     schema: Schema {
+//!         columns: vec![
+//!             Column::new("id", Kind::Integer, "int8"),
+//!             Column::new("note", Kind::Text, "text"),
+//!         ],
+//!     },
+//!     rows: vec![[Some("1"), Some("a")], [Some("2"), None], [Some("3"), Some("c")]].into_iter(),
+//!     batch: Batch::new(2),
+//! };
+//! let mut written = Vec::new();
+//! let summary = pump(&mut source, &mut Pairs::default(), &mut written, &Progress::new()).await?;
+//! assert_eq!(summary.rows, 3);
+//! assert_eq!(String::from_utf8(written).unwrap(), "id=1 note=a \nid=2 \nid=3 note=c \n");
+//! # Ok::<(), Error>(())
+//! # }).unwrap();
+//! ```
 
 use std::future::Future;
 
