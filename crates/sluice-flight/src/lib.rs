@@ -8,7 +8,7 @@
 //!   parameters, the number of parts);
 //! - [`plan`](mod@plan): `GetFlightInfo` — the schema, and one endpoint per
 //!   part, split in one exported snapshot where the query is configured to
-//!   split; [`plans`]: the snapshots held until every part has started;
+//!   split; [`plans`]: the snapshots held while a plan lives (its parts read as often as asked);
 //! - [`ticket`]: signed tickets any replica sharing the key can redeem;
 //! - [`part`]: `DoGet` — one part streamed by the gateway's Arrow engine;
 //!   [`ipc`]: the Arrow IPC stream cut into Flight messages;
@@ -89,11 +89,14 @@ pub async fn serve(
     served
 }
 
-/// Releases the plans whose time is over, every second.
+/// Releases the plans whose time is over, every second, and tells the
+/// metrics how many are held.
 async fn expire_plans(plans: Plans, tracker: tokio_util::task::TaskTracker) {
     let mut interval = tokio::time::interval(Duration::from_secs(1));
     loop {
         interval.tick().await;
         plans.expire(&tracker);
+        let (held, oldest) = plans.live();
+        sluice_server::metrics::flight_plans(held, oldest);
     }
 }

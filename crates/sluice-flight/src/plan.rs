@@ -140,9 +140,12 @@ impl Planner<'_> {
                 };
                 let place = self
                     .plans
-                    .reserve(plan, &claim, SPLIT_TIMEOUT)
+                    .reserve(plan, &claim, SPLIT_TIMEOUT, &self.state.tracker())
                     .map_err(|full| AppError::TooManyRequests {
-                        message: format!("{full}; retry when their parts have started"),
+                        message: format!(
+                            "{full}; retry when one is released (DoAction CancelFlightInfo) or \
+                             every part of one has been read"
+                        ),
                         retry_after: 1,
                     })?;
                 let (coordinator, read) = self.split(query, split, &params, parts).await?;

@@ -1,6 +1,7 @@
 //! The Flight service: `GetFlightInfo` and `GetSchema` plan a named query,
-//! `DoGet` reads one part; the rest of Flight's calls are refused as
-//! unimplemented. Each call takes the configuration current when it arrives
+//! `DoGet` reads one part (again, as often as asked, while the plan lives),
+//! `DoAction` ends a plan early (`CancelFlightInfo`, `release`); the rest of
+//! Flight's calls are refused as unimplemented. Each call takes the configuration current when it arrives
 //! (a SIGHUP reload applies to the next call), the same bearer tokens as HTTP
 //! (`authorization: Bearer …` in the call's metadata) and the same
 //! permissions: a token that may run a named query may plan it and read its
@@ -10,10 +11,12 @@ use std::pin::Pin;
 
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
-    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket as WireTicket,
+    Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, Criteria,
+    Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse, PollInfo,
+    PutResult, SchemaResult, Ticket as WireTicket,
 };
 use futures_util::Stream;
+use prost::Message as _;
 use sluice_core::database::{Access, Param};
 use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
 use sluice_server::reload::LiveApp;
@@ -27,6 +30,19 @@ use crate::part::{http_status, PartStream};
 use crate::plan::{Planner, Runs};
 use crate::plans::Plans;
 use crate::ticket::{Refused, Ticket, TicketKey};
+
+/// The actions `DoAction` takes, as `ListActions` describes them.
+const ACTIONS: [(&str, &str); 2] = [
+    (
+        "CancelFlightInfo",
+        "Ends a plan early (body: a CancelFlightInfoRequest with the plan's FlightInfo): its \
+         snapshot is released and its tickets no longer read",
+    ),
+    (
+        "release",
+        "Ends the plan of a ticket early (body: any ticket of the plan): its snapshot is released",
+    ),
+];
 
 /// A part's query, started, and the limits it streams under.
 type Started = (Box<dyn sluice_core::database::RunningQuery>, Limits);
@@ -177,6 +193,80 @@ impl Service {
         )
     }
 
+    /// `DoAction`: `CancelFlightInfo` (Flight's own: the plan's `FlightInfo`)
+    /// or `release` (a ticket of the plan) ends a plan early and releases its
+    /// snapshot. Only the token that made the plan may; a plan no longer
+    /// held is no error (the action is idempotent).
+    async fn action(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        action: &Action,
+    ) -> Result<arrow_flight::Result, Status> {
+        let tickets = match action.r#type.as_str() {
+            "CancelFlightInfo" => {
+                let request = CancelFlightInfoRequest::decode(action.body.clone()).map_err(|error| {
+                    Status::invalid_argument(format!("CancelFlightInfo's body is no CancelFlightInfoRequest: {error}"))
+                })?;
+                let info = request.info.unwrap_or_default();
+                info.endpoint
+                    .into_iter()
+                    .filter_map(|endpoint| endpoint.ticket.map(|ticket| ticket.ticket))
+                    .collect()
+            }
+            "release" => vec![action.body.clone()],
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "unknown action {other:?}: this server knows CancelFlightInfo and release (ListActions)"
+                )))
+            }
+        };
+        let state = self.live.state();
+        let mut released = false;
+        for wire in tickets {
+            released |= self.release(&state, metadata, &wire)?;
+        }
+        let body = match action.r#type.as_str() {
+            "CancelFlightInfo" => {
+                let status = if released {
+                    CancelStatus::Cancelled
+                } else {
+                    CancelStatus::NotCancellable
+                };
+                CancelFlightInfoResult::new(status).encode_to_vec().into()
+            }
+            _ => bytes::Bytes::from_static(if released { b"released" } else { b"not held" }),
+        };
+        Ok(arrow_flight::Result { body })
+    }
+
+    /// Releases the plan of one ticket for the asking token: true when it
+    /// was held.
+    fn release(
+        &self,
+        state: &AppState,
+        metadata: &tonic::metadata::MetadataMap,
+        wire: &[u8],
+    ) -> Result<bool, Status> {
+        let ticket = self.key.open(wire).map_err(refused)?;
+        let mut context = self.context(state, "flight_release", &ticket.query);
+        let admitted = match &ticket.statement {
+            Some(_) => Service::admit_statement(state, metadata, &mut context).map(drop),
+            None => state
+                .admit_query(
+                    &metadata.clone().into_headers(),
+                    &ticket.query,
+                    &mut context,
+                )
+                .map(drop),
+        };
+        let released = admitted.map_err(to_status).and_then(|()| {
+            self.plans
+                .release(ticket.plan, context.token.as_deref(), &state.tracker())
+                .map_err(|_| Status::permission_denied("the plan was made by another token"))
+        });
+        finish(&context, released, 0)
+    }
+
     async fn part(
         &self,
         metadata: &tonic::metadata::MetadataMap,
@@ -203,8 +293,7 @@ impl Service {
             Err(status) => return finish(&context, Err(status), 0),
         };
         if ticket.part.is_some() {
-            self.plans
-                .started(ticket.plan, ticket.index, &state.tracker());
+            self.plans.read(ticket.plan, ticket.index);
         }
         let part = PartStream {
             source,
@@ -306,8 +395,9 @@ fn start_failed(error: AppError, in_snapshot: bool) -> Status {
         // 22023 invalid_parameter_value: "invalid snapshot identifier".
         if error.code() == Some("22023") && error.to_string().contains("snapshot") {
             return Status::failed_precondition(
-                "the plan's snapshot is no longer held (every part had started, or the plan \
-                 timed out): ask for a new plan with GetFlightInfo",
+                "the plan's snapshot is no longer held (the plan was released, timed out, or \
+                 gave its place to a newer plan after every part had been read): ask for a new \
+                 plan with GetFlightInfo",
             );
         }
     }
@@ -429,19 +519,25 @@ impl FlightService for Service {
 
     async fn do_action(
         &self,
-        _request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        Err(Status::unimplemented(
-            "sluice's Flight service has no actions",
-        ))
+        let (metadata, _, action) = request.into_parts();
+        let result = self.action(&metadata, &action).await?;
+        Ok(Response::new(Box::pin(futures_util::stream::iter([Ok(
+            result,
+        )]))))
     }
 
     async fn list_actions(
         &self,
         _request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        Err(Status::unimplemented(
-            "sluice's Flight service has no actions",
-        ))
+        let actions = ACTIONS.map(|(kind, description)| {
+            Ok(ActionType {
+                r#type: kind.into(),
+                description: description.into(),
+            })
+        });
+        Ok(Response::new(Box::pin(futures_util::stream::iter(actions))))
     }
 }

@@ -1,6 +1,7 @@
 //! Arrow Flight against a real PostgreSQL, through arrow-rs's own Flight
 //! client: a plan's parts together equal one read in its snapshot while
-//! writes run, never overlap, may be redeemed on another replica; tickets that
+//! writes run, never overlap, may be read again until the plan is released
+//! and redeemed on another replica; tickets that
 //! are unknown or expired are clear errors; a client that leaves mid-part
 //! cancels that part's query; tokens and permissions are HTTP's.
 
@@ -302,7 +303,7 @@ async fn unknown_altered_and_expired_tickets_are_clear_errors() {
 }
 
 #[tokio::test]
-async fn a_part_redeemed_after_every_part_started_is_told_to_plan_again() {
+async fn a_plan_s_parts_read_again_give_its_snapshot_s_rows_until_it_is_released() {
     let db = TestDb::new();
     items(&db, 2_000);
     let server = start(config(db.url(), TABLE_QUERY, "")).await;
@@ -311,19 +312,43 @@ async fn a_part_redeemed_after_every_part_started_is_told_to_plan_again() {
         .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
         .await
         .unwrap();
-    for endpoint in &info.endpoint {
-        read(&mut client, endpoint).await;
-    }
-    // Both parts started, so the snapshot was released: a retry cannot join it.
+    let snapshot = table_now(&db);
+    let first = read_all(server.address, &info).await;
+    // The table changes; a second action, or a retried task, reads the
+    // plan's parts again (part 0 twice at once) and sees the same rows.
+    db.execute("update items set v = -v where id % 3 = 0; delete from items where id > 1500;");
+    let second = read_all(server.address, &info).await;
+    assert_eq!(first, second);
+    let again = pairs(&read(&mut client, &info.endpoint[0]).await);
+    assert_eq!(again, first[0]);
+    assert_union(second, &snapshot);
+    // Released by Flight's own CancelFlightInfo, the plan reads no more.
+    let cancelled = client
+        .cancel_flight_info(arrow_flight::CancelFlightInfoRequest::new(info.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        cancelled.status,
+        arrow_flight::CancelStatus::Cancelled as i32
+    );
     let status = tonic_status(
         client
-            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .do_get(info.endpoint[1].ticket.clone().unwrap())
             .await
             .err()
             .unwrap(),
     );
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
     assert!(status.message().contains("new plan"), "{status:?}");
+    // Releasing twice is no error: the plan is simply no longer held.
+    let again = client
+        .cancel_flight_info(arrow_flight::CancelFlightInfoRequest::new(info))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status,
+        arrow_flight::CancelStatus::NotCancellable as i32
+    );
 }
 
 #[tokio::test]
@@ -623,9 +648,23 @@ async fn one_token_cannot_take_every_plan_nor_a_database_more_than_its_pool() {
     let status = tonic_status(b.get_flight_info(plan()).await.err().unwrap());
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("pool_size"), "{status:?}");
-    // A plan whose parts have all started gives its place back.
+    // Only the token that made a plan may release it.
+    let action =
+        arrow_flight::Action::new("release", first.endpoint[0].ticket.clone().unwrap().ticket);
+    let status = tonic_status(b.do_action(action).await.err().unwrap());
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    // A plan whose parts have all been read (and may be read again) gives
+    // way to a new plan when its cap is reached.
     for endpoint in &first.endpoint {
         read(&mut a, endpoint).await;
     }
+    read(&mut a, &first.endpoint[0]).await;
     b.get_flight_info(plan()).await.unwrap();
+    let status = tonic_status(
+        a.do_get(first.endpoint[0].ticket.clone().unwrap())
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
 }

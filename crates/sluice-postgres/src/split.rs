@@ -34,12 +34,32 @@ pub(crate) async fn split_read(
 
 async fn plan(connection: &mut Connection, request: &SplitRequest) -> Result<SplitRead, Error> {
     // Repeatable read: the transaction keeps the one snapshot it exports.
+    // The planning reads below lock the table (ACCESS SHARE) until the
+    // transaction ends; inside a savepoint rolled back afterwards they let
+    // go, so a coordinator held for a plan's whole life (Flight's re-readable
+    // parts) keeps the snapshot but does not keep DDL on the table waiting.
+    // (A snapshot cannot be exported from inside a savepoint.)
     let rows = connection
         .simple_query(
             "begin isolation level repeatable read read only; select pg_export_snapshot()",
         )
         .await?;
     let snapshot = single_value(rows)?;
+    connection
+        .simple_command("savepoint sluice_planning")
+        .await?;
+    let parts = planned_parts(connection, request).await?;
+    connection
+        .simple_command("rollback to savepoint sluice_planning; release savepoint sluice_planning")
+        .await?;
+    Ok(SplitRead { snapshot, parts })
+}
+
+/// The parts of `request`, read in the snapshot's transaction.
+async fn planned_parts(
+    connection: &mut Connection,
+    request: &SplitRequest,
+) -> Result<Vec<ReadPart>, Error> {
     let parts = match (&request.source, &request.split_by) {
         (SplitSource::Table(table), None) => {
             storage_parts(connection, table, request.parts).await?
@@ -58,7 +78,7 @@ async fn plan(connection: &mut Connection, request: &SplitRequest) -> Result<Spl
             ))
         }
     };
-    Ok(SplitRead { snapshot, parts })
+    Ok(parts)
 }
 
 /// The statement a part's session runs first, to read in `snapshot`.

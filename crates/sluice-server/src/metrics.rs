@@ -16,6 +16,8 @@
 //! | `sluice_connections_open` | gauge | `listener`: `http`, `flight` |
 //! | `sluice_connections_refused_total` | counter (closed at once: the listener had `max_connections` open) | `listener` |
 //! | `sluice_accept_failures_total` | counter (`accept` failed: out of file descriptors and the like) | `listener` |
+//! | `sluice_flight_plans_held` | gauge (Flight plans holding a snapshot open, each a database connection in a transaction) | |
+//! | `sluice_flight_oldest_plan_seconds` | gauge (how long the oldest held plan's snapshot has been open: VACUUM waits for it) | |
 //!
 //! The `metrics` facade has one global recorder per process, so it is installed
 //! once and every app in the process (tests build many) shares it.
@@ -204,6 +206,13 @@ pub fn connections_open(listener: &'static str, open: usize) {
 pub fn tls_handshake_failed() {
     handle();
     metrics::counter!("sluice_tls_handshake_failures_total").increment(1);
+}
+
+/// Sets how many Flight plans hold a snapshot and how long the oldest has.
+pub fn flight_plans(held: usize, oldest: std::time::Duration) {
+    handle();
+    metrics::gauge!("sluice_flight_plans_held").set(held as f64);
+    metrics::gauge!("sluice_flight_oldest_plan_seconds").set(oldest.as_secs_f64());
 }
 
 #[cfg(test)]
