@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use sluice_core::connect::{Export, ExportOptions, ImportRequest, Session, Target};
+use sluice_core::connect::{Dialect, Export, ExportOptions, ImportRequest, Session, Target};
 use sluice_core::database::BoxFuture;
 use sluice_core::load::{
     ColumnSpec, ImportOptions, ImportSummary, OnConflict, SourceRows, TableInfo, TableSetup,
@@ -337,8 +337,9 @@ async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure
 
 /// Whether the source hands over its values in its own binary form for the
 /// target to take unread ([`sluice_core::Encoding::Native`]), which spares both
-/// servers printing and parsing every value: only between two databases of
-/// one product, and only when each column has the same type on both sides, by
+/// servers printing and parsing every value: only into a target that reads
+/// the source's native values ([`Dialect::reads_native_values_of`]: one
+/// product), and only when each column has the same type on both sides, by
 /// construction with `--create`, else when the target table's columns have
 /// the source table's types (one more round trip to the target, to describe
 /// it). A query into an existing table goes as text: its columns' types are
@@ -351,7 +352,7 @@ async fn wants_native(
     arguments: &CopyArgs,
     plan: &Plan,
 ) -> bool {
-    if source.product() != target.product() {
+    if !target.dialect().reads_native_values_of(source.dialect()) {
         return false;
     }
     if arguments.create {
@@ -398,7 +399,7 @@ async fn open_source(
         native_values: plan.native,
         ..ExportOptions::default()
     };
-    let dialect = session.product();
+    let dialect = session.dialect();
     let export = session
         .export(sql, options)
         .await
@@ -429,7 +430,7 @@ async fn describe_source(
 
 /// The table `--create` makes: the result's columns, with NOT NULL, declared
 /// types and the primary key of the source table when there is one.
-fn spec_of(schema: &Schema, described: Option<&TableInfo>, dialect: &'static str) -> TableSpec {
+fn spec_of(schema: &Schema, described: Option<&TableInfo>, dialect: Dialect) -> TableSpec {
     let columns = schema
         .columns
         .iter()

@@ -7,7 +7,6 @@ use std::time::Duration;
 use clap::Args;
 use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_lab::LabOptions;
-use sluice_postgres::Config;
 
 use crate::console::{err_line, out_line};
 use crate::report::exit_code;
@@ -112,14 +111,13 @@ pub async fn run(arguments: LabArgs) -> u8 {
 }
 
 async fn lab(arguments: &LabArgs) -> Result<(), Error> {
-    let config: Config = arguments.db.parse()?;
     let options = arguments.options();
     let mut progress = |line: &str| err_line!("sluice lab: {line}");
     let results = tokio::select! {
-        results = sluice_lab::run(&config, &options, &mut progress) => results?,
+        results = sluice_lab::run(&arguments.db, &options, &mut progress) => results?,
         _ = tokio::signal::ctrl_c() => {
             err_line!("sluice lab: interrupted; dropping the lab's tables");
-            if let Err(error) = sluice_lab::clean_up(&config).await {
+            if let Err(error) = sluice_lab::clean_up(&arguments.db).await {
                 err_line!("sluice: cleaning up failed: {error}");
             }
             return Err(Error::new(ErrorKind::Cancelled, "interrupted"));

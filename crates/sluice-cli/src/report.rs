@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use sluice_core::load::ImportFault;
 use sluice_core::{
     peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress, RowError, RowFault, Stalled,
 };
 use sluice_formats::InputFault;
-use sluice_postgres::ImportFault;
 
 use crate::console::err_line;
 use crate::exit;

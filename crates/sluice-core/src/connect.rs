@@ -9,6 +9,12 @@
 //! sluice) says so with [`ErrorKind::Unsupported`] rather than being special-cased
 //! by its callers.
 //!
+//! What a database is, as far as sluice decides anything by it, is a
+//! [`Dialect`] its driver gives: a name for people, and the family of
+//! databases that spell types and DDL alike. Callers decide with its methods
+//! (does this target take the source's native values, its type names?), never
+//! by comparing names.
+//!
 //! The traits are object-safe for the same reason as [`crate::database`]'s: one
 //! registry holds drivers of several kinds, and their futures are boxed.
 
@@ -23,10 +29,73 @@ use crate::source::DynSource;
 use crate::split::{SplitRead, SplitRequest};
 use crate::{BatchSource, Error, ErrorKind, Meter, RowError, Schema};
 
+/// Which database sluice is talking to: its name for people (`PostgreSQL`,
+/// `MySQL`) and what it shares with other databases. Each database crate
+/// defines its dialects as constants; nothing outside it builds one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dialect {
+    name: &'static str,
+    family: Family,
+}
+
+/// Databases that name column types and spell DDL alike (MariaDB and MySQL),
+/// so that one creates a table of another with its declarations unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Family {
+    /// For debugging output only: families are told apart by equality.
+    name: &'static str,
+}
+
+impl Family {
+    /// A family named `name` (in debugging output only).
+    pub const fn new(name: &'static str) -> Family {
+        Family { name }
+    }
+}
+
+impl Dialect {
+    /// The dialect named `name` for people, of `family`.
+    pub const fn new(name: &'static str, family: Family) -> Dialect {
+        Dialect { name, family }
+    }
+
+    /// The database's name for people and messages (`PostgreSQL`).
+    pub const fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// Whether `other` names column types and spells DDL as this database
+    /// does: a table `other` describes is created here with its declared types,
+    /// and a column has "the same type" on both sides when the names agree.
+    pub fn shares_types_with(self, other: Dialect) -> bool {
+        self.family == other.family
+    }
+
+    /// Whether this database takes the values `source` hands over in its own
+    /// binary form ([`crate::Encoding::Native`]) unread. A native form is one
+    /// product's own (MariaDB's and MySQL's differ where their types do), so
+    /// only the same dialect reads it.
+    pub fn reads_native_values_of(self, source: Dialect) -> bool {
+        self == source
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 /// One kind of database: recognises its connection strings and parses them.
 pub trait Driver: Send + Sync {
-    /// The database's name for people ("PostgreSQL").
-    fn product(&self) -> &'static str;
+    /// The database it opens, as help texts name it (a driver of several
+    /// dialects names its first: `MariaDB` for MariaDB and MySQL).
+    fn dialect(&self) -> Dialect;
+
+    /// The database's name for people ("PostgreSQL"): its dialect's.
+    fn product(&self) -> &'static str {
+        self.dialect().name()
+    }
 
     /// How its URLs begin, for messages listing what is accepted
     /// (`["postgres://", "postgresql://"]`).
@@ -150,8 +219,14 @@ pub struct PoolOptions {
 
 /// One parsed connection target: a database somewhere, with credentials.
 pub trait Target: Send + Sync + fmt::Debug {
-    /// The database's name for people ("PostgreSQL").
-    fn product(&self) -> &'static str;
+    /// The database this target names, as far as its URL says (MariaDB's
+    /// greeting may say otherwise: a [`Session`]'s is the server's own).
+    fn dialect(&self) -> Dialect;
+
+    /// The database's name for people ("PostgreSQL"): its dialect's.
+    fn product(&self) -> &'static str {
+        self.dialect().name()
+    }
 
     /// Opens a session, counting its round trips on `meter`.
     fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>>;
@@ -428,8 +503,13 @@ pub trait Session: Send {
     /// Ends the session: closes the connection, or gives a pooled session back.
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
 
-    /// The database's name for people, for messages.
-    fn product(&self) -> &'static str;
+    /// The database the session is connected to, as its server says.
+    fn dialect(&self) -> Dialect;
+
+    /// The database's name for people, for messages: its dialect's.
+    fn product(&self) -> &'static str {
+        self.dialect().name()
+    }
 }
 
 /// A future failing with "`product` does not support `what`".
@@ -453,9 +533,11 @@ mod tests {
         scheme: &'static str,
     }
 
+    const FAKE: Dialect = Dialect::new("Fake", Family::new("Fake"));
+
     impl Driver for Fake {
-        fn product(&self) -> &'static str {
-            "Fake"
+        fn dialect(&self) -> Dialect {
+            FAKE
         }
         fn url_forms(&self) -> &'static [&'static str] {
             if self.scheme == "a" {
@@ -491,6 +573,21 @@ mod tests {
         assert_eq!(drivers.url_help(true), "Fake (a://)");
         assert_eq!(drivers.placeholder_help(false), "$1 on Fake; ? on Fake");
         assert_eq!(drivers.placeholder_help(true), "$1 on Fake");
+    }
+
+    #[test]
+    fn a_family_shares_types_but_only_a_dialect_reads_its_native_values() {
+        let family = Family::new("MariaDB and MySQL");
+        let mariadb = Dialect::new("MariaDB", family);
+        let mysql = Dialect::new("MySQL", family);
+        let postgresql = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
+        assert!(mariadb.shares_types_with(mysql) && mysql.shares_types_with(mariadb));
+        assert!(!postgresql.shares_types_with(mariadb));
+        assert!(mariadb.reads_native_values_of(mariadb));
+        assert!(!mariadb.reads_native_values_of(mysql));
+        assert!(!postgresql.reads_native_values_of(mariadb));
+        assert_eq!(mysql.to_string(), "MySQL");
+        assert_eq!(mysql.name(), "MySQL");
     }
 
     #[test]

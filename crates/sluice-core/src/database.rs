@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::connect::Session;
+use crate::connect::{Dialect, Session};
 use crate::source::{Chunk, DynSource};
 use crate::{Batch, BatchSource, Error, Schema};
 
@@ -303,8 +303,14 @@ impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
 
 /// A configured database the gateway serves.
 pub trait Database: Send + Sync {
-    /// The product's name for messages (`PostgreSQL`, `SQLite`).
-    fn product(&self) -> &'static str;
+    /// The database served, as far as its configuration says (MariaDB's URL
+    /// scheme; the server's greeting comes only with a session).
+    fn dialect(&self) -> Dialect;
+
+    /// The product's name for messages (`PostgreSQL`, `SQLite`): its dialect's.
+    fn product(&self) -> &'static str {
+        self.dialect().name()
+    }
 
     /// How the statement's parameters are written, given their 1-based number
     /// (`$1`, `?1`), for messages.

@@ -53,10 +53,11 @@ pub struct TableSpec {
     pub columns: Vec<ColumnSpec>,
     /// The primary key's columns in key order; empty for none.
     pub primary_key: Vec<String>,
-    /// The product whose type names the columns carry (`"PostgreSQL"`, as
-    /// [`crate::connect::Session::product`] says): a database of the same kind
-    /// creates each column with the source's own type, any other maps the kind.
-    pub dialect: &'static str,
+    /// The database whose type names the columns carry, as
+    /// [`crate::connect::Session::dialect`] says: a target that
+    /// [shares its types](crate::connect::Dialect::shares_types_with) creates
+    /// each column with the source's own type, any other maps the kind.
+    pub dialect: crate::connect::Dialect,
 }
 
 /// One column of a [`TableSpec`].

@@ -78,15 +78,18 @@ fn upstream_of(config: &Config) -> Result<String, Error> {
     )))
 }
 
-/// Runs every experiment at every RTT of `options` against the database of
-/// `config`, reporting what it is doing through `progress`.
+/// Runs every experiment at every RTT of `options` against the PostgreSQL
+/// database `db` names (a URL or libpq `key=value` string, with the `PG*`
+/// environment defaults), reporting what it is doing through `progress`. The
+/// lab takes the user's text rather than a parsed configuration so that its
+/// callers need not know which database crate it measures.
 pub async fn run(
-    config: &Config,
+    db: &str,
     options: &LabOptions,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<LabResults, Error> {
     let started = Instant::now();
-    let config = &lab_sessions(config);
+    let config = &lab_sessions(db)?;
     let upstream = upstream_of(config)?;
     if options.rtts.is_empty() {
         return Err(Error::config("sluice lab needs at least one RTT"));
@@ -156,13 +159,13 @@ pub async fn run(
     })
 }
 
-/// `config` for this process's lab sessions: their `application_name` names the
-/// lab and the process, so that an interrupted run can find the statements its
-/// sessions still run on the server.
-fn lab_sessions(config: &Config) -> Config {
-    let mut config = config.clone();
+/// The settings of this process's lab sessions on the database `db` names:
+/// their `application_name` names the lab and the process, so that an
+/// interrupted run can find the statements its sessions still run on the server.
+fn lab_sessions(db: &str) -> Result<Config, Error> {
+    let mut config: Config = db.parse()?;
     config.application_name = format!("sluice lab {}", std::process::id());
-    config
+    Ok(config)
 }
 
 /// How long an interrupted run waits for its cancelled statements to end.
@@ -176,8 +179,8 @@ const CANCEL_TIMEOUT: Duration = Duration::from_secs(10);
 /// creating large objects would commit them after the cleanup had looked, and
 /// leave them behind. So their statements are cancelled first, and the cleanup
 /// waits until none is running.
-pub async fn clean_up(config: &Config) -> Result<(), Error> {
-    let config = lab_sessions(config);
+pub async fn clean_up(db: &str) -> Result<(), Error> {
+    let config = lab_sessions(db)?;
     let mut connection = Connection::connect(&config, &Meter::new()).await?;
     let result = async {
         cancel_lab_statements(&mut connection, &config.application_name).await?;

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use sluice_lab::chart::EXTRAPOLATED_LEGEND;
 use sluice_lab::{Experiment, LabOptions, LabResults, CHARTS};
-use sluice_postgres::Config;
 use sluice_testkit::TestDb;
 
 /// The tests count large objects before and after: one lab at a time.
@@ -33,9 +32,8 @@ fn tiny() -> LabOptions {
 }
 
 async fn run_lab(db: &TestDb, options: &LabOptions) -> (LabResults, Vec<String>) {
-    let config: Config = db.url().parse().unwrap();
     let mut lines = Vec::new();
-    let results = sluice_lab::run(&config, options, &mut |line: &str| {
+    let results = sluice_lab::run(db.url(), options, &mut |line: &str| {
         lines.push(line.to_owned())
     })
     .await

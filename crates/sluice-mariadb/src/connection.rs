@@ -20,11 +20,13 @@ use mysql_common::packets::{
     AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest,
 };
 use mysql_common::proto::{MyDeserialize, MySerialize};
+use sluice_core::connect::Dialect;
 use sluice_core::{Error, ErrorKind, Meter};
 
 use std::sync::Arc;
 
 use crate::config::{Config, Target};
+use crate::driver::{dialect_of_version, MARIADB};
 use crate::error::{server_error, unexpected};
 use crate::protocol::{read_lenenc_bytes, read_lenenc_int};
 use crate::tls::SslMode;
@@ -61,7 +63,7 @@ const MAX_PACKET: u32 = 1 << 30;
 pub struct ServerInfo {
     /// The version string (`10.11.6-MariaDB-0+deb12u1`, `8.0.36`).
     pub version: String,
-    /// MariaDB rather than MySQL.
+    /// MariaDB rather than MySQL ([`ServerInfo::dialect`], from the version).
     pub mariadb: bool,
     /// The session's id, as `KILL QUERY` and the process list name it.
     pub connection_id: u32,
@@ -96,20 +98,17 @@ impl ServerInfo {
 
     /// The product and version (`10.11.6-MariaDB-0+deb12u1`, `MySQL 8.0.36`).
     pub fn description(&self) -> String {
-        if self.version.contains(self.product()) {
+        let name = self.dialect().name();
+        if self.version.contains(name) {
             self.version.clone()
         } else {
-            format!("{} {}", self.product(), self.version)
+            format!("{name} {}", self.version)
         }
     }
 
-    /// "MariaDB" or "MySQL".
-    pub fn product(&self) -> &'static str {
-        if self.mariadb {
-            "MariaDB"
-        } else {
-            "MySQL"
-        }
+    /// MariaDB or MySQL, as the version says.
+    pub fn dialect(&self) -> Dialect {
+        dialect_of_version(&self.version)
     }
 }
 
@@ -291,7 +290,7 @@ impl Connection {
             wire,
             capabilities,
             server: ServerInfo {
-                mariadb: version.contains("MariaDB"),
+                mariadb: dialect_of_version(&version) == MARIADB,
                 version,
                 connection_id: handshake.connection_id(),
                 max_allowed_packet: 0,

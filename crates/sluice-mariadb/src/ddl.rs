@@ -21,6 +21,7 @@ use sluice_core::load::{ColumnSpec, TableInfo, TableSetup, TableSpec};
 use sluice_core::{DecimalShape, Error, Kind};
 
 use crate::connection::Connection;
+use crate::driver::MARIADB;
 use crate::import::{describe_table, split_table_name};
 use crate::sql::identifier;
 
@@ -103,7 +104,7 @@ fn quoted_name(table: &str) -> Result<String, Error> {
 /// `NOT NULL`: left unsaid, a `TIMESTAMP` column could become `NOT NULL` with
 /// a default of the current time (`explicit_defaults_for_timestamp` off).
 pub(crate) fn create_table(table: &str, spec: &TableSpec) -> Result<String, Error> {
-    let own = matches!(spec.dialect, "MariaDB" | "MySQL");
+    let own = MARIADB.shares_types_with(spec.dialect);
     let mut parts: Vec<String> = spec
         .columns
         .iter()
@@ -180,6 +181,8 @@ fn decimal_type(shape: Option<DecimalShape>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::MYSQL;
+    use sluice_core::connect::{Dialect, Family};
     use sluice_core::Column;
 
     fn column(name: &str, kind: Kind, declared: Option<&str>, not_null: bool) -> ColumnSpec {
@@ -206,7 +209,7 @@ mod tests {
                 column("big", Kind::Decimal, None, false),
             ],
             primary_key: vec!["code".into()],
-            dialect: "PostgreSQL",
+            dialect: Dialect::new("PostgreSQL", Family::new("PostgreSQL")),
         };
         assert_eq!(
             create_table("shop.t", &spec).unwrap(),
@@ -225,12 +228,25 @@ mod tests {
                 column("state", Kind::Text, Some("enum('a','b')"), false),
             ],
             primary_key: vec!["id".into()],
-            dialect: "MariaDB",
+            dialect: MARIADB,
         };
         assert_eq!(
             create_table("t", &spec).unwrap(),
             "CREATE TABLE `t` (`id` int(10) unsigned NOT NULL, `doc` JSON NULL, \
              `state` enum('a','b') NULL, PRIMARY KEY (`id`))"
+        );
+    }
+
+    #[test]
+    fn a_mysql_table_keeps_its_declared_types_too() {
+        let spec = TableSpec {
+            columns: vec![column("id", Kind::Integer, Some("bigint unsigned"), true)],
+            primary_key: vec![],
+            dialect: MYSQL,
+        };
+        assert_eq!(
+            create_table("t", &spec).unwrap(),
+            "CREATE TABLE `t` (`id` bigint unsigned NOT NULL)"
         );
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::connect::{
-    Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions, Session, Target,
+    Canceller, Dialect, Driver, Export, ExportOptions, Family, ImportRequest, PoolOptions, Session,
+    Target,
 };
 use sluice_core::database::{BoxFuture, Database, Query};
 use sluice_core::load::{ImportSummary, TableInfo, TableSetup};
@@ -20,13 +21,40 @@ use crate::import::{describe_table, import_rows, locate_in_rows};
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 use sluice_core::load::Scope;
 
+/// The two databases this crate speaks to: one family, as they name types and
+/// spell DDL alike.
+const FAMILY: Family = Family::new("MariaDB and MySQL");
+/// MariaDB.
+pub(crate) const MARIADB: Dialect = Dialect::new("MariaDB", FAMILY);
+/// MySQL.
+pub(crate) const MYSQL: Dialect = Dialect::new("MySQL", FAMILY);
+
+/// Which of the two a server is, from the version its greeting gives:
+/// MariaDB's says so (`10.11.6-MariaDB-0+deb12u1`), MySQL's does not (`8.0.36`).
+pub(crate) fn dialect_of_version(version: &str) -> Dialect {
+    if version.contains("MariaDB") {
+        MARIADB
+    } else {
+        MYSQL
+    }
+}
+
+/// Which of the two a URL names (`mariadb://`, `mysql://`), for what is said
+/// before a server's greeting can tell.
+pub(crate) fn dialect_of_scheme(scheme: Scheme) -> Dialect {
+    match scheme {
+        Scheme::MariaDb => MARIADB,
+        Scheme::MySql => MYSQL,
+    }
+}
+
 /// MariaDB's and MySQL's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MariaDbDriver;
 
 impl Driver for MariaDbDriver {
-    fn product(&self) -> &'static str {
-        "MariaDB"
+    fn dialect(&self) -> Dialect {
+        MARIADB
     }
 
     fn placeholders(&self) -> &'static str {
@@ -50,14 +78,6 @@ impl Driver for MariaDbDriver {
     }
 }
 
-/// The product a URL names, before the server's greeting says which it is.
-fn product_of(config: &Config) -> &'static str {
-    match config.scheme {
-        Scheme::MariaDb => "MariaDB",
-        Scheme::MySql => "MySQL",
-    }
-}
-
 /// A parsed MariaDB or MySQL connection target.
 #[derive(Debug)]
 struct MariaDbTarget {
@@ -65,8 +85,8 @@ struct MariaDbTarget {
 }
 
 impl Target for MariaDbTarget {
-    fn product(&self) -> &'static str {
-        product_of(&self.config)
+    fn dialect(&self) -> Dialect {
+        dialect_of_scheme(self.config.scheme)
     }
 
     fn connect<'a>(&'a self, meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
@@ -161,8 +181,8 @@ async fn finish(connection: Connection, slot: Option<PooledSlot>) {
 }
 
 impl Session for MariaDbSession {
-    fn product(&self) -> &'static str {
-        self.connection.server().product()
+    fn dialect(&self) -> Dialect {
+        self.connection.server().dialect()
     }
 
     fn round_trips(&self) -> u64 {
@@ -214,7 +234,7 @@ impl Session for MariaDbSession {
                     ErrorKind::Unsupported,
                     format!(
                         "{} has no large objects to inline (BLOB values come with their rows)",
-                        self.connection.server().product()
+                        self.connection.server().dialect()
                     ),
                 ));
             }
@@ -323,5 +343,26 @@ impl Session for MariaDbSession {
             }
             finish(connection, self.slot).await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_says_mariadb_and_anything_else_is_mysql() {
+        assert_eq!(dialect_of_version("10.11.6-MariaDB-0+deb12u1"), MARIADB);
+        assert_eq!(dialect_of_version("11.4.2-MariaDB"), MARIADB);
+        assert_eq!(dialect_of_version("8.0.36"), MYSQL);
+        assert_eq!(dialect_of_version("8.4.0-0ubuntu0.24.04.1"), MYSQL);
+    }
+
+    #[test]
+    fn the_scheme_names_the_dialect_until_the_server_says() {
+        assert_eq!(dialect_of_scheme(Scheme::MariaDb).to_string(), "MariaDB");
+        assert_eq!(dialect_of_scheme(Scheme::MySql).to_string(), "MySQL");
+        let target = MariaDbDriver.target("mysql://root@localhost/test").unwrap();
+        assert_eq!(target.product(), "MySQL");
     }
 }

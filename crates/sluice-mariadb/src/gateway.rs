@@ -88,7 +88,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use sluice_core::connect::{PoolOptions, Session};
+use sluice_core::connect::{Dialect, PoolOptions, Session};
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Query, QueryEnd, QueryRequest, Refusal,
     RunningQuery, StartError, StatementProblem, Usage,
@@ -98,9 +98,8 @@ use sluice_core::{Error, ErrorKind, Meter};
 use tokio::sync::oneshot;
 
 pub use crate::calls::param_text;
-use crate::config::Scheme;
 use crate::connection::TextResult;
-use crate::driver::MariaDbSession;
+use crate::driver::{dialect_of_scheme, MariaDbSession};
 use crate::query::{queue_close, queue_prepare, read_prepare_answer};
 use crate::sql::identifier;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
@@ -350,12 +349,9 @@ impl MariaDbDatabase {
 }
 
 impl Database for MariaDbDatabase {
-    fn product(&self) -> &'static str {
+    fn dialect(&self) -> Dialect {
         // The greeting says which it is, but only once connected.
-        match self.config.scheme {
-            Scheme::MariaDb => "MariaDB",
-            Scheme::MySql => "MySQL",
-        }
+        dialect_of_scheme(self.config.scheme)
     }
 
     fn placeholder(&self, _number: usize) -> String {

@@ -37,11 +37,10 @@
 use std::fmt::Write as _;
 
 use sluice_core::canonical::{self, Strictness};
-pub use sluice_core::load::{
-    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, Scope,
-    TableInfo,
+use sluice_core::load::{
+    ImportInput, ImportOptions, ImportSummary, LineMap, Method, OnConflict, OnError, Opening,
+    RejectSink, RowFeed, Scope, TableInfo,
 };
-use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 use sluice_core::{
     Batch, Column, DbError, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError,
 };

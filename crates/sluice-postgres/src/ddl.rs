@@ -13,7 +13,7 @@ use postgres_protocol::escape::escape_identifier;
 use sluice_core::load::{ColumnSpec, TableInfo, TableSetup, TableSpec};
 use sluice_core::{DecimalShape, Error, Kind};
 
-use crate::driver::PRODUCT;
+use crate::driver::POSTGRESQL;
 use crate::import::describe_table;
 use crate::Connection;
 
@@ -85,7 +85,7 @@ pub(crate) async fn end_load(
 
 /// The `CREATE TABLE` for `spec`, named `table`.
 pub(crate) fn create_table(table: &str, spec: &TableSpec) -> Result<String, Error> {
-    let own = spec.dialect == PRODUCT;
+    let own = POSTGRESQL.shares_types_with(spec.dialect);
     let mut parts: Vec<String> = spec
         .columns
         .iter()
@@ -198,9 +198,12 @@ pub(crate) fn qualified_name(table: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::connect::{Dialect, Family};
     use sluice_core::Column;
 
-    fn spec(columns: Vec<ColumnSpec>, dialect: &'static str) -> TableSpec {
+    const MARIADB: Dialect = Dialect::new("MariaDB", Family::new("MariaDB and MySQL"));
+
+    fn spec(columns: Vec<ColumnSpec>, dialect: Dialect) -> TableSpec {
         TableSpec {
             columns,
             primary_key: vec!["id".into()],
@@ -243,7 +246,7 @@ mod tests {
             total,
         ];
         assert_eq!(
-            create_table("t", &spec(columns, "PostgreSQL")).unwrap(),
+            create_table("t", &spec(columns, POSTGRESQL)).unwrap(),
             "create table \"t\" (\"id\" bigint not null, \"amount\" numeric(12,2), \
              \"code\" \"char\", \"total\" numeric(10,3), primary key (\"id\"))"
         );
@@ -260,7 +263,7 @@ mod tests {
             column("big", Kind::Integer, "bigint unsigned", None),
         ];
         assert_eq!(
-            create_table("t", &spec(columns, "MariaDB")).unwrap(),
+            create_table("t", &spec(columns, MARIADB)).unwrap(),
             "create table \"t\" (\"id\" bigint not null, \"tags\" text[], \"doc\" jsonb, \
              \"at\" timestamptz, \"raw\" text, \"big\" numeric(20,0), primary key (\"id\"))"
         );

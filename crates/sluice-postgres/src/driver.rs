@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use sluice_core::calls::{ParamSource, PipelineSummary, Transaction};
 use sluice_core::connect::{
-    CallReport, Calls, Canceller, Driver, Export, ExportOptions, ImportRequest, PoolOptions,
-    Session, Target,
+    CallReport, Calls, Canceller, Dialect, Driver, Export, ExportOptions, Family, ImportRequest,
+    PoolOptions, Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Param, Query};
 use sluice_core::load::{ImportSummary, TableInfo, TableSetup};
@@ -24,15 +24,16 @@ use crate::{describe_table, CancelToken, Config, Connection, Pipeline, QueryOpti
 use sluice_core::load::Scope;
 use sluice_core::split::{SplitRead, SplitRequest};
 
-pub(crate) const PRODUCT: &str = "PostgreSQL";
+/// PostgreSQL, the one place this crate says which database it is.
+pub(crate) const POSTGRESQL: Dialect = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
 
 /// PostgreSQL's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PostgresDriver;
 
 impl Driver for PostgresDriver {
-    fn product(&self) -> &'static str {
-        PRODUCT
+    fn dialect(&self) -> Dialect {
+        POSTGRESQL
     }
 
     fn placeholders(&self) -> &'static str {
@@ -67,8 +68,8 @@ struct PostgresTarget {
 }
 
 impl Target for PostgresTarget {
-    fn product(&self) -> &'static str {
-        PRODUCT
+    fn dialect(&self) -> Dialect {
+        POSTGRESQL
     }
 
     fn has_large_objects(&self) -> bool {
@@ -174,8 +175,8 @@ async fn finish(connection: Connection, slot: Option<PooledSlot>) {
 }
 
 impl Session for PostgresSession {
-    fn product(&self) -> &'static str {
-        PRODUCT
+    fn dialect(&self) -> Dialect {
+        POSTGRESQL
     }
 
     fn round_trips(&self) -> u64 {

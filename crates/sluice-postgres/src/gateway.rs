@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use postgres_protocol::escape::escape_identifier;
 pub use sluice_core::connect::PoolOptions;
-use sluice_core::connect::Session;
+use sluice_core::connect::{Dialect, Session};
 use sluice_core::database::Refusal;
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
@@ -33,7 +33,7 @@ use sluice_core::database::{
 use sluice_core::pool::{Connector, SessionPool, Taken};
 use sluice_core::{Error, ErrorKind, Meter, MeterSnapshot};
 
-use crate::driver::PostgresSession;
+use crate::driver::{PostgresSession, POSTGRESQL};
 use crate::privileges::{Privileges, QUERY};
 use crate::split::join_snapshot;
 use crate::types::Oid;
@@ -261,8 +261,8 @@ impl PostgresDatabase {
 }
 
 impl Database for PostgresDatabase {
-    fn product(&self) -> &'static str {
-        "PostgreSQL"
+    fn dialect(&self) -> Dialect {
+        POSTGRESQL
     }
 
     fn placeholder(&self, number: usize) -> String {

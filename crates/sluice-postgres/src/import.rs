@@ -30,11 +30,10 @@ use sluice_core::{
 };
 use tokio::io::AsyncRead;
 
-pub use sluice_core::load::{
-    ImportFault, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, Scope,
-    TableInfo,
+use sluice_core::load::{
+    ImportFault, ImportInput, ImportOptions, ImportSummary, LineMap, Method, OnConflict, OnError,
+    Opening, RejectSink, RowFeed, Scope, TableInfo,
 };
-use sluice_core::load::{ImportInput, LineMap, Opening, RowFeed};
 
 use crate::binary_encode::{encoder_for_column, native_encoder, SessionSettings, ValueEncoder};
 use crate::copy_in::{error_position, CopyIn};

@@ -4,12 +4,11 @@
 //! nothing written, and the import's strategies (abort, skip bad rows,
 //! upsert) work over binary COPY.
 
+use sluice_core::load::{ImportOptions, ImportSummary, OnConflict, OnError};
 use sluice_core::{Batch, Error, ErrorKind, Meter, Progress, Rejected};
 use sluice_formats::{CsvDecoder, CsvOptions};
 use sluice_postgres::binary_encode::{encoder_for_column, SessionSettings};
-use sluice_postgres::{
-    describe_table, import, Config, Connection, ImportOptions, ImportSummary, OnConflict, OnError,
-};
+use sluice_postgres::{describe_table, import, Config, Connection};
 use sluice_testkit::TestDb;
 
 async fn connect(db: &TestDb) -> Connection {

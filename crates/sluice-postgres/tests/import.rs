@@ -4,11 +4,11 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use sluice_core::load::{ImportOptions, ImportSummary, Method, OnConflict, OnError};
 use sluice_core::{pump, Error, ErrorKind, Meter, MeterSnapshot, Progress, Rejected};
 use sluice_formats::{CsvDecoder, CsvOptions, Format, JsonOptions, NdjsonDecoder, NdjsonOptions};
 use sluice_postgres::{
-    describe_table, import, locate_refused_row, Config, Connection, ImportOptions, ImportSummary,
-    Method, OnConflict, OnError, QueryOptions, QueryStream,
+    describe_table, import, locate_refused_row, Config, Connection, QueryOptions, QueryStream,
 };
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncRead, ReadBuf};

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_core::connect::{
-    Canceller, Driver, Export, ExportOptions, PoolOptions, Session, Target,
+    Canceller, Dialect, Driver, Export, ExportOptions, Family, PoolOptions, Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Query};
 use sluice_core::load::TableInfo;
@@ -18,15 +18,16 @@ use sluice_core::{Error, ErrorKind, Meter};
 use crate::gateway::SqliteDatabase;
 use crate::{Param, SqliteOptions, SqliteStream};
 
-const PRODUCT: &str = "SQLite";
+/// SQLite, the one place this crate says which database it is.
+pub(crate) const SQLITE: Dialect = Dialect::new("SQLite", Family::new("SQLite"));
 
 /// SQLite's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SqliteDriver;
 
 impl Driver for SqliteDriver {
-    fn product(&self) -> &'static str {
-        PRODUCT
+    fn dialect(&self) -> Dialect {
+        SQLITE
     }
 
     fn placeholders(&self) -> &'static str {
@@ -69,8 +70,8 @@ struct SqliteTarget {
 }
 
 impl Target for SqliteTarget {
-    fn product(&self) -> &'static str {
-        PRODUCT
+    fn dialect(&self) -> Dialect {
+        SQLITE
     }
 
     fn connect<'a>(&'a self, _meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
@@ -111,8 +112,8 @@ struct SqliteSession {
 }
 
 impl Session for SqliteSession {
-    fn product(&self) -> &'static str {
-        PRODUCT
+    fn dialect(&self) -> Dialect {
+        SQLITE
     }
 
     fn round_trips(&self) -> u64 {

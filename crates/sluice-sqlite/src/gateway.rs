@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::connect::Dialect;
 use sluice_core::database::{
     BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
     StartError, StatementProblem, Usage,
@@ -19,6 +20,7 @@ use sluice_core::database::{
 use sluice_core::{Error, ErrorKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::driver::SQLITE;
 use crate::{SqliteOptions, SqliteStream};
 
 /// A SQLite file served read-only.
@@ -140,8 +142,8 @@ fn bound(param: Param) -> crate::Param {
 }
 
 impl Database for SqliteDatabase {
-    fn product(&self) -> &'static str {
-        "SQLite"
+    fn dialect(&self) -> Dialect {
+        SQLITE
     }
 
     fn placeholder(&self, number: usize) -> String {

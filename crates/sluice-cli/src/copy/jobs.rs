@@ -75,7 +75,7 @@ pub(super) async fn open_parts(
             .map_err(on(Side::Source))?;
         exports.push(export);
     }
-    let dialect = coordinator.product();
+    let dialect = coordinator.dialect();
     // Every part has joined the snapshot: the coordinator may let it go.
     coordinator.close().await;
     let spec = spec_of(exports[0].schema(), described.as_ref(), dialect);

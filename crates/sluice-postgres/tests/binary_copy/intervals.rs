@@ -7,9 +7,10 @@
 //! abbreviations, signs, fractions, styles) go through the same check.
 
 use bytes::BytesMut;
+use sluice_core::load::ImportOptions;
 use sluice_core::{Batch, Meter};
 use sluice_postgres::binary_encode::{encoder_for_column, SessionSettings};
-use sluice_postgres::{describe_table, Config, Connection, ImportOptions};
+use sluice_postgres::{describe_table, Config, Connection};
 use sluice_testkit::TestDb;
 
 use super::{import_csv, round_trip, texts};
