@@ -368,8 +368,11 @@ mod tests {
             Box::pin(async {})
         }
 
-        fn product(&self) -> &'static str {
-            "nothing"
+        fn dialect(&self) -> sluice_core::connect::Dialect {
+            sluice_core::connect::Dialect::new(
+                "nothing",
+                sluice_core::connect::Family::new("nothing"),
+            )
         }
     }
 
