@@ -378,8 +378,12 @@ mod tests {
         assert_eq!(parse_date(b"5874897-12-31"), Ok(2_145_042_905));
         assert_eq!(parse_date(b"infinity"), Ok(DATE_INFINITY));
         assert_eq!(parse_date(b"-infinity"), Ok(DATE_MINUS_INFINITY));
-        assert!(parse_date(b"2023-02-29").unwrap_err().contains("out of range"));
-        assert!(parse_date(b"2024-1-01").unwrap_err().contains("is not a date"));
+        assert!(parse_date(b"2023-02-29")
+            .unwrap_err()
+            .contains("out of range"));
+        assert!(parse_date(b"2024-1-01")
+            .unwrap_err()
+            .contains("is not a date"));
         assert_eq!(parse_time(b"24:00:00"), Ok(MICROS_PER_DAY));
         assert!(parse_time(b"1:00:00").is_err());
         assert_eq!(parse_timestamp(b"1970-01-01 02:00:00+02", true), Ok(0));
