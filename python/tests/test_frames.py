@@ -152,6 +152,13 @@ def test_polars_reads_arrays_of_mixed_dimensions_as_their_text(url, sql):
     assert read == judge_column(sql, MIXED_DIMENSIONS, "a")
 
 
+def test_a_depth_first_seen_after_the_first_batch_is_an_error_naming_row_and_column(url):
+    # The first record batch (one row) fixed one dimension; the Arrow stream
+    # cannot change a column's type after it.
+    with pytest.raises(sluice.BadInput, match=r"row 2, column a .*more dimensions.*first record batch"):
+        sluice.read_pandas(url, MIXED_DIMENSIONS, batch_rows=1)
+
+
 def test_arrays_of_one_depth_stay_lists(url):
     frame = sluice.read_polars(url, "select '{{1,2},{3,NULL}}'::int4[] as a union all select '{{5}}'")
     assert frame["a"].to_list() == [[[1, 2], [3, None]], [[5]]]
