@@ -395,9 +395,9 @@ def _batch_to_pandas(table: "pyarrow.Table", mapper: Any, first_row: int) -> "pa
         frame = table.to_pandas(types_mapper=mapper, date_as_object=False, split_blocks=True)
     except (ValueError, OverflowError, ArithmeticError) as error:
         raise _unconvertible(table, mapper, first_row, error) from error
-    for name, column in zip(table.column_names, table.columns):
-        if _text_of(table.schema.field(name)) == "numeric":
-            frame[name] = _decimal_objects(column)
+    for field, column in zip(table.schema, table.columns):
+        if _converted(field, for_polars=False):
+            frame[field.name] = [_with_decimals(value, field) for value in column.to_pylist()]
     return frame
 
 
@@ -420,10 +420,21 @@ def _numpy_ready(table: "pyarrow.Table") -> "pyarrow.Table":
     return _with_columns(table, columns)
 
 
-def _decimal_objects(column: "pyarrow.ChunkedArray") -> list:
-    """A ``numeric`` column's exact text as ``decimal.Decimal`` (``NaN`` and
-    the infinities included), NULL as ``None``."""
-    return [None if text is None else decimal.Decimal(text) for text in column.to_pylist()]
+def _with_decimals(value: Any, field: "pyarrow.Field") -> Any:
+    """A Python value of ``field`` with its ``numeric`` text, at any depth of
+    lists and records, as ``decimal.Decimal`` (``NaN`` and the infinities
+    included)."""
+    import pyarrow
+
+    if value is None:
+        return None
+    if _text_of(field) == "numeric":
+        return decimal.Decimal(value)
+    if pyarrow.types.is_list(field.type):
+        return [_with_decimals(item, field.type.value_field) for item in value]
+    if pyarrow.types.is_struct(field.type):
+        return {child.name: _with_decimals(value[child.name], child) for child in field.type}
+    return value
 
 
 def _unconvertible(table: "pyarrow.Table", mapper: Any, first_row: int, error: Exception) -> Error:
@@ -528,20 +539,61 @@ def read_polars(url: str, query: str, params: Sequence[Any] | None = None, **set
 def _exact_for_arrow(table: "pyarrow.Table", for_polars: bool = False) -> "pyarrow.Table":
     """The table with extension types as their storage, ``numeric`` text as
     decimals and, for polars (whose decimals have at most 38 digits, and
-    which has no interval type), intervals as durations or structs."""
-    import pyarrow
-
+    which has no interval type), intervals as durations or structs and wider
+    decimals as text: in columns and in their arrays' elements and records'
+    fields alike."""
     table = _storage_types(table)
     columns = []
     for field, column in zip(table.schema, table.columns):
-        if _text_of(field) == "numeric":
-            column = _inferred_decimals(column, field.name, 38 if for_polars else 76)
-        elif for_polars and column.type == pyarrow.month_day_nano_interval():
-            column = _polars_intervals(column, field.name)
-        elif for_polars and pyarrow.types.is_decimal256(column.type):
-            column = _decimal_text(column, field.name)
+        if _converted(field, for_polars):
+            column = _exact_array(field, column.combine_chunks(), field.name, for_polars, nested=False)
         columns.append(column)
     return _with_columns(table, columns)
+
+
+def _converted(field: "pyarrow.Field", for_polars: bool) -> bool:
+    """Whether :func:`_exact_array` changes a field of this type."""
+    import pyarrow
+
+    data_type = field.type
+    if _text_of(field) == "numeric":
+        return True
+    if for_polars and (data_type == pyarrow.month_day_nano_interval() or pyarrow.types.is_decimal256(data_type)):
+        return True
+    if pyarrow.types.is_list(data_type):
+        return _converted(data_type.value_field, for_polars)
+    if pyarrow.types.is_struct(data_type):
+        return any(_converted(data_type.field(index), for_polars) for index in range(data_type.num_fields))
+    return False
+
+
+def _exact_array(field: "pyarrow.Field", array: "pyarrow.Array", name: str, for_polars: bool, nested: bool) -> "pyarrow.Array":
+    """One column's (or element's, ``nested``) values converted as
+    :func:`_exact_for_arrow` says; lists and structs rebuilt around their
+    converted values."""
+    import pyarrow
+
+    data_type = field.type
+    if not _converted(field, for_polars):
+        return array
+    if _text_of(field) == "numeric":
+        return _inferred_decimals(array, name, 38 if for_polars else 76, nested)
+    if data_type == pyarrow.month_day_nano_interval():
+        return _polars_intervals(array, name, nested)
+    if pyarrow.types.is_decimal256(data_type):
+        return _decimal_text(array, name)
+    if pyarrow.types.is_list(data_type):
+        values = _exact_array(data_type.value_field, array.values, name, for_polars, nested=True)
+        return pyarrow.ListArray.from_arrays(array.offsets, values, mask=array.is_null())
+    children = [
+        _exact_array(data_type.field(index), array.field(index), name, for_polars, nested=True)
+        for index in range(data_type.num_fields)
+    ]
+    fields = [
+        pyarrow.field(data_type.field(index).name, child.type, metadata=data_type.field(index).metadata)
+        for index, child in enumerate(children)
+    ]
+    return pyarrow.StructArray.from_arrays(children, fields=fields, mask=array.is_null())
 
 
 def _text_of(field: "pyarrow.Field") -> str | None:
@@ -568,12 +620,13 @@ def _note_text_columns(schema: "pyarrow.Schema") -> None:
 _NOT_DECIMALS = ("NaN", "Infinity", "-Infinity")
 
 
-def _inferred_decimals(column: "pyarrow.ChunkedArray", name: str, widest: int) -> "pyarrow.ChunkedArray":
+def _inferred_decimals(column: "pyarrow.Array", name: str, widest: int, nested: bool) -> "pyarrow.Array":
     """``numeric`` text as a decimal of ``s``, the largest scale of the
     column (PostgreSQL writes no exponents): ``Decimal128(38, s)``, or
     ``Decimal256(76, s)`` when more digits are needed and ``widest`` is 76.
     The text itself, with a warning, when a value is ``NaN`` or an infinity
-    or the digits do not fit."""
+    or the digits do not fit (``nested``: the values are array elements or
+    record fields, so no row is named)."""
     import warnings
 
     import pyarrow
@@ -582,8 +635,9 @@ def _inferred_decimals(column: "pyarrow.ChunkedArray", name: str, widest: int) -
     special = compute.is_in(column, value_set=pyarrow.array(_NOT_DECIMALS))
     if compute.any(special).as_py():
         first = compute.index(special, True).as_py()
+        where = "an element" if nested else f"row {first}"
         warnings.warn(
-            f"column {name}: row {first} holds {column[first].as_py()}, which no decimal holds; "
+            f"column {name}: {where} holds {column[first].as_py()}, which no decimal holds; "
             "the column is read as its exact text",
             stacklevel=4,
         )
@@ -616,7 +670,7 @@ def _decimal_extent(column: "pyarrow.ChunkedArray") -> tuple[int, int]:
     return compute.max(scales).as_py() or 0, max(integer_digits, 0)
 
 
-def _decimal_text(column: "pyarrow.ChunkedArray", name: str) -> "pyarrow.ChunkedArray":
+def _decimal_text(column: "pyarrow.Array", name: str) -> "pyarrow.Array":
     """A decimal of more than 38 digits (``numeric(50,5)``), which polars'
     decimals do not hold, as its exact text, with a warning."""
     import warnings
@@ -634,10 +688,11 @@ def _decimal_text(column: "pyarrow.ChunkedArray", name: str) -> "pyarrow.Chunked
 _INTERVAL_PARTS = ("months", "days", "nanoseconds")
 
 
-def _polars_intervals(column: "pyarrow.ChunkedArray", name: str) -> "pyarrow.ChunkedArray":
+def _polars_intervals(column: "pyarrow.Array", name: str, nested: bool) -> "pyarrow.Array":
     """Intervals as polars reads them: ``Duration("us")`` when no value has
     months, else a struct of months, days and nanoseconds. A duration past
-    64-bit microseconds is a :class:`BadInput` naming its row."""
+    64-bit microseconds is a :class:`BadInput` naming its row (``nested``:
+    an element's index among the column's elements)."""
     import pyarrow
 
     values = column.to_pylist()
@@ -646,11 +701,10 @@ def _polars_intervals(column: "pyarrow.ChunkedArray", name: str) -> "pyarrow.Chu
         parts_type = pyarrow.struct(
             [("months", pyarrow.int32()), ("days", pyarrow.int32()), ("nanoseconds", pyarrow.int64())]
         )
-        return pyarrow.chunked_array([pyarrow.array(parts, parts_type)])
-    micros = []
-    for row, value in enumerate(values):
-        micros.append(None if value is None else _duration_micros(value, row, name))
-    return pyarrow.chunked_array([pyarrow.array(micros, pyarrow.duration("us"))])
+        return pyarrow.array(parts, parts_type)
+    column_name = f"{name} (an element)" if nested else name
+    micros = [None if value is None else _duration_micros(value, row, column_name) for row, value in enumerate(values)]
+    return pyarrow.array(micros, pyarrow.duration("us"))
 
 
 def _duration_micros(value: Any, row: int, name: str) -> int:

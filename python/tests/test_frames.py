@@ -284,3 +284,37 @@ def test_pandas_reads_intervals_as_pandas_offsets_or_arrow(url, backend):
     else:
         parts = (value.months, value.days, value.kwds["microseconds"] * 1000 + value.nanoseconds)
     assert parts == (1, 2, 3_500_000_000)
+
+
+NESTED = (
+    "select array['1 day'::interval, null, '02:00:00.000001'] as durations, array['1 mon'::interval] as months, "
+    "array[1.5, null, -22.125]::numeric[] as numbers"
+)
+
+
+def test_polars_converts_intervals_and_numerics_inside_arrays_too(url, sql):
+    import polars as pl
+
+    frame = sluice.read_polars(url, NESTED)
+    assert frame.schema["durations"] == pl.List(pl.Duration("us"))
+    micros = judge_column(
+        sql, f"select unnest(durations) as v from ({NESTED}) n", "(extract(epoch from v) * 1000000)::bigint"
+    )
+    assert [NULL if value is None else str(value) for value in frame["durations"].cast(pl.List(pl.Int64))[0]] == micros
+    assert frame["months"].to_list() == [[{"months": 1, "days": 0, "nanoseconds": 0}]]
+    assert frame.schema["numbers"] == pl.List(pl.Decimal(38, 3))
+    numbers = judge_column(sql, f"select unnest(numbers) as v from ({NESTED}) n", "v")
+    assert [NULL if value is None else value for value in frame["numbers"][0]] == [
+        NULL if text == NULL else decimal.Decimal(text) for text in numbers
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pandas_numerics_inside_arrays_are_exact_decimals(url, sql, backend):
+    frame = sluice.read_pandas(url, NESTED, dtype_backend=backend)
+    numbers = judge_column(sql, f"select unnest(numbers) as v from ({NESTED}) n", "v")
+    read = list(frame["numbers"][0])
+    assert all(value is None or isinstance(value, decimal.Decimal) for value in read)
+    assert [NULL if value is None else value for value in read] == [
+        NULL if text == NULL else decimal.Decimal(text) for text in numbers
+    ]
