@@ -1368,12 +1368,13 @@ def _as_dates(array: "pyarrow.Array", first_row: int, column: str) -> "pyarrow.A
     per_day = _UNITS_PER_DAY[array.type.unit]
     numbers = array.cast(pyarrow.int64())
     # Integers all the way: a float would round the far dates.
-    remainder = pc.subtract(numbers, pc.multiply(_floor_divide(numbers, per_day), per_day))
-    with_time = pc.fill_null(pc.not_equal(remainder, 0), False)
+    days = _floor_divide(numbers, per_day)
+    with_time = pc.fill_null(pc.not_equal(pc.subtract(numbers, pc.multiply(days, per_day)), 0), False)
     if pc.any(with_time).as_py():
         row = pc.index(with_time, True).as_py()
-        raise _bad_input(first_row + row, column, f"{array[row]} has a time of day, which a date column does not hold")
-    return _floor_divide(numbers, per_day).cast(pyarrow.int32()).cast(pyarrow.date32())
+        shown = _arrow_shown(pyarrow.chunked_array([array]), row)
+        raise _bad_input(first_row + row, column, f"a timestamp{shown} has a time of day, which a date column does not hold")
+    return days.cast(pyarrow.int32()).cast(pyarrow.date32())
 
 
 def _floor_divide(numbers: "pyarrow.Array", divisor: int) -> "pyarrow.Array":
