@@ -174,9 +174,9 @@ def test_pandas_decimals_stay_exact_and_arrow_backed(url):
     assert pd.isna(frame["amount"][1])
     # Exact arithmetic, no float rounding: 1.25 + 3.75 + 5.00.
     assert frame["amount"].sum() == decimal.Decimal("10.00")
-    # The other columns are NumPy's, as to_pandas makes them.
-    assert frame["id"].dtype == "int64"
-    assert frame["n"].dtype == "float64" and math.isnan(frame["n"][2])
+    # Integers are pandas' nullable ones, so that a NULL keeps them integers.
+    assert frame["id"].dtype == pd.Int64Dtype()
+    assert frame["n"].dtype == pd.Int32Dtype() and frame["n"][2] is pd.NA
 
 
 def test_pandas_dtype_backends_are_pandas_own(url):

@@ -38,7 +38,8 @@ def test_pandas_round_trips_through_a_table(url, schema, sql):
     assert back["amount"][1] == decimal.Decimal("-2.25")
     assert bool(back["ok"][0]) is True
     assert back["at"][0] == pd.Timestamp("2024-01-02 03:04:05.123456", tz="UTC")
-    assert back["day"][1] == datetime.date(1, 1, 1)
+    # Dates read as datetime64[ms], which holds every PostgreSQL date.
+    assert back["day"][1] == pd.Timestamp("0001-01-01") and back["day"].dtype == "datetime64[ms]"
     assert back["ratio"][0] == 0.1 and back["ratio"][2] == float("-inf")
     assert back["missing"].isna().all()
 
@@ -373,3 +374,18 @@ def test_a_quoted_schema_qualified_table_is_checked_too(url, schema, sql):
         sluice.write(url, f'{schema}."Odd Name"', pa.table({"id": [0, 1, 2], "n": [0.5, 0.25, 1.125]}))
     assert (caught.value.row, caught.value.column_name) == (2, "n")
     assert sql(f'select count(*) from {schema}."Odd Name"') == "0"
+
+
+def test_dates_read_as_datetime64_write_back_as_dates(url, schema, sql):
+    sql(f"create table {schema}.t (id int4, day date)")
+    sql(f"insert into {schema}.t values (1, '2024-02-29'), (2, '1969-12-31'), (3, '4713-01-01 BC'), (4, null)")
+    frame = sluice.read_pandas(url, f"select id + 10 as id, day from {schema}.t order by id")
+    sluice.write(url, f"{schema}.t", frame)
+    assert sql(f"select string_agg(coalesce(day::text, 'NULL'), ',' order by id) from {schema}.t where id > 10") == (
+        "2024-02-29,1969-12-31,4713-01-01 BC,NULL"
+    )
+    with_time = pd.DataFrame({"id": [20, 21], "day": pd.to_datetime(["2024-01-01", "2024-01-01 10:00"], format="ISO8601")})
+    with pytest.raises(sluice.BadInput, match="has a time of day") as raised:
+        sluice.write(url, f"{schema}.t", with_time)
+    assert (raised.value.row, raised.value.column_name) == (1, "day")
+    assert sql(f"select count(*) from {schema}.t where id >= 20") == "0"

@@ -42,6 +42,14 @@ pub(crate) fn extension(name: &str) -> Metadata {
     ])
 }
 
+/// Field metadata of a `Utf8` column holding the text of a value Arrow has
+/// no type for, so that readers can convert it exactly: `sluice.text` is
+/// `numeric` (decimal digits, `NaN`, `Infinity`, `-Infinity`) or `array`
+/// (PostgreSQL array literals, for a column whose arrays differ in depth).
+pub(crate) fn text_of(what: &str) -> Metadata {
+    HashMap::from([("sluice.text".to_owned(), what.to_owned())])
+}
+
 /// Why a value at `row` (an index into the rows given) did not convert.
 pub(crate) type RowFailure = (usize, Reason);
 

@@ -13,7 +13,9 @@ use arrow_buffer::i256;
 use arrow_schema::{DataType, TimeUnit};
 use sluice_core::{Column, DecimalShape, Encoding, Kind};
 
-use super::convert::{extension, Binary, Bool, Interval, Metadata, Primitive, TextConverter, Utf8};
+use super::convert::{
+    extension, text_of, Binary, Bool, Interval, Metadata, Primitive, TextConverter, Utf8,
+};
 use super::nested::{List, Struct, TopList};
 use super::text;
 
@@ -209,10 +211,10 @@ fn decimal_converter(
     let declared = shape.map(arrow_decimal);
     let (precision, scale) = match (declared, numeric_scale) {
         (Some(Some(arrow)), _) => arrow,
-        // Declared but wider than 76 digits: only text holds it.
-        (Some(None), _) => return Box::new(Utf8::new(Metadata::new())),
         (None, Some(scale)) => (38, scale),
-        (None, None) => return Box::new(Utf8::new(Metadata::new())),
+        // Declared but wider than 76 digits, or not declared: only text
+        // holds every value, marked so that readers can make it numbers.
+        (Some(None), _) | (None, None) => return Box::new(Utf8::new(text_of("numeric"))),
     };
     if precision <= 38 {
         Box::new(Primitive::<Decimal128Type, _>::new(
@@ -297,8 +299,11 @@ mod tests {
             data_type(decimal(shape(3, 5)), IPC),
             DataType::Decimal128(5, 5)
         );
-        assert_eq!(data_type(decimal(shape(1000, 0)), IPC), DataType::Utf8);
-        assert_eq!(data_type(decimal(None), IPC), DataType::Utf8);
+        for text in [decimal(shape(1000, 0)), decimal(None)] {
+            let converter = column_converter(&text, IPC);
+            assert_eq!(converter.metadata()["sluice.text"], "numeric");
+            assert_eq!(data_type(text, IPC), DataType::Utf8);
+        }
         let scaled = Mapping {
             numeric_scale: Some(4),
             ..IPC

@@ -22,7 +22,7 @@
 //! | `Decimal` with a declared precision p ≤ 38 and scale s | `Decimal128(p, s)` |
 //! | `Decimal` with 38 < p ≤ 76 | `Decimal256(p, s)` |
 //! | `Decimal` with a negative scale (`numeric(5,-2)`) / a scale above the precision (`numeric(3,5)`) | `Decimal(p − s, 0)` / `Decimal(s, s)` |
-//! | `Decimal` without a declared shape (or p > 76) | `Utf8`, the exact digits (and `NaN`, `Infinity`); or, with a numeric scale S set, `Decimal128(38, S)` |
+//! | `Decimal` without a declared shape (or p > 76) | `Utf8`, the exact digits (and `NaN`, `Infinity`), field metadata `sluice.text: numeric`; or, with a numeric scale S set, `Decimal128(38, S)` |
 //! | `Text` (and enums, `char`, `name`, `varchar`), `Other` | `Utf8` |
 //! | `Other` or `Text` named `uuid` | `FixedSizeBinary(16)`, extension `arrow.uuid` |
 //! | `Bytes` | `Binary` |
@@ -33,7 +33,7 @@
 //! | `Timestamp` | `Timestamp(µs)`; `±infinity` are `i64::MAX` / `i64::MIN` |
 //! | `TimestampTz` | `Timestamp(µs, "UTC")`, the offset applied; `±infinity` likewise |
 //! | `Interval` | `Interval(MonthDayNano)`; Parquet: `Struct{months: Int32, days: Int32, nanoseconds: Int64}` |
-//! | `Array(kind)` | `List` of the element's type, one `List` per dimension |
+//! | `Array(kind)` | `List` of the element's type, one `List` per dimension; `Utf8` of the array literals, metadata `sluice.text: array`, when the first record batch mixes depths |
 //! | `Composite(fields)` | `Struct` of the fields' types (empty composites: `Utf8`) |
 //!
 //! A value a type cannot hold exactly — a decimal that needs rounding or more
@@ -44,7 +44,8 @@
 //! value. Inside composites, fields have no type names or declared shapes:
 //! integers are `Int64`, floats `Float64`, decimals as without a shape, and
 //! arrays one-dimensional. A top-level array column takes its depth from its
-//! first array with elements (see `nested`).
+//! first array with elements, or is text when its first record batch holds
+//! arrays of different depths (see `nested`).
 //!
 //! # Memory
 //!

@@ -8,10 +8,14 @@
 //! column has no place for it.
 //!
 //! An Arrow list type has a fixed depth, but a PostgreSQL array column does
-//! not declare its number of dimensions: [`TopList`] takes it from the first
-//! non-empty array of the column (one dimension if the first record batch has
-//! none) and refuses later arrays of another depth. Arrays inside composites
-//! are one-dimensional.
+//! not declare its number of dimensions (`{1,2}` and `{{1,2},{3,4}}` may
+//! share one): [`TopList`] takes it from the first non-empty array of the
+//! column (one dimension if the first record batch has none). While the
+//! column's type is still open (its first record batch), it also keeps the
+//! literals' text; should the batch's arrays differ in depth, the column is
+//! `Utf8` of PostgreSQL's array text for good, marked `sluice.text: array`.
+//! Once the type is fixed, an array of another depth is an error. Arrays
+//! inside composites are one-dimensional.
 
 use std::sync::Arc;
 
@@ -20,7 +24,7 @@ use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{Field, Fields};
 use sluice_core::canonical::{self, ArrayVisitor, LiteralError, Strictness};
 
-use super::convert::{Metadata, TextConverter};
+use super::convert::{text_of, Metadata, TextConverter, Utf8};
 use super::text::{Reason, Shown};
 
 /// Words a literal's error: the reader's reason, or the converter's.
@@ -64,6 +68,9 @@ impl Level {
 pub(crate) struct List {
     levels: Vec<Level>,
     element: Box<dyn TextConverter>,
+    /// The last error was an array of another depth (the builders then hold
+    /// part of it: the list is not used again).
+    depth_mismatch: bool,
 }
 
 impl List {
@@ -72,6 +79,7 @@ impl List {
         List {
             levels: (0..dimensions.max(1)).map(|_| Level::new()).collect(),
             element,
+            depth_mismatch: false,
         }
     }
 }
@@ -83,7 +91,8 @@ struct ListVisitor<'list> {
 }
 
 impl ListVisitor<'_> {
-    fn depth_error(&self, which: &str) -> Reason {
+    fn depth_error(&mut self, which: &str) -> Reason {
+        self.list.depth_mismatch = true;
         format!(
             "{} has {which} dimensions than the column's arrays ({}): an Arrow column has one list depth",
             Shown(self.text),
@@ -145,12 +154,18 @@ impl TextConverter for List {
 }
 
 /// A top-level array column, whose depth is learned from its first
-/// non-empty array (see the module docs).
+/// non-empty array, or which becomes text when its first record batch mixes
+/// depths (see the module docs).
 pub(crate) struct TopList {
     element: Option<Box<dyn TextConverter>>,
     list: Option<List>,
     /// Values before the depth was known: NULL (`true`) or `{}` (`false`).
     waiting: Vec<bool>,
+    /// The literals as text while the column's type is open (its first
+    /// record batch), and for good once its arrays differ in depth.
+    texts: Option<Utf8>,
+    /// The first record batch mixed depths: the column is text.
+    mixed: bool,
 }
 
 impl TopList {
@@ -159,6 +174,8 @@ impl TopList {
             element: Some(element),
             list: None,
             waiting: Vec::new(),
+            texts: Some(Utf8::new(text_of("array"))),
+            mixed: false,
         }
     }
 
@@ -171,8 +188,24 @@ impl TopList {
         }
         Ok(list)
     }
-}
 
+    /// Appends to the lists, learning the depth from the first array with
+    /// elements.
+    fn append_list(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
+        if let Some(list) = &mut self.list {
+            return list.append(value);
+        }
+        let Some(text) = value else {
+            self.waiting.push(true);
+            return Ok(());
+        };
+        match dimensions(text)? {
+            0 => self.waiting.push(false),
+            depth => self.start(depth)?.append(Some(text))?,
+        }
+        Ok(())
+    }
+}
 /// An array literal's number of dimensions; 0 for an empty array.
 fn dimensions(text: &[u8]) -> Result<usize, Reason> {
     /// Reads the literal for its shape only.
@@ -196,27 +229,47 @@ fn dimensions(text: &[u8]) -> Result<usize, Reason> {
 
 impl TextConverter for TopList {
     fn append(&mut self, value: Option<&[u8]>) -> Result<(), Reason> {
-        if let Some(list) = &mut self.list {
-            return list.append(value);
+        if let Some(texts) = &mut self.texts {
+            texts.append(value)?;
         }
-        let Some(text) = value else {
-            self.waiting.push(true);
+        if self.mixed {
             return Ok(());
-        };
-        match dimensions(text)? {
-            0 => self.waiting.push(false),
-            depth => self.start(depth)?.append(Some(text))?,
         }
-        Ok(())
+        let appended = self.append_list(value);
+        let mismatch = self.list.as_ref().is_some_and(|list| list.depth_mismatch);
+        match appended {
+            // The type is still open: the column becomes text.
+            Err(_) if mismatch && self.texts.is_some() => {
+                self.mixed = true;
+                self.list = None;
+                Ok(())
+            }
+            Err(reason) if mismatch => Err(format!(
+                "{reason}, fixed by the first record batch: cast the column to text, or raise the rows per record batch"
+            )),
+            other => other,
+        }
     }
 
     fn finish(&mut self) -> ArrayRef {
+        if self.mixed {
+            return self.texts.as_mut().expect("kept when mixed").finish();
+        }
+        // The type is fixed now: lists.
+        self.texts = None;
         if self.list.is_none() {
             // No array with elements yet: one dimension, for good. Replaying
             // NULLs and `{}` cannot fail.
             let _ = self.start(1);
         }
         self.list.as_mut().expect("started above").finish()
+    }
+
+    fn metadata(&self) -> Metadata {
+        match (&self.texts, self.mixed) {
+            (Some(texts), true) => texts.metadata(),
+            _ => Metadata::new(),
+        }
     }
 }
 
@@ -375,11 +428,8 @@ mod tests {
         list.append(None).unwrap();
         list.append(Some(b"{}")).unwrap();
         list.append(Some(b"{{1,2},{NULL,4}}")).unwrap();
-        let error = list.append(Some(b"{1,2}")).unwrap_err();
-        assert!(error.contains("fewer dimensions"), "{error}");
-        let error = list.append(Some(b"{{{1}}}")).unwrap_err();
-        assert!(error.contains("more dimensions"), "{error}");
         let array = list.finish();
+        assert!(list.metadata().is_empty());
         let outer = array.as_list::<i32>();
         assert_eq!(outer.len(), 3);
         assert!(outer.is_null(0));
@@ -391,9 +441,39 @@ mod tests {
         let numbers = second.as_primitive::<Int64Type>();
         assert!(numbers.is_null(0));
         assert_eq!(numbers.value(1), 4);
-        // The depth stays for the next record batch.
+        // The depth stays for the next record batch, which cannot change it.
         list.append(Some(b"{{5}}")).unwrap();
-        assert_eq!(list.finish().len(), 1);
+        let error = list.append(Some(b"{1,2}")).unwrap_err();
+        assert!(error.contains("fewer dimensions"), "{error}");
+        assert!(error.contains("first record batch"), "{error}");
+        let error = list.append(Some(b"{{{1}}}")).unwrap_err();
+        assert!(error.contains("more dimensions"), "{error}");
+    }
+
+    #[test]
+    fn a_first_batch_of_mixed_depths_makes_the_column_text() {
+        let mut list = TopList::new(integers());
+        for value in [
+            Some(&b"{1,2}"[..]),
+            None,
+            Some(b"{{1,2},{3,4}}"),
+            Some(b"{}"),
+        ] {
+            list.append(value).unwrap();
+        }
+        let array = list.finish();
+        assert_eq!(list.metadata()["sluice.text"], "array");
+        let texts = array.as_string::<i32>();
+        assert_eq!(
+            texts.iter().collect::<Vec<_>>(),
+            [Some("{1,2}"), None, Some("{{1,2},{3,4}}"), Some("{}")]
+        );
+        // Text for good, whatever the next batches hold.
+        list.append(Some(b"{{{7}}}")).unwrap();
+        assert_eq!(list.finish().as_string::<i32>().value(0), "{{{7}}}");
+        // Text does not excuse a malformed literal in the first batch.
+        let mut list = TopList::new(integers());
+        assert!(list.append(Some(b"{1,x}")).is_err());
     }
 
     #[test]
