@@ -1,0 +1,577 @@
+//! The one definition of every configuration key: its section, name, type as
+//! users write it, default, meaning and old spellings. The parser reads each
+//! section through [`Entries`], which refuses keys its section does not define,
+//! accepts old spellings with a deprecation note, reads a value as its key's
+//! [`Type`] says and applies its [`KeyDefault`]; the book's reference page is
+//! written from the same definitions (`super::reference`).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::text::{self, ConfigText};
+use crate::ConfigError;
+
+/// A section's keys as the file gives them, each with where it is.
+pub(super) type RawTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+
+/// What a key's value is, as users write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    /// Text in quotes.
+    Text,
+    /// Text in which `${NAME}` is replaced by the environment variable `NAME`.
+    EnvText,
+    /// `"host:port"`.
+    Address,
+    /// A duration with a unit; zero allowed.
+    Duration,
+    /// A duration above zero.
+    Timeout,
+    /// A byte count: an integer or text with a unit.
+    Size,
+    /// An integer from 1 to this.
+    Count(usize),
+    /// A positive integer.
+    Positive,
+    /// A number, integer or fraction.
+    Number,
+    /// `true` or `false`.
+    Flag,
+    /// Text, a number or a boolean (a value of a declared type).
+    Scalar,
+    /// One of these words.
+    Word(&'static [&'static str]),
+    /// A list of text.
+    TextList,
+    /// A list of these words.
+    WordList(&'static [&'static str]),
+    /// A list of inline tables, whose keys the named section defines.
+    Tables(&'static str),
+}
+
+/// What a key is when the file leaves it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyDefault {
+    /// The file must give it.
+    Required,
+    /// No value; the text says what that means ("no limit").
+    Absent(&'static str),
+    /// This duration.
+    Duration(Duration),
+    /// This many bytes.
+    Size(u64),
+    /// This count.
+    Count(usize),
+    /// This flag.
+    Flag(bool),
+    /// This word.
+    Word(&'static str),
+}
+
+/// One configuration key.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// Its name in its section.
+    pub name: &'static str,
+    /// What its value is.
+    pub ty: Type,
+    /// What it is when left out.
+    pub default: KeyDefault,
+    /// What it does, one paragraph of Markdown.
+    pub meaning: &'static str,
+    /// Its value in the reference page's whole-file example (TOML); `None`:
+    /// left out of it (an alternative to another key of the example).
+    pub example: Option<&'static str>,
+    /// Earlier spellings, still read, each with a deprecation note.
+    pub old_names: &'static [&'static str],
+}
+
+/// One table of the file and its keys.
+#[derive(Debug)]
+pub struct Section {
+    /// Its dotted path, `NAME` standing for the names users choose
+    /// (`queries.NAME`); the first part is the file's top-level key.
+    pub path: &'static str,
+    /// How the file writes it (`[queries.NAME]`, `[[tokens]]`).
+    pub heading: &'static str,
+    /// What it is for, one paragraph of Markdown.
+    pub about: &'static str,
+    /// Its keys, in the order the reference lists them.
+    pub keys: &'static [Key],
+}
+
+impl Section {
+    /// The key named `name`. Every name the parser asks for is defined: a
+    /// missing one is a bug, found by the tests that read every key.
+    pub fn key(&self, name: &str) -> &'static Key {
+        self.keys
+            .iter()
+            .find(|key| key.name == name)
+            .unwrap_or_else(|| panic!("[{}] defines no key {name:?}", self.path))
+    }
+
+    /// The file's top-level key this section lives under.
+    pub fn top(&self) -> &'static str {
+        self.path.split('.').next().unwrap_or(self.path)
+    }
+
+    /// The key `name` is a current or old spelling of.
+    fn spelled(&self, name: &str) -> Option<&'static Key> {
+        self.keys
+            .iter()
+            .find(|key| key.name == name || key.old_names.contains(&name))
+    }
+}
+
+/// A value and where it is in the file.
+pub(super) struct Given<T> {
+    pub(super) value: T,
+    pub(super) span: Range<usize>,
+}
+
+/// One table of the file, its keys checked against its [`Section`].
+pub(super) struct Entries<'a> {
+    source: &'a ConfigText<'a>,
+    section: &'static Section,
+    path: String,
+    span: Range<usize>,
+    values: BTreeMap<&'static str, &'a Spanned<toml::Value>>,
+}
+
+impl<'a> Entries<'a> {
+    /// `table`, at dotted `path`, read as `section` defines: an unknown key is
+    /// an error, an old spelling adds a note to `notes`.
+    pub(super) fn read(
+        source: &'a ConfigText<'a>,
+        section: &'static Section,
+        path: String,
+        table: &'a Spanned<RawTable>,
+        notes: &RefCell<Vec<String>>,
+    ) -> Result<Entries<'a>, ConfigError> {
+        let (span, raw) = (table.span(), table.get_ref());
+        let mut values = BTreeMap::new();
+        for (name, value) in raw {
+            let written = name.get_ref().as_str();
+            let Some(key) = section.spelled(written) else {
+                return Err(source.error(
+                    name.span(),
+                    &format!("{path}.{written}"),
+                    format!(
+                        "unknown key {written:?}: {} takes {}",
+                        section.heading,
+                        names(section)
+                    ),
+                ));
+            };
+            if key.name != written {
+                notes.borrow_mut().push(format!(
+                    "{}:{}: {path}.{written} is deprecated: write {} = … instead (the same value)",
+                    source.file,
+                    source.line(name.span().start),
+                    key.name
+                ));
+            }
+            if values.insert(key.name, value).is_some() {
+                return Err(source.error(
+                    name.span(),
+                    &format!("{path}.{written}"),
+                    format!(
+                        "{} is given twice (old and new spelling): keep {}",
+                        key.name, key.name
+                    ),
+                ));
+            }
+        }
+        Ok(Entries {
+            source,
+            section,
+            path,
+            span,
+            values,
+        })
+    }
+
+    /// The table's dotted path (`queries.by_status`).
+    pub(super) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Where the table is.
+    pub(super) fn span(&self) -> Range<usize> {
+        self.span.clone()
+    }
+
+    /// The dotted path of key `name`.
+    pub(super) fn key_path(&self, name: &str) -> String {
+        format!("{}.{name}", self.path)
+    }
+
+    /// An error at `span` about key `name`.
+    pub(super) fn error(
+        &self,
+        name: &str,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        self.source.error(span, &self.key_path(name), message)
+    }
+
+    /// The 1-based line where `span` starts.
+    pub(super) fn line(&self, span: Range<usize>) -> usize {
+        self.source.line(span.start)
+    }
+
+    /// An error about the table as a whole, at its start.
+    pub(super) fn table_error(&self, message: impl Into<String>) -> ConfigError {
+        self.source.error(self.span(), &self.path, message)
+    }
+
+    /// Whether the file gives key `name`.
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.section.key(name);
+        self.values.contains_key(name)
+    }
+
+    /// Key `name`'s value, checked to be of `expected` type family.
+    fn raw(&self, name: &str, expected: fn(Type) -> bool) -> Option<&'a Spanned<toml::Value>> {
+        let key = self.section.key(name);
+        assert!(
+            expected(key.ty),
+            "[{}] {name} is a {:?}, read as another type",
+            self.section.path,
+            key.ty
+        );
+        self.values.get(key.name).copied()
+    }
+
+    /// The value, or an error at the table when the key is required and absent.
+    fn given(
+        &self,
+        name: &str,
+        expected: fn(Type) -> bool,
+    ) -> Result<Option<&'a Spanned<toml::Value>>, ConfigError> {
+        let value = self.raw(name, expected);
+        if value.is_none() && self.section.key(name).default == KeyDefault::Required {
+            return Err(self.error(name, self.span(), format!("{name} is required")));
+        }
+        Ok(value)
+    }
+
+    /// A text key (`${NAME}` replaced for [`Type::EnvText`]).
+    pub(super) fn text(&self, name: &str) -> Result<Option<Given<String>>, ConfigError> {
+        let Some(value) = self.given(name, |ty| matches!(ty, Type::Text | Type::EnvText))? else {
+            return Ok(None);
+        };
+        let toml::Value::String(written) = value.get_ref() else {
+            return Err(self.error(name, value.span(), "expected text in quotes"));
+        };
+        let text = match self.section.key(name).ty {
+            Type::EnvText => self
+                .source
+                .substitute(written, value.span(), &self.key_path(name))?,
+            _ => written.clone(),
+        };
+        Ok(Some(Given {
+            value: text,
+            span: value.span(),
+        }))
+    }
+
+    /// A [`Type::Word`] key: one of its words, else the default word.
+    pub(super) fn word(&self, name: &str) -> Result<Given<&'static str>, ConfigError> {
+        let key = self.section.key(name);
+        let (Type::Word(words), KeyDefault::Word(default)) = (key.ty, key.default) else {
+            panic!(
+                "[{}] {name} is not a word with a default",
+                self.section.path
+            );
+        };
+        let Some(value) = self.values.get(name) else {
+            return Ok(Given {
+                value: default,
+                span: self.span(),
+            });
+        };
+        match words
+            .iter()
+            .find(|word| value.get_ref().as_str() == Some(**word))
+        {
+            Some(word) => Ok(Given {
+                value: word,
+                span: value.span(),
+            }),
+            None => Err(self.error(
+                name,
+                value.span(),
+                format!(
+                    "expected {}, not {}",
+                    quoted(words, " or "),
+                    value.get_ref()
+                ),
+            )),
+        }
+    }
+
+    /// A duration key; its default when absent (`None` when it has none).
+    pub(super) fn duration(&self, name: &str) -> Result<Option<Duration>, ConfigError> {
+        let key = self.section.key(name);
+        let Some(value) = self.given(name, |ty| matches!(ty, Type::Duration | Type::Timeout))?
+        else {
+            return Ok(match key.default {
+                KeyDefault::Duration(duration) => Some(duration),
+                _ => None,
+            });
+        };
+        let Some(written) = value.get_ref().as_str() else {
+            return Err(self.error(
+                name,
+                value.span(),
+                "expected a duration in quotes, e.g. \"30s\"",
+            ));
+        };
+        text::duration(written, key.ty == Type::Timeout)
+            .map(Some)
+            .map_err(|message| self.error(name, value.span(), message))
+    }
+
+    /// A size key; its default when absent.
+    pub(super) fn size(&self, name: &str) -> Result<Option<u64>, ConfigError> {
+        let Some(value) = self.given(name, |ty| ty == Type::Size)? else {
+            return Ok(match self.section.key(name).default {
+                KeyDefault::Size(size) => Some(size),
+                _ => None,
+            });
+        };
+        text::parse_bytes(value.get_ref())
+            .map(Some)
+            .map_err(|message| self.error(name, value.span(), message))
+    }
+
+    /// A [`Type::Count`] or [`Type::Positive`] key; its default when absent.
+    pub(super) fn count(&self, name: &str) -> Result<Option<u64>, ConfigError> {
+        let key = self.section.key(name);
+        let Some(value) = self.given(name, |ty| matches!(ty, Type::Count(_) | Type::Positive))?
+        else {
+            return Ok(match key.default {
+                KeyDefault::Count(count) => Some(count as u64),
+                _ => None,
+            });
+        };
+        let most = match key.ty {
+            Type::Count(most) => most as u64,
+            _ => i64::MAX as u64,
+        };
+        match value.get_ref().as_integer() {
+            Some(count) if count >= 1 && count as u64 <= most => Ok(Some(count as u64)),
+            _ => Err(self.error(name, value.span(), format!("must be {}", type_name(key.ty)))),
+        }
+    }
+
+    /// A number key (integer or fraction).
+    pub(super) fn number(&self, name: &str) -> Result<Option<Given<f64>>, ConfigError> {
+        let Some(value) = self.given(name, |ty| ty == Type::Number)? else {
+            return Ok(None);
+        };
+        let number = match value.get_ref() {
+            toml::Value::Integer(number) => *number as f64,
+            toml::Value::Float(number) => *number,
+            other => {
+                return Err(self.error(name, value.span(), format!("{other} is not a number")))
+            }
+        };
+        Ok(Some(Given {
+            value: number,
+            span: value.span(),
+        }))
+    }
+
+    /// A flag key; its default when absent.
+    pub(super) fn flag(&self, name: &str) -> Result<bool, ConfigError> {
+        let key = self.section.key(name);
+        let Some(value) = self.given(name, |ty| ty == Type::Flag)? else {
+            return Ok(key.default == KeyDefault::Flag(true));
+        };
+        value
+            .get_ref()
+            .as_bool()
+            .ok_or_else(|| self.error(name, value.span(), "expected true or false"))
+    }
+
+    /// A [`Type::Scalar`] key, as text.
+    pub(super) fn scalar(&self, name: &str) -> Result<Option<Given<String>>, ConfigError> {
+        let Some(value) = self.given(name, |ty| ty == Type::Scalar)? else {
+            return Ok(None);
+        };
+        let text = match value.get_ref() {
+            toml::Value::String(text) => text.clone(),
+            toml::Value::Array(_) | toml::Value::Table(_) => {
+                return Err(self.error(name, value.span(), "expected text, a number or a boolean"))
+            }
+            other => other.to_string(),
+        };
+        Ok(Some(Given {
+            value: text,
+            span: value.span(),
+        }))
+    }
+
+    /// An address key (`"host:port"`).
+    pub(super) fn address(&self, name: &str) -> Result<Option<SocketAddr>, ConfigError> {
+        let Some(value) = self.given(name, |ty| ty == Type::Address)? else {
+            return Ok(None);
+        };
+        let example = self
+            .section
+            .key(name)
+            .example
+            .unwrap_or("\"127.0.0.1:8080\"");
+        match value.get_ref().as_str().map(str::parse::<SocketAddr>) {
+            Some(Ok(address)) => Ok(Some(address)),
+            _ => Err(self.error(
+                name,
+                value.span(),
+                format!("{} is not an address such as {example}", value.get_ref()),
+            )),
+        }
+    }
+
+    /// A list key: each item text (one of the words of a [`Type::WordList`]);
+    /// empty when absent.
+    pub(super) fn list(&self, name: &str) -> Result<Vec<Given<String>>, ConfigError> {
+        let Some(value) =
+            self.given(name, |ty| matches!(ty, Type::TextList | Type::WordList(_)))?
+        else {
+            return Ok(Vec::new());
+        };
+        let words = match self.section.key(name).ty {
+            Type::WordList(words) => Some(words),
+            _ => None,
+        };
+        let Some(items) = value.get_ref().as_array() else {
+            return Err(self.error(name, value.span(), "expected a list in [ ]"));
+        };
+        let mut list = Vec::new();
+        for item in items {
+            let Some(text) = item.as_str() else {
+                return Err(self.error(
+                    name,
+                    value.span(),
+                    format!("{item} is not text in quotes"),
+                ));
+            };
+            if let Some(words) = words.filter(|words| !words.contains(&text)) {
+                return Err(self.error(
+                    name,
+                    value.span(),
+                    format!("unknown {text:?}: expected {}", quoted(words, " or ")),
+                ));
+            }
+            list.push(Given {
+                value: text.to_owned(),
+                span: value.span(),
+            });
+        }
+        Ok(list)
+    }
+}
+
+/// A section's key names, for the unknown-key error.
+fn names(section: &Section) -> String {
+    let names: Vec<&str> = section.keys.iter().map(|key| key.name).collect();
+    names.join(", ")
+}
+
+/// Words in quotes, joined (`"oid" or "inline"`).
+fn quoted(words: &[&str], last: &str) -> String {
+    let quoted: Vec<String> = words.iter().map(|word| format!("{word:?}")).collect();
+    match quoted.split_last() {
+        Some((final_word, [])) => final_word.clone(),
+        Some((final_word, rest)) => format!("{}{last}{final_word}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// A type as the reference and the errors name it.
+pub fn type_name(ty: Type) -> String {
+    match ty {
+        Type::Text => "text".into(),
+        Type::EnvText => "text, `${NAME}` replaced from the environment".into(),
+        Type::Address => "address `\"host:port\"`".into(),
+        Type::Duration => "duration".into(),
+        Type::Timeout => "duration above zero".into(),
+        Type::Size => "size".into(),
+        Type::Count(most) => format!("an integer from 1 to {most}"),
+        Type::Positive => "a positive integer".into(),
+        Type::Number => "number".into(),
+        Type::Flag => "boolean".into(),
+        Type::Scalar => "text, number or boolean".into(),
+        Type::Word(words) => quoted(words, " or "),
+        Type::TextList => "list of text".into(),
+        Type::WordList(words) => format!("list of {}", quoted(words, ", ")),
+        Type::Tables(section) => format!("list of tables (`{section}`)"),
+    }
+}
+
+/// A default as the reference shows it.
+pub fn default_text(default: KeyDefault) -> String {
+    match default {
+        KeyDefault::Required => "required".into(),
+        KeyDefault::Absent(text) => text.into(),
+        KeyDefault::Duration(duration) => format!("`{}`", duration_text(duration)),
+        KeyDefault::Size(bytes) => format!("`{}`", size_text(bytes)),
+        KeyDefault::Count(count) => count.to_string(),
+        KeyDefault::Flag(flag) => format!("`{flag}`"),
+        KeyDefault::Word(word) => format!("`{word:?}`"),
+    }
+}
+
+/// `30s`, `10m`, `1h`: the largest whole unit.
+fn duration_text(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        0 => format!("{}ms", duration.as_millis()),
+        _ if seconds.is_multiple_of(3600) => format!("{}h", seconds / 3600),
+        _ if seconds.is_multiple_of(60) => format!("{}m", seconds / 60),
+        _ => format!("{seconds}s"),
+    }
+}
+
+/// `8KiB`, `1GiB`: the largest whole binary unit.
+fn size_text(bytes: u64) -> String {
+    for (unit, factor) in [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ] {
+        if bytes >= factor && bytes.is_multiple_of(factor) {
+            return format!("{}{unit}", bytes / factor);
+        }
+    }
+    bytes.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_shown_in_their_largest_whole_unit() {
+        assert_eq!(
+            default_text(KeyDefault::Duration(Duration::from_secs(600))),
+            "`10m`"
+        );
+        assert_eq!(
+            default_text(KeyDefault::Duration(Duration::from_secs(90))),
+            "`90s`"
+        );
+        assert_eq!(default_text(KeyDefault::Size(64 << 20)), "`64MiB`");
+        assert_eq!(default_text(KeyDefault::Size(1000)), "`1000`");
+        assert_eq!(quoted(&["sql", "write"], " or "), "\"sql\" or \"write\"");
+    }
+}
