@@ -368,7 +368,10 @@ impl<'a> Entries<'a> {
         };
         match value.get_ref().as_integer() {
             Some(count) if count >= 1 && count as u64 <= most => Ok(Some(count as u64)),
-            _ => Err(self.error(name, value.span(), format!("must be {}", type_name(key.ty)))),
+            _ if key.ty == Type::Positive => {
+                Err(self.error(name, value.span(), "must be positive"))
+            }
+            _ => Err(self.error(name, value.span(), format!("must be between 1 and {most}"))),
         }
     }
 
@@ -505,8 +508,8 @@ pub fn type_name(ty: Type) -> String {
         Type::Duration => "duration".into(),
         Type::Timeout => "duration above zero".into(),
         Type::Size => "size".into(),
-        Type::Count(most) => format!("an integer from 1 to {most}"),
-        Type::Positive => "a positive integer".into(),
+        Type::Count(most) => format!("integer from 1 to {most}"),
+        Type::Positive => "positive integer".into(),
         Type::Number => "number".into(),
         Type::Flag => "boolean".into(),
         Type::Scalar => "text, number or boolean".into(),
