@@ -24,6 +24,7 @@ use sluice_core::connect::Drivers;
 use toml::Spanned;
 
 mod databases;
+mod entries;
 mod flight;
 mod keys;
 mod limits;
@@ -52,7 +53,7 @@ pub use sql::SqlConfig;
 pub use tables::{TableConfig, DEFAULT_MAX_LINE_BYTES};
 pub use tokens::{Allowed, TokenConfig};
 
-use keys::{Entries, RawTable};
+use entries::{Entries, RawTable};
 use text::ConfigText;
 
 use crate::tls::TlsFiles;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use sluice_core::connect::{Drivers, Target};
 
-use super::keys::{Entries, Given, Key, KeyDefault, Section, Type};
+use super::entries::{Entries, Given};
+use super::keys::{Key, KeyDefault, Section, Type};
 use super::text::ConfigText;
 use crate::ConfigError;
 
@@ -99,9 +100,7 @@ fn database_entry(entries: &Entries<'_>, drivers: &Drivers) -> Result<DatabaseCo
             format!("give url = \"…\": {}", drivers.url_help(false)),
         ));
     }
-    let Some(Given { value: url, span }) = entries.text("url")? else {
-        unreachable!("url is given");
-    };
+    let Given { value: url, span } = entries.required_text("url")?;
     let target = drivers
         .open(&url)
         .map_err(|error| entries.error("url", span, error.to_string()))?;

@@ -5,7 +5,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::keys::{Entries, Key, KeyDefault, Section, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use crate::ConfigError;
 
 /// The default `[flight] partitions`.
@@ -119,9 +120,9 @@ pub(super) static SECTION: Section = Section {
 
 /// Reads `[flight]`.
 pub(super) fn flight_section(entries: &Entries<'_>) -> Result<FlightConfig, ConfigError> {
-    let Some(listen) = entries.address("listen")? else {
-        unreachable!("listen is required");
-    };
+    let listen = entries
+        .address("listen")?
+        .ok_or_else(|| entries.table_error("listen is required"))?;
     let count = |name| -> Result<usize, ConfigError> {
         Ok(entries.count(name)?.unwrap_or_default() as usize)
     };

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::keys::{Entries, Key, KeyDefault, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Type};
 use crate::ConfigError;
 
 /// Limits applied to one query.

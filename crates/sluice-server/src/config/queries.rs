@@ -8,7 +8,8 @@ use std::ops::Range;
 use sluice_formats::{Declared, ParamType, Signature};
 
 use super::databases::{database_for, DatabaseConfig};
-use super::keys::{Entries, Key, KeyDefault, Section, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
 use super::text::{is_identifier, is_qualified_identifier};
 use crate::ConfigError;
@@ -326,9 +327,7 @@ fn query_split(
 
 /// One of a query's `params`, after `earlier` ones.
 fn param_entry(entries: &Entries<'_>, earlier: &[ParamSpec]) -> Result<ParamSpec, ConfigError> {
-    let Some(name) = entries.text("name")? else {
-        unreachable!("name is required");
-    };
+    let name = entries.required_text("name")?;
     if !is_identifier(&name.value) || crate::app::RESERVED_PARAMETERS.contains(&name.value.as_str())
     {
         return Err(entries.error(
@@ -347,9 +346,7 @@ fn param_entry(entries: &Entries<'_>, earlier: &[ParamSpec]) -> Result<ParamSpec
             format!("parameter {:?} is declared twice", name.value),
         ));
     }
-    let Some(ty_text) = entries.text("type")? else {
-        unreachable!("type is required");
-    };
+    let ty_text = entries.required_text("type")?;
     let ty: ParamType = ty_text
         .value
         .parse()

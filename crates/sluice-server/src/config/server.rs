@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::keys::{Entries, Key, KeyDefault, Section, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use crate::tls::TlsFiles;
 use crate::ConfigError;
 

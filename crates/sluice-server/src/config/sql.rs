@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::databases::{database_for, DatabaseConfig};
-use super::keys::{Entries, Key, KeyDefault, Section, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
 use super::tokens::{has_scope, TokenConfig};
 use crate::ConfigError;

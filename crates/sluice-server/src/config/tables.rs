@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::databases::{database_for, database_span, DatabaseConfig};
-use super::keys::{Entries, Key, KeyDefault, Section, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use super::text::is_identifier;
 use super::tokens::{has_scope, TokenConfig};
 use crate::ConfigError;

@@ -6,7 +6,8 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::keys::{Entries, Key, KeyDefault, Section, Type};
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use super::queries::QueryConfig;
 use crate::throttle::{default_burst, TokenLimits};
 use crate::ConfigError;
@@ -147,9 +148,7 @@ fn token_entry(
     queries: &BTreeMap<String, QueryConfig>,
     earlier: &[TokenConfig],
 ) -> Result<TokenConfig, ConfigError> {
-    let Some(name) = entries.text("name")? else {
-        unreachable!("name is required");
-    };
+    let name = entries.required_text("name")?;
     let (sha256, field, span) = token_hash(entries)?;
     if let Some(index) = earlier.iter().position(|earlier| earlier.sha256 == sha256) {
         return Err(entries.error(
