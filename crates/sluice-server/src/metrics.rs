@@ -68,7 +68,7 @@ pub fn handle() -> &'static PrometheusHandle {
         metrics::describe_histogram!("sluice_response_rows", "Rows per query response");
         metrics::describe_gauge!(
             "sluice_pool_connections_in_use",
-            "Database connections (SQLite: queries) in use"
+            "Database sessions in use: connections, or queries at once on a database read in this process"
         );
         metrics::describe_gauge!("sluice_pool_connections_max", "Pool size");
         metrics::describe_counter!(
@@ -93,7 +93,7 @@ pub fn handle() -> &'static PrometheusHandle {
         );
         metrics::describe_gauge!(
             "sluice_pool_waiting",
-            "Requests waiting for a database connection (SQLite: for a query slot)"
+            "Requests waiting for a database session (a connection, or a query slot)"
         );
         handle
     })

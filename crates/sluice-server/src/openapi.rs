@@ -9,7 +9,10 @@ use serde_json::{json, Map, Value};
 
 use sluice_formats::ParamType;
 
+use std::collections::BTreeMap;
+
 use crate::config::{Config, Limits, QueryConfig, TableConfig};
+use crate::db::Database;
 
 /// Media types a query's rows are offered in.
 const ROW_MEDIA_TYPES: [&str; 4] = [
@@ -26,8 +29,9 @@ const COMPLETE_DESCRIPTION: &str = "1: a complete NDJSON body ends with \
     send TE: trailers instead, and a complete body of any format ends with the trailers \
     Sluice-Rows and Sluice-Complete: true.";
 
-/// The document for `config`.
-pub fn document(config: &Config) -> Value {
+/// The document for `config`, served by `databases` (which say how their
+/// statements write parameters).
+pub fn document(config: &Config, databases: &BTreeMap<String, Database>) -> Value {
     let mut paths = Map::new();
     for query in config.queries.values() {
         paths.insert(format!("/queries/{}", query.name), query_path(query));
@@ -37,7 +41,7 @@ pub fn document(config: &Config) -> Value {
         }
     }
     if config.sql.is_some() {
-        paths.insert("/sql".into(), sql_path(config));
+        paths.insert("/sql".into(), sql_path(config, databases));
     }
     for table in config.tables.values() {
         paths.insert(format!("/tables/{}", table.name), table_path(table, config));
@@ -87,7 +91,7 @@ fn components() -> Value {
     json!({
         "schemas": {
             // A JSON parameter's document: any JSON whose strings (and keys)
-            // hold no NUL, which PostgreSQL's jsonb cannot store (400).
+            // hold no NUL, which not every database's JSON type can store (400).
             "JsonValue": {
                 "anyOf": [
                     {"type": ["null", "boolean", "number"]},
@@ -308,13 +312,13 @@ fn batch_path(query: &QueryConfig) -> Value {
     }})
 }
 
-/// True when the database takes writes (SQLite is served read-only).
+/// True when the database takes writes (some are served read-only).
 fn writable(database: &crate::config::DatabaseConfig) -> bool {
     !database.target.read_only()
 }
 
 /// `POST /sql`: ad-hoc SQL, when `[sql]` enables it.
-fn sql_path(config: &Config) -> Value {
+fn sql_path(config: &Config, databases: &BTreeMap<String, Database>) -> Value {
     let limits = config
         .sql
         .as_ref()
@@ -332,7 +336,7 @@ fn sql_path(config: &Config) -> Value {
         "operationId": "sql",
         "summary": "Run ad-hoc SQL (token scope sql)",
         "description": with_limits(
-            Some("One statement with its parameters ($1, $2, … for PostgreSQL; ? for MariaDB and SQLite)."),
+            Some(&sql_description(config, databases)),
             &limits,
         ),
         "parameters": [
@@ -360,6 +364,26 @@ fn sql_path(config: &Config) -> Value {
         },
         "responses": responses,
     }})
+}
+
+/// What `POST /sql` takes, its parameters written as its database writes them.
+fn sql_description(config: &Config, databases: &BTreeMap<String, Database>) -> String {
+    let database = config
+        .sql
+        .as_ref()
+        .and_then(|sql| databases.get(&sql.database));
+    match database {
+        Some(database) => {
+            let kind = database.kind();
+            format!(
+                "One statement with its parameters ({}, {}, … on {}).",
+                kind.placeholder(1),
+                kind.placeholder(2),
+                kind.product()
+            )
+        }
+        None => "One statement with its parameters.".into(),
+    }
 }
 
 /// `POST /tables/{name}`: an NDJSON or CSV body into an allow-listed table.
@@ -505,7 +529,7 @@ fn value_schema(ty: ParamType) -> Value {
             json!({"type": "string", "format": "decimal", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"})
         }
         ParamType::Float => json!({"type": "number", "format": "double"}),
-        // Text parameters cannot hold NUL (PostgreSQL's text cannot; 400).
+        // Text parameters cannot hold NUL (not every database's text can; 400).
         ParamType::Text => json!({"type": "string", "pattern": "^[^\\u0000]*$"}),
         ParamType::Bool => json!({"type": "boolean"}),
         ParamType::Date => json!({"type": "string", "format": "date"}),

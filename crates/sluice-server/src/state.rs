@@ -59,7 +59,7 @@ impl AppState {
         shutdown: CancellationToken,
         tracker: TaskTracker,
     ) -> AppState {
-        let openapi = crate::openapi::document(&config);
+        let openapi = crate::openapi::document(&config, &databases);
         AppState {
             inner: Arc::new(Inner {
                 auth: previous.carried_over(config.tokens.clone()),

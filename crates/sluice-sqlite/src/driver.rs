@@ -1,6 +1,8 @@
 //! [`SqliteDriver`]: SQLite files for front ends that open databases by URL
 //! ([`sluice_core::connect`]). `sqlite:///absolute/path.db`, `sqlite://relative.db`
-//! and `sqlite:path.db` name a file, opened read-only: a session exports query
+//! and `sqlite:path.db` name a file, and so does a bare path the driver claims
+//! ([`claims_path`]: a SQLite file name extension, or an existing file that
+//! begins with SQLite's header); the file is opened read-only: a session exports query
 //! results ([`SqliteStream`]), describes tables (for copies out of SQLite that
 //! create their target) and serves the gateway ([`SqliteDatabase`]); loading
 //! tables and calls are not offered (the trait's defaults say so).
@@ -43,12 +45,15 @@ impl Driver for SqliteDriver {
     }
 
     fn recognizes(&self, target: &str) -> bool {
-        target
-            .get(..7)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
+        has_scheme(target) || claims_path(target)
     }
 
     fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
+        if !has_scheme(target) {
+            return Ok(Arc::new(SqliteTarget {
+                path: PathBuf::from(target),
+            }));
+        }
         let rest = &target[7..];
         // sqlite:///abs → /abs; sqlite://rel → rel; sqlite:rel → rel.
         let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -61,6 +66,45 @@ impl Driver for SqliteDriver {
             path: PathBuf::from(path),
         }))
     }
+}
+
+/// The file name extensions that say a path is a SQLite file.
+const EXTENSIONS: &[&str] = &["db", "sqlite", "sqlite3", "db3"];
+
+/// What every SQLite database file begins with.
+const HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Whether `target` begins with the `sqlite:` scheme.
+fn has_scheme(target: &str) -> bool {
+    target
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
+}
+
+/// Whether `target` is a path this driver takes as a SQLite file, written
+/// without `sqlite:`: no URL scheme and no `=` (other databases' forms), and
+/// either a SQLite extension (the file may not exist yet: it is opened when a
+/// query runs) or an existing file that begins with SQLite's header.
+pub fn claims_path(target: &str) -> bool {
+    if target.trim().is_empty() || target.contains("://") || target.contains('=') {
+        return false;
+    }
+    let path = std::path::Path::new(target);
+    let extension = path.extension().and_then(|extension| extension.to_str());
+    extension.is_some_and(|extension| {
+        EXTENSIONS
+            .iter()
+            .any(|known| known.eq_ignore_ascii_case(extension))
+    }) || begins_with_header(path)
+}
+
+/// Whether the file at `path` exists and begins with SQLite's header.
+fn begins_with_header(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut start = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut start))
+        .is_ok_and(|()| &start == HEADER)
 }
 
 /// A SQLite file.
@@ -194,6 +238,31 @@ mod tests {
             driver.target("sqlite://").unwrap_err().kind(),
             ErrorKind::Config
         );
+    }
+
+    #[test]
+    fn a_path_is_claimed_by_its_extension_or_by_the_header_of_the_file_it_names() {
+        let driver = SqliteDriver;
+        for path in ["/var/lib/app.db", "data/app.SQLite", "x.sqlite3", "rel.db3"] {
+            assert!(driver.recognizes(path), "{path}");
+            assert_eq!(
+                format!("{:?}", driver.target(path).unwrap()),
+                format!("SqliteTarget {{ path: {path:?} }}")
+            );
+        }
+        for other in ["host=db dbname=app", "postgres://h/db.db", "", "notes.txt"] {
+            assert!(!driver.recognizes(other), "{other:?}");
+        }
+        let directory = tempfile::tempdir().unwrap();
+        let database = directory.path().join("data");
+        rusqlite::Connection::open(&database)
+            .unwrap()
+            .execute_batch("create table t (id integer);")
+            .unwrap();
+        assert!(driver.recognizes(database.to_str().unwrap()));
+        let text = directory.path().join("text");
+        std::fs::write(&text, "not a database, though long enough").unwrap();
+        assert!(!driver.recognizes(text.to_str().unwrap()));
     }
 
     #[tokio::test]

@@ -1,22 +1,12 @@
-//! `[flight]`: Arrow Flight beside HTTP (served by the `sluice-flight` crate).
-//!
-//! ```toml
-//! [flight]
-//! listen = "127.0.0.1:8815"        # serve Arrow Flight (gRPC) here too
-//! partitions = 4                   # parts per plan unless the request asks (default 4)
-//! plan_timeout = "10m"             # a plan's snapshot and tickets last this long at most (default 10m)
-//! max_plans_per_token = 8          # split plans one token may hold at once, parts not all started (default 8)
-//! locations = ["grpc://10.0.0.1:8815", "grpc://10.0.0.2:8815"]  # replicas the parts are spread over (default: the client's own); grpc+tls:// with [server] tls_cert
-//! ticket_secret = "${SLUICE_FLIGHT_SECRET}"  # signs tickets; replicas share it (needed with locations)
-//! ```
+//! `[flight]`: Arrow Flight beside HTTP (served by the `sluice-flight` crate):
+//! where it listens, how plans are cut into parts and how long they last, the
+//! replicas the parts are spread over, and the secret that signs tickets.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::Deserialize;
-use toml::Spanned;
-
-use super::ConfigText;
+use super::entries::Entries;
+use super::keys::{Key, KeyDefault, Section, Type};
 use crate::ConfigError;
 
 /// The default `[flight] partitions`.
@@ -71,88 +61,114 @@ impl std::fmt::Debug for FlightConfig {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawFlight {
-    listen: Spanned<String>,
-    partitions: Option<Spanned<i64>>,
-    plan_timeout: Option<Spanned<String>>,
-    max_plans_per_token: Option<Spanned<i64>>,
-    #[serde(default)]
-    locations: Vec<Spanned<String>>,
-    ticket_secret: Option<Spanned<String>>,
+/// `[flight]`'s keys.
+pub(super) static SECTION: Section = Section {
+    path: "flight",
+    heading: "[flight]",
+    about: "Arrow Flight beside HTTP. See [More than one machine](flight.md).",
+    keys: &[
+        Key {
+            name: "listen",
+            ty: Type::Address,
+            default: KeyDefault::Required,
+            meaning: "The Flight address (gRPC).",
+            example: Some("\"127.0.0.1:8815\""),
+            old_names: &[],
+        },
+        Key {
+            name: "partitions",
+            ty: Type::Count(MAX_PARTITIONS),
+            default: KeyDefault::Count(DEFAULT_PARTITIONS),
+            meaning: "Parts per plan unless the request asks.",
+            example: Some("4"),
+            old_names: &[],
+        },
+        Key {
+            name: "plan_timeout",
+            ty: Type::Timeout,
+            default: KeyDefault::Duration(DEFAULT_PLAN_TIMEOUT),
+            meaning: "A plan's snapshot and tickets last this long at most.",
+            example: Some("\"10m\""),
+            old_names: &[],
+        },
+        Key {
+            name: "max_plans_per_token",
+            ty: Type::Count(MAX_PARTITIONS),
+            default: KeyDefault::Count(DEFAULT_MAX_PLANS_PER_TOKEN),
+            meaning: "Split plans one token may hold open at once (parts not all started).",
+            example: Some("8"),
+            old_names: &[],
+        },
+        Key {
+            name: "locations",
+            ty: Type::TextList,
+            default: KeyDefault::Absent("none: the client's own connection"),
+            meaning: "Replicas the parts are spread over (`grpc://…`; `grpc+tls://` with `[server] tls_cert`).",
+            example: Some("[\"grpc://10.0.0.1:8815\", \"grpc://10.0.0.2:8815\"]"),
+            old_names: &[],
+        },
+        Key {
+            name: "ticket_secret",
+            ty: Type::EnvText,
+            default: KeyDefault::Absent("a random key per process"),
+            meaning: "Signs tickets; at least 32 bytes; replicas share it (needed with `locations`).",
+            example: Some("\"${SLUICE_FLIGHT_SECRET}\""),
+            old_names: &[],
+        },
+    ],
+};
+
+/// Reads `[flight]`.
+pub(super) fn flight_section(entries: &Entries<'_>) -> Result<FlightConfig, ConfigError> {
+    let listen = entries
+        .address("listen")?
+        .ok_or_else(|| entries.table_error("listen is required"))?;
+    let count = |name| -> Result<usize, ConfigError> {
+        Ok(entries.count(name)?.unwrap_or_default() as usize)
+    };
+    let locations = locations(entries)?;
+    Ok(FlightConfig {
+        listen,
+        partitions: count("partitions")?,
+        plan_timeout: entries.duration("plan_timeout")?.unwrap_or_default(),
+        max_plans_per_token: count("max_plans_per_token")?,
+        ticket_secret: ticket_secret(entries, !locations.is_empty())?,
+        locations,
+    })
 }
 
-pub(super) fn flight_section(
-    source: &ConfigText<'_>,
-    raw: &Spanned<RawFlight>,
-) -> Result<FlightConfig, ConfigError> {
-    let flight = raw.get_ref();
-    let listen = flight.listen.get_ref().parse::<SocketAddr>().map_err(|_| {
-        source.error(
-            flight.listen.span(),
-            "flight.listen",
-            format!(
-                "{:?} is not an address such as \"127.0.0.1:8815\"",
-                flight.listen.get_ref()
-            ),
-        )
-    })?;
-    let partitions = source
-        .count(&flight.partitions, "flight.partitions", MAX_PARTITIONS)?
-        .unwrap_or(DEFAULT_PARTITIONS);
-    let plan_timeout = source.timeout(
-        &flight.plan_timeout,
-        "flight.plan_timeout",
-        DEFAULT_PLAN_TIMEOUT,
-    )?;
-    let max_plans_per_token = source
-        .count(
-            &flight.max_plans_per_token,
-            "flight.max_plans_per_token",
-            MAX_PARTITIONS,
-        )?
-        .unwrap_or(DEFAULT_MAX_PLANS_PER_TOKEN);
+/// `locations`: gRPC URLs.
+fn locations(entries: &Entries<'_>) -> Result<Vec<String>, ConfigError> {
     let mut locations = Vec::new();
-    for (index, location) in flight.locations.iter().enumerate() {
-        let text = location.get_ref().trim();
+    for (index, location) in entries.list("locations")?.into_iter().enumerate() {
+        let text = location.value.trim();
         let schemes = ["grpc://", "grpc+tcp://", "grpc+tls://"];
         if !schemes.iter().any(|scheme| text.starts_with(scheme)) {
-            return Err(source.error(
-                location.span(),
-                &format!("flight.locations[{index}]"),
+            return Err(entries.error(
+                &format!("locations[{index}]"),
+                location.span,
                 format!("{text:?} is not a location such as \"grpc://10.0.0.1:8815\""),
             ));
         }
         locations.push(text.to_owned());
     }
-    let ticket_secret = match &flight.ticket_secret {
-        Some(secret) => {
-            let text = source.substitute(secret, "flight.ticket_secret")?;
-            if text.len() < MIN_SECRET_BYTES {
-                return Err(source.error(
-                    secret.span(),
-                    "flight.ticket_secret",
-                    format!("must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"),
-                ));
-            }
-            Some(text.into_bytes())
-        }
-        None if !locations.is_empty() => {
-            return Err(source.error(
-                raw.span(),
-                "flight.ticket_secret",
-                "locations spread the parts over several replicas, which must share a ticket_secret to trust each other's tickets",
-            ))
-        }
-        None => None,
-    };
-    Ok(FlightConfig {
-        listen,
-        partitions,
-        plan_timeout,
-        max_plans_per_token,
-        locations,
-        ticket_secret,
-    })
+    Ok(locations)
+}
+
+/// `ticket_secret`: needed when `replicas` must trust each other's tickets.
+fn ticket_secret(entries: &Entries<'_>, replicas: bool) -> Result<Option<Vec<u8>>, ConfigError> {
+    match entries.text("ticket_secret")? {
+        Some(secret) if secret.value.len() < MIN_SECRET_BYTES => Err(entries.error(
+            "ticket_secret",
+            secret.span,
+            format!("must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"),
+        )),
+        Some(secret) => Ok(Some(secret.value.into_bytes())),
+        None if replicas => Err(entries.error(
+            "ticket_secret",
+            entries.span(),
+            "locations spread the parts over several replicas, which must share a ticket_secret to trust each other's tickets",
+        )),
+        None => Ok(None),
+    }
 }
