@@ -214,8 +214,11 @@ impl Service {
                     .collect()
             }
             "release" => vec![action.body.clone()],
+            // UNIMPLEMENTED, not INVALID_ARGUMENT: clients try actions they
+            // can do without (ADBC's Flight SQL driver asks for
+            // CreatePreparedStatement, then runs the statement unprepared).
             other => {
-                return Err(Status::invalid_argument(format!(
+                return Err(Status::unimplemented(format!(
                     "unknown action {other:?}: this server knows CancelFlightInfo and release (ListActions)"
                 )))
             }

@@ -186,10 +186,10 @@ impl AppError {
                 "skip works with method=copy (INSERT batches abort on the first error)",
             ),
             ImportFault::BatchTooLarge { rows, columns } => AppError::parameter(
-                "batch_size",
+                "batch_rows",
                 format!(
                     "too many parameters in one INSERT ({rows} rows of {columns} columns): \
-                     lower batch_size"
+                     lower batch_rows"
                 ),
             ),
             other => AppError::bad_request(other.to_string()),

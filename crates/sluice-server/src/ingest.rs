@@ -64,10 +64,14 @@ const KNOWN: &[&str] = &[
     "on_conflict",
     "key",
     "method",
-    "batch_size",
+    "batch_rows",
     "ignore_unknown",
     "dry_run",
 ];
+
+/// Parameters renamed to the CLI's words, old spelling first: still read,
+/// with a warning in the log (and `deprecated` in the OpenAPI document).
+const RENAMED: &[(&str, &str)] = &[("batch_size", "batch_rows")];
 
 fn flag(name: &str, value: &str) -> Result<bool, AppError> {
     match value.trim().to_ascii_lowercase().as_str() {
@@ -117,11 +121,38 @@ fn header_setting(value: &str) -> Result<CsvHeader, AppError> {
         .map_err(|message: String| AppError::parameter("header", message))
 }
 
+/// `pairs` with renamed parameters in their new spelling, each renaming
+/// logged as a warning.
+fn modern_spellings(pairs: &[(String, String)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(
+            |(key, value)| match RENAMED.iter().find(|(old, _)| key == old) {
+                Some((old, new)) => {
+                    tracing::warn!("POST /tables: the parameter {old} is deprecated: say {new}");
+                    ((*new).to_owned(), value.clone())
+                }
+                None => (key.clone(), value.clone()),
+            },
+        )
+        .collect()
+}
+
 /// Reads the query parameters of `POST /tables/{name}`: each known and given once.
 pub fn parse_options(
     pairs: &[(String, String)],
     headers: &HeaderMap,
 ) -> Result<IngestOptions, AppError> {
+    let renamed: Vec<(String, String)>;
+    let pairs = if pairs
+        .iter()
+        .any(|(key, _)| RENAMED.iter().any(|(old, _)| key == old))
+    {
+        renamed = modern_spellings(pairs);
+        &renamed[..]
+    } else {
+        pairs
+    };
     let mut seen: Vec<&str> = Vec::new();
     for (key, _) in pairs {
         if !KNOWN.contains(&key.as_str()) {
@@ -158,19 +189,19 @@ pub fn parse_options(
             ))
         }
     };
-    let batch_size = match get("batch_size") {
+    let batch_size = match get("batch_rows") {
         Some(value) => value
             .trim()
             .parse::<usize>()
             .ok()
             .filter(|size| *size > 0)
-            .ok_or_else(|| AppError::parameter("batch_size", "expected a positive integer"))?,
+            .ok_or_else(|| AppError::parameter("batch_rows", "expected a positive integer"))?,
         None => 1000,
     };
     let method = match get("method").unwrap_or("copy") {
         "copy" => {
-            if get("batch_size").is_some() {
-                return Err(AppError::parameter("batch_size", "goes with method=insert"));
+            if get("batch_rows").is_some() {
+                return Err(AppError::parameter("batch_rows", "goes with method=insert"));
             }
             Method::Copy
         }
@@ -621,7 +652,11 @@ mod tests {
             assert_eq!(parsed.input.header, Some(header), "{query}");
         }
 
-        let parsed = options("method=insert&batch_size=50&ignore_unknown=true", None).unwrap();
+        let parsed = options("method=insert&batch_rows=50&ignore_unknown=true", None).unwrap();
+        let old = options("method=insert&batch_size=50&ignore_unknown=true", None).unwrap();
+        assert_eq!(old.import.method, parsed.import.method);
+        assert!(options("method=insert&batch_size=5&batch_rows=5", None)
+            .is_err_and(|error| error.to_string().contains("more than once")));
         assert_eq!(parsed.format, InputFormat::Ndjson);
         assert_eq!(parsed.import.method, Method::Insert { batch_size: 50 });
         assert!(parsed.input.ignore_unknown);
@@ -636,8 +671,9 @@ mod tests {
             ("on_error=maybe", "on_error"),
             ("on_conflict=update", "key"),
             ("method=insert&on_error=skip", "on_error"),
-            ("batch_size=10", "batch_size"),
-            ("method=insert&batch_size=0", "batch_size"),
+            ("batch_rows=10", "batch_rows"),
+            ("method=insert&batch_rows=0", "batch_rows"),
+            ("batch_size=10", "batch_rows"),
             ("colour=red", "colour"),
             ("dry_run=1&dry_run=0", "dry_run"),
             ("format=xml", "format"),

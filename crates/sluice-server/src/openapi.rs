@@ -394,6 +394,10 @@ fn table_path(table: &TableConfig, config: &Config) -> Value {
         "enum": ["", "true", "false", "1", "0", "yes", "no", "on", "off"],
     });
     let parameter = |name: &str, description: &str, schema: Value| json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema});
+    let deprecated = |mut parameter: Value| {
+        parameter["deprecated"] = json!(true);
+        parameter
+    };
     let mut responses = Map::new();
     responses.insert(
         "200".into(),
@@ -448,7 +452,8 @@ fn table_path(table: &TableConfig, config: &Config) -> Value {
             parameter("on_conflict", "What a row whose key exists does.", json!({"type": "string", "enum": ["error", "ignore", "update"]})),
             parameter("key", "Comma-separated key columns for on_conflict=ignore|update.", json!({"type": "string"})),
             parameter("method", "copy (default) or multi-row INSERTs.", json!({"type": "string", "enum": ["copy", "insert"]})),
-            parameter("batch_size", "Rows per INSERT (method=insert).", json!({"type": "integer", "minimum": 1})),
+            parameter("batch_rows", "Rows per INSERT (method=insert).", json!({"type": "integer", "minimum": 1})),
+            deprecated(parameter("batch_size", "The old spelling of batch_rows.", json!({"type": "integer", "minimum": 1}))),
             parameter("ignore_unknown", "NDJSON: skip keys that name no column.", flag.clone()),
             parameter("dry_run", "Check every record, then roll back.", flag),
         ],

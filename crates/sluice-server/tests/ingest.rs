@@ -248,7 +248,7 @@ async fn a_bad_record_in_abort_mode_is_a_422_naming_line_and_column() {
     let response = oneshot(
         &state,
         post(
-            "/tables/payments?method=insert&batch_size=2",
+            "/tables/payments?method=insert&batch_rows=2",
             Some(WRITER),
             None,
             body,
