@@ -280,11 +280,14 @@ impl Plans {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotOwner;
 
+/// Which held plans a cap counts.
+type Within<'a> = dyn Fn(&Held) -> bool + 'a;
+
 /// The plans that must give way for `claim` to take a place, or the cap that
 /// cannot make room: for each cap reached, the oldest fully read plan in its
 /// reach (server, token, database).
 fn room(held: &HashMap<u64, Held>, claim: &Claim<'_>) -> Result<Vec<u64>, Full> {
-    let caps: [(usize, Full, &dyn Fn(&Held) -> bool); 3] = [
+    let caps: [(usize, Full, &Within); 3] = [
         (MAX_HELD_PLANS, Full::Server(MAX_HELD_PLANS), &|_| true),
         (claim.per_token, Full::Token(claim.per_token), &|entry| {
             entry.owner.as_deref() == claim.owner
