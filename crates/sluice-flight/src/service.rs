@@ -16,9 +16,7 @@ use arrow_flight::{
 use futures_util::Stream;
 use sluice_core::database::{Access, Param};
 use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
-use sluice_server::reload::LiveApp;
-use sluice_server::stream::RequestContext;
-use sluice_server::{AppError, AppState};
+use sluice_server::{AppError, AppState, LiveApp, RequestContext};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
