@@ -183,7 +183,7 @@ pub(crate) fn frame_header(buffer: &[u8]) -> Result<Option<(u8, usize)>, Error> 
 /// which must have as many columns as the row has values. Every value must lie
 /// inside the body and the last must end it; a value length below -1 (NULL) is
 /// not one the protocol has.
-pub(crate) fn decode_data_row(body: &[u8], batch: &mut Batch) -> Result<(), Error> {
+fn decode_data_row(body: &[u8], batch: &mut Batch) -> Result<(), Error> {
     let overrun = || Error::protocol("malformed DataRow message: its values overrun it");
     let count = body.get(..2).ok_or_else(overrun)?;
     let count = u16::from_be_bytes([count[0], count[1]]) as usize;
