@@ -7,10 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 use sluice_server::config::{DEFAULT_LISTEN, MAX_THREADS};
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
-use sluice_server::reload::LiveApp;
-use sluice_server::server::{effective_listen, serve};
-use sluice_server::tls::{ServerTls, TlsError, TlsFile};
-use sluice_server::{AppState, Config};
+use sluice_server::{
+    effective_listen, serve, AppState, Config, LiveApp, ServerTls, TlsError, TlsFile,
+};
 
 use crate::console::err_line;
 use crate::exit;
@@ -92,7 +91,7 @@ fn init_logging(json: bool) {
 /// Ctrl-C; returns the exit code.
 pub async fn run(arguments: ServeArgs) -> u8 {
     init_logging(arguments.log_json);
-    let open_files = sluice_server::accepting::raise_open_files_limit();
+    let open_files = sluice_server::raise_open_files_limit();
     if let Err(error) = &open_files {
         err_line!("sluice: could not raise the open-files limit: {error}");
     }
@@ -133,7 +132,7 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     let flight = state.config().flight.clone();
     let live = LiveApp::new(state);
     reload_on_hangup(tls.clone(), arguments.config.clone(), live.clone());
-    let listener = match sluice_server::server::bind(address) {
+    let listener = match sluice_server::bind(address) {
         Ok(listener) => listener,
         Err(error) => {
             err_line!("sluice: cannot listen on {address}: {error}");
@@ -180,8 +179,8 @@ pub async fn run(arguments: ServeArgs) -> u8 {
 /// The start line's account of descriptors: the open-files limit (and what
 /// it was raised from) and each listener's connection cap.
 fn connection_room(live: &LiveApp, raised_from: Option<u64>) -> String {
-    let limit = sluice_server::accepting::open_files_limit();
-    let cap = sluice_server::accepting::cap_for(live.state().config());
+    let limit = sluice_server::open_files_limit();
+    let cap = sluice_server::cap_for(live.state().config());
     let limit = if limit == u64::MAX {
         "unlimited".to_owned()
     } else {
@@ -205,7 +204,7 @@ fn start_flight(
     if let Some(warning) = warning {
         err_line!("sluice: Flight: {warning}");
     }
-    let listener = sluice_server::server::bind(address).map_err(|error| {
+    let listener = sluice_server::bind(address).map_err(|error| {
         err_line!("sluice: cannot listen for Flight on {address}: {error}");
         exit::IO
     })?;
@@ -289,7 +288,7 @@ fn tls_setting(error: &TlsError) -> &'static str {
 }
 
 /// On each SIGHUP, re-reads the configuration file (queries, tokens, limits,
-/// databases: see `sluice_server::reload`) and the certificate and key. New
+/// databases: see `sluice_server::LiveApp`) and the certificate and key. New
 /// requests get the new configuration and new connections the new
 /// certificate; requests and streams in flight go on as they started. A file
 /// that does not load, a configuration whose checks find a problem, or a

@@ -25,10 +25,10 @@ const PAD_BYTES: u64 = 4_096;
 /// Characters each call returns: its result line is longer than this.
 const RESULT_BYTES: u64 = 16_384;
 
-/// The README's window of calls in flight (`sluice_server::batch::WINDOW_BYTES`).
+/// The README's window of calls in flight (`WINDOW_BYTES` in `sluice-server`'s `batch.rs`).
 const WINDOW_BYTES: u64 = 256 * 1024;
 /// The README's channel of chunks between the pipeline and the response
-/// (`sluice_server::batch::CHANNEL_CHUNKS`).
+/// (`CHANNEL_CHUNKS` in `sluice-server`'s `batch.rs`).
 const CHANNEL_CHUNKS: u64 = 4;
 /// hyper takes another chunk of the body while it holds less than this
 /// (its default `max_buf_size`, which sluice keeps).

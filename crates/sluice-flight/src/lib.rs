@@ -30,11 +30,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
-use sluice_server::accepting::{cap_for, ConnectionSlots};
 use sluice_server::config::FlightConfig;
-use sluice_server::connection::Timeouts;
-use sluice_server::reload::LiveApp;
-use sluice_server::tls::ServerTls;
+use sluice_server::{cap_for, ConnectionSlots, LiveApp, ServerTls, Timeouts};
 use tokio::net::TcpListener;
 
 pub use plans::Plans;

@@ -15,7 +15,7 @@
 //! would hold a descriptor each for as long as their client likes.
 //!
 //! **How many.** The listener holds at most `[server] max_connections`
-//! connections (`sluice_server::accepting`); one more is closed at once and
+//! connections (`sluice_server::ConnectionSlots`); one more is closed at once and
 //! counted, and a failing `accept` (out of descriptors) pauses the loop.
 
 use std::future::Future;
@@ -26,9 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_server::accepting::{AcceptBackoff, ConnectionSlots, Slot};
-use sluice_server::connection::Timeouts;
-use sluice_server::tls::ServerTls;
+use sluice_server::{AcceptBackoff, ConnectionSlots, ServerTls, Slot, Timeouts};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use arrow_flight::FlightData;
 use sluice_core::database::RunningQuery;
 use sluice_core::{Encoder, Transfer, TransferError};
-use sluice_server::stream::{hand_over, NotTaken, RequestContext, Timing};
+use sluice_server::{hand_over, NotTaken, RequestContext, Timing};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

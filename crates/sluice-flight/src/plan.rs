@@ -18,8 +18,7 @@ use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
 use sluice_core::{Meter, Transfer};
 use sluice_formats::Format;
 use sluice_server::config::{FlightConfig, QueryConfig, QuerySplit, SqlConfig, MAX_PARTITIONS};
-use sluice_server::db::Reading;
-use sluice_server::{AppError, AppState};
+use sluice_server::{AppError, AppState, Reading};
 
 use crate::descriptor::PlanRequest;
 use crate::ipc::encapsulated_schema;

@@ -19,9 +19,7 @@ use futures_util::Stream;
 use prost::Message as _;
 use sluice_core::database::{Access, Param};
 use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
-use sluice_server::reload::LiveApp;
-use sluice_server::stream::RequestContext;
-use sluice_server::{AppError, AppState};
+use sluice_server::{AppError, AppState, LiveApp, RequestContext};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 

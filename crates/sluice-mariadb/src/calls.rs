@@ -72,13 +72,13 @@ use sluice_core::{Batch, Error, ErrorKind, Schema};
 
 use crate::config::ZeroDates;
 use crate::connection::Connection;
-use crate::error::{server_error, unexpected};
 use crate::protocol::{read_lenenc_int, write_lenenc_int};
-use crate::query::{
-    decode_row, end_status, queue_close, queue_execute, queue_prepare, read_definitions,
-    read_prepare_answer,
-};
-use crate::types::{column, Decode};
+use crate::query::{queue_close, queue_execute, queue_prepare, read_prepare_answer};
+
+mod answers;
+
+use crate::types::column;
+use answers::{Answer, AnswerReader};
 
 /// Bytes of `COM_STMT_EXECUTE`s written in one round, at most. Half of the
 /// smallest receive buffer a server socket gets by default (Linux: 128 KiB),
@@ -342,14 +342,6 @@ enum BulkEnd {
     RollBackToSavepoint,
 }
 
-/// One command's whole answer.
-enum Answer {
-    /// OK (its rows affected), or a result whose rows are in `Run::rows`.
-    Done { affected: Option<u64> },
-    /// The server's error.
-    Failed(Error),
-}
-
 /// One [`PreparedCalls::run`] under way.
 struct Run<'c, 'r, 'x> {
     connection: &'c mut Connection,
@@ -386,6 +378,16 @@ struct Run<'c, 'r, 'x> {
     rows: Batch,
 }
 
+/// The lines read for one bulk.
+struct Gathered {
+    members: Vec<Member>,
+    /// The encoded size of the bulk, header included.
+    bytes: usize,
+    /// How many of `members` are sets (the rest are invalid lines).
+    sets: usize,
+}
+
+/// Opening and end: `autocommit` for the mode, the statement closed, the summary settled.
 impl Run<'_, '_, '_> {
     /// Sets `autocommit` for the mode; the `SET` travels with the first calls.
     fn begin(&mut self) {
@@ -396,6 +398,127 @@ impl Run<'_, '_, '_> {
         self.expected.push_back(Expected::Control);
     }
 
+    /// Once every call is answered and no more will be sent: closes the
+    /// statement, in single mode ends the transaction, and puts `autocommit`
+    /// back, all in one round.
+    fn end_when_due(&mut self) {
+        if self.ended || !self.nothing_left_to_send() {
+            return;
+        }
+        queue_close(self.connection, self.statement);
+        if self.mode == Transaction::Single {
+            let end = if self.failed { "ROLLBACK" } else { "COMMIT" };
+            self.connection.queue_query(end);
+            self.expected.push_back(Expected::Control);
+        }
+        self.queue_autocommit_back();
+        self.ended = true;
+    }
+
+    /// No input, retry, carried set or bulk ending is left, and the round
+    /// holds no call.
+    fn nothing_left_to_send(&self) -> bool {
+        (self.input_done || self.failed)
+            && self.retry.is_empty()
+            && self.carried.is_none()
+            && self.bulk_end.is_none()
+            && self.round_bytes == 0
+    }
+
+    /// Puts the session's `autocommit` back: with the round when anything in
+    /// it is answered; otherwise the `SET` waits for the session's next
+    /// command (as settings do) rather than costing a round trip of its own.
+    fn queue_autocommit_back(&mut self) {
+        let answered = self
+            .expected
+            .iter()
+            .any(|expected| !matches!(expected, Expected::Invalid { .. }));
+        if answered {
+            self.connection.queue_query(AUTOCOMMIT_BACK);
+            self.expected.push_back(Expected::Control);
+        } else {
+            self.connection.queue_setting(AUTOCOMMIT_BACK);
+        }
+    }
+
+    /// Everything is sent and answered.
+    fn is_complete(&self) -> bool {
+        self.ended && self.expected.is_empty()
+    }
+
+    /// Settles the summary as PostgreSQL's pipeline does: in single mode every
+    /// call failed if anything did.
+    fn finish(mut self) -> Result<PipelineSummary, Error> {
+        if self.mode == Transaction::Single {
+            if self.failed {
+                self.summary.failed = self.summary.calls;
+            } else {
+                self.summary.succeeded = self.ran;
+            }
+        }
+        match self.commit_error {
+            Some(error) => Err(error),
+            None => Ok(self.summary),
+        }
+    }
+}
+
+/// Input: the parameter sets read from the source and checked.
+impl Run<'_, '_, '_> {
+    /// The next line: one carried over from the last round first, then
+    /// input, waited for only when `wait`; `None` when none is ready.
+    async fn next_member<S: ParamSource + ?Sized>(
+        &mut self,
+        feed: &mut Feed<'_, S>,
+        wait: bool,
+    ) -> Result<Option<Member>, Error> {
+        if let Some(member) = self.carried.take() {
+            return Ok(Some(member));
+        }
+        if self.input_done {
+            return Ok(None);
+        }
+        let Some(ready) = feed.next(wait).await else {
+            return Ok(None);
+        };
+        match ready? {
+            Some(set) => Ok(Some(self.check(set))),
+            None => {
+                self.input_done = true;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Counts a set read and checks it has one value per parameter; an
+    /// invalid line in single mode ends the input.
+    fn check(&mut self, set: ParamSet) -> Member {
+        self.summary.calls += 1;
+        let reason = match set.values {
+            Ok(values) if values.len() == self.parameters => {
+                return Member::Set {
+                    line: set.line,
+                    values,
+                }
+            }
+            Ok(values) => format!(
+                "the statement has {} parameters but the line has {} values",
+                self.parameters,
+                values.len()
+            ),
+            Err(reason) => reason,
+        };
+        self.failed |= self.mode == Transaction::Single;
+        Member::Invalid {
+            line: set.line,
+            reason,
+        }
+    }
+}
+
+/// Rounds: what each round sends: the last bulk's end, then a failed bulk's
+/// sets again, or else new input as a bulk or as calls one by one.
+impl Run<'_, '_, '_> {
     /// Queues the next round: the end of the last bulk's transaction or
     /// savepoint, then a failed bulk's sets, or else new input.
     async fn queue_requests<S: ParamSource + ?Sized>(
@@ -413,6 +536,7 @@ impl Run<'_, '_, '_> {
         }
     }
 
+    /// Queues what the last bulk's answer asked for: its `COMMIT`, or its undoing.
     fn queue_bulk_end(&mut self) {
         let (sql, expected) = match self.bulk_end.take() {
             None => return,
@@ -469,31 +593,6 @@ impl Run<'_, '_, '_> {
         }
     }
 
-    /// The next line: one carried over from the last round first, then
-    /// input, waited for only when `wait`; `None` when none is ready.
-    async fn next_member<S: ParamSource + ?Sized>(
-        &mut self,
-        feed: &mut Feed<'_, S>,
-        wait: bool,
-    ) -> Result<Option<Member>, Error> {
-        if let Some(member) = self.carried.take() {
-            return Ok(Some(member));
-        }
-        if self.input_done {
-            return Ok(None);
-        }
-        let Some(ready) = feed.next(wait).await else {
-            return Ok(None);
-        };
-        match ready? {
-            Some(set) => Ok(Some(self.check(set))),
-            None => {
-                self.input_done = true;
-                Ok(None)
-            }
-        }
-    }
-
     /// Queues one call, or notes why its line cannot be sent.
     fn queue_member(&mut self, member: Member) {
         match member {
@@ -507,50 +606,79 @@ impl Run<'_, '_, '_> {
             }
         }
     }
+}
 
+/// Bulks: sets gathered into one `COM_STMT_BULK_EXECUTE`.
+impl Run<'_, '_, '_> {
     /// Gathers sets into one `COM_STMT_BULK_EXECUTE` within the window and
     /// the server's packet limit, waiting for input only for the first.
     async fn queue_bulk<S: ParamSource + ?Sized>(
         &mut self,
         feed: &mut Feed<'_, S>,
     ) -> Result<(), Error> {
+        let gathered = self.gather_bulk(feed).await?;
+        if gathered.sets == 0 {
+            // Only invalid lines: nothing to execute, their turn to be reported.
+            for member in gathered.members {
+                self.queue_member(member);
+            }
+            return Ok(());
+        }
+        self.queue_gathered_bulk(gathered);
+        Ok(())
+    }
+
+    /// Reads the lines of one bulk: sets while they fit the window and the
+    /// packet limit (the first always does), and the invalid lines among them.
+    async fn gather_bulk<S: ParamSource + ?Sized>(
+        &mut self,
+        feed: &mut Feed<'_, S>,
+    ) -> Result<Gathered, Error> {
         let limit = self.window_bytes.min(self.packet_limit());
-        let mut members = Vec::new();
-        let mut bytes = bulk_header_bytes(self.parameters);
-        let mut sets = 0;
+        let mut gathered = Gathered {
+            members: Vec::new(),
+            bytes: bulk_header_bytes(self.parameters),
+            sets: 0,
+        };
         while !self.failed {
-            let wait = sets == 0 && self.idle();
+            let wait = gathered.sets == 0 && self.idle();
             let Some(member) = self.next_member(feed, wait).await? else {
                 break;
             };
             if let Member::Set { values, .. } = &member {
                 let size = bulk_set_bytes(values);
-                if sets > 0 && bytes + size > limit {
+                if gathered.sets > 0 && gathered.bytes + size > limit {
                     self.carried = Some(member);
                     break;
                 }
-                bytes += size;
-                sets += 1;
+                gathered.bytes += size;
+                gathered.sets += 1;
             }
-            members.push(member);
+            gathered.members.push(member);
         }
-        if sets == 0 {
-            for member in members {
-                self.queue_member(member);
-            }
-            return Ok(());
-        }
-        // Where the bulk can be undone alone, should it fail halfway.
+        Ok(gathered)
+    }
+
+    /// Queues a bulk of at least one set, where it can be undone alone should
+    /// it fail halfway: after a savepoint (single mode) or in a transaction of
+    /// its own (each mode).
+    fn queue_gathered_bulk(&mut self, gathered: Gathered) {
         let opening = match self.mode {
             Transaction::Single => SAVEPOINT,
             Transaction::Each => "START TRANSACTION",
         };
         self.connection.queue_query(opening);
         self.expected.push_back(Expected::Control);
-        queue_bulk_execute(self.connection, self.statement, self.parameters, &members);
-        self.round_bytes += bytes;
-        self.expected.push_back(Expected::Bulk { members });
-        Ok(())
+        queue_bulk_execute(
+            self.connection,
+            self.statement,
+            self.parameters,
+            &gathered.members,
+        );
+        self.round_bytes += gathered.bytes;
+        self.expected.push_back(Expected::Bulk {
+            members: gathered.members,
+        });
     }
 
     /// The largest bulk the server accepts.
@@ -561,68 +689,18 @@ impl Run<'_, '_, '_> {
         };
         usize::try_from(limit).unwrap_or(usize::MAX)
     }
+}
 
-    /// Counts a set read and checks it has one value per parameter; an
-    /// invalid line in single mode ends the input.
-    fn check(&mut self, set: ParamSet) -> Member {
-        self.summary.calls += 1;
-        let reason = match set.values {
-            Ok(values) if values.len() == self.parameters => {
-                return Member::Set {
-                    line: set.line,
-                    values,
-                }
-            }
-            Ok(values) => format!(
-                "the statement has {} parameters but the line has {} values",
-                self.parameters,
-                values.len()
-            ),
-            Err(reason) => reason,
-        };
-        self.failed |= self.mode == Transaction::Single;
-        Member::Invalid {
-            line: set.line,
-            reason,
+/// Answers: what each round's answers settle, reported in input order.
+impl Run<'_, '_, '_> {
+    /// The reader of the answers, over the run's connection and rows.
+    fn answers(&mut self) -> AnswerReader<'_> {
+        AnswerReader {
+            connection: self.connection,
+            schema: &self.schema,
+            zero_dates: self.zero_dates,
+            rows: &mut self.rows,
         }
-    }
-
-    /// Once every call is answered and no more will be sent: closes the
-    /// statement, in single mode ends the transaction, and puts `autocommit`
-    /// back, all in one round; in each mode, when nothing else in the round
-    /// is answered, the `SET` waits for the session's next command (as
-    /// settings do) rather than costing a round trip of its own.
-    fn end_when_due(&mut self) {
-        let nothing_left = (self.input_done || self.failed)
-            && self.retry.is_empty()
-            && self.carried.is_none()
-            && self.bulk_end.is_none()
-            && self.round_bytes == 0;
-        if self.ended || !nothing_left {
-            return;
-        }
-        queue_close(self.connection, self.statement);
-        if self.mode == Transaction::Single {
-            let end = if self.failed { "ROLLBACK" } else { "COMMIT" };
-            self.connection.queue_query(end);
-            self.expected.push_back(Expected::Control);
-        }
-        let answered = self
-            .expected
-            .iter()
-            .any(|expected| !matches!(expected, Expected::Invalid { .. }));
-        if !answered {
-            self.connection.queue_setting(AUTOCOMMIT_BACK);
-        } else {
-            self.connection.queue_query(AUTOCOMMIT_BACK);
-            self.expected.push_back(Expected::Control);
-        }
-        self.ended = true;
-    }
-
-    /// Everything is sent and answered.
-    fn is_complete(&self) -> bool {
-        self.ended && self.expected.is_empty()
     }
 
     /// Reads the round's answers to the last, reporting each call's as it comes.
@@ -631,25 +709,23 @@ impl Run<'_, '_, '_> {
             match expected {
                 Expected::Invalid { line, reason } => self.report_invalid(line, &reason)?,
                 Expected::Call { line } => {
-                    let answer = self.read_answer(true).await?;
+                    let answer = self.answers().read_answer(true).await?;
                     self.settle_call(line, answer)?;
                 }
                 Expected::Bulk { members } => {
-                    let answer = self.read_bulk_answer().await?;
+                    let answer = self.answers().read_bulk_answer().await?;
                     self.settle_bulk(members, answer)?;
                 }
                 Expected::Commit { members, affected } => {
-                    let answer = self.read_answer(false).await?;
+                    let answer = self.answers().read_answer(false).await?;
                     self.settle_commit(members, affected, answer)?;
                 }
                 Expected::Control => {
-                    if let Answer::Failed(error) = self.read_answer(false).await? {
-                        self.failed = true;
-                        self.commit_error.get_or_insert(error);
-                    }
+                    let answer = self.answers().read_answer(false).await?;
+                    self.settle_control(answer);
                 }
                 Expected::Discard => {
-                    self.read_answer(false).await?;
+                    self.answers().read_answer(false).await?;
                 }
             }
         }
@@ -657,6 +733,16 @@ impl Run<'_, '_, '_> {
         Ok(())
     }
 
+    /// A statement of sluice's own refused (a `COMMIT`, a `SET`): the run
+    /// fails with the first such error.
+    fn settle_control(&mut self, answer: Answer) {
+        if let Answer::Failed(error) = answer {
+            self.failed = true;
+            self.commit_error.get_or_insert(error);
+        }
+    }
+
+    /// A call's answer: its rows and rows affected reported, or its error.
     fn settle_call(&mut self, line: u64, answer: Answer) -> Result<(), Error> {
         match answer {
             Answer::Done { affected } => {
@@ -678,11 +764,14 @@ impl Run<'_, '_, '_> {
         Ok(())
     }
 
+    /// Counts a call that ran; in each mode it has succeeded, in single mode
+    /// it waits for the `COMMIT`.
     fn call_ran(&mut self) {
         self.ran += 1;
         self.summary.succeeded += u64::from(self.mode == Transaction::Each);
     }
 
+    /// Reports a call's error; in single mode everything after it rolls back.
     fn call_failed(&mut self, line: u64, error: &Error) -> Result<(), Error> {
         let db = error.as_db_error().cloned().unwrap_or_default();
         (self.report)(line, CallOutcome::Failed(&db))?;
@@ -694,6 +783,27 @@ impl Run<'_, '_, '_> {
         }
     }
 
+    /// Reports the input lines at the front of the queue that could not be
+    /// sent: their turn has come.
+    fn report_invalid_lines(&mut self) -> Result<(), Error> {
+        while let Some(Expected::Invalid { .. }) = self.expected.front() {
+            if let Some(Expected::Invalid { line, reason }) = self.expected.pop_front() {
+                self.report_invalid(line, &reason)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports a line that could not be sent, as a failed call.
+    fn report_invalid(&mut self, line: u64, reason: &str) -> Result<(), Error> {
+        (self.report)(line, CallOutcome::Invalid(reason))?;
+        self.summary.failed += u64::from(self.mode == Transaction::Each);
+        Ok(())
+    }
+}
+
+/// Bulk answers: a bulk's calls done, failed, or to run again one by one.
+impl Run<'_, '_, '_> {
     /// A bulk's answer: its calls done (each mode: once committed), or its
     /// sets to undo and run again one by one.
     fn settle_bulk(&mut self, members: Vec<Member>, answer: Answer) -> Result<(), Error> {
@@ -770,6 +880,8 @@ impl Run<'_, '_, '_> {
         Ok(())
     }
 
+    /// Every set of a bulk ran: each reported done, with its rows affected
+    /// when the total tells them.
     fn bulk_done(&mut self, members: Vec<Member>, affected: Option<u64>) -> Result<(), Error> {
         let sets = members
             .iter()
@@ -791,7 +903,10 @@ impl Run<'_, '_, '_> {
         }
         Ok(())
     }
+}
 
+/// Single mode after a failure: everything after it rolled back.
+impl Run<'_, '_, '_> {
     /// Single mode after a failed call: every call sent or read after it is
     /// rolled back (the server still runs those already sent: their answers
     /// are read and dropped), and no more input is read.
@@ -820,160 +935,6 @@ impl Run<'_, '_, '_> {
         }
         self.failed = true;
         Ok(())
-    }
-
-    /// Reports the input lines at the front of the queue that could not be
-    /// sent: their turn has come.
-    fn report_invalid_lines(&mut self) -> Result<(), Error> {
-        while let Some(Expected::Invalid { .. }) = self.expected.front() {
-            if let Some(Expected::Invalid { line, reason }) = self.expected.pop_front() {
-                self.report_invalid(line, &reason)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn report_invalid(&mut self, line: u64, reason: &str) -> Result<(), Error> {
-        (self.report)(line, CallOutcome::Invalid(reason))?;
-        self.summary.failed += u64::from(self.mode == Transaction::Each);
-        Ok(())
-    }
-
-    /// Reads one command's answer: an OK, an error, or results (several for a
-    /// procedure: each says whether more follow). Rows go into `self.rows`
-    /// when `keep_rows`, and are read past otherwise.
-    async fn read_answer(&mut self, keep_rows: bool) -> Result<Answer, Error> {
-        let mut affected = None;
-        loop {
-            let first = self.connection.wire.read_payload().await?;
-            let status = match first.first() {
-                Some(0x00) => {
-                    let (rows, status) = ok_packet(&first)?;
-                    affected = Some(rows);
-                    status
-                }
-                Some(0xFF) => {
-                    return Ok(Answer::Failed(server_error(
-                        &first,
-                        self.connection.capabilities,
-                    )))
-                }
-                _ => {
-                    let columns = read_lenenc_int(&mut &first[..])?;
-                    match self.read_result(columns, keep_rows).await? {
-                        Ok(status) => status,
-                        Err(error) => return Ok(Answer::Failed(error)),
-                    }
-                }
-            };
-            if !status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS) {
-                return Ok(Answer::Done { affected });
-            }
-        }
-    }
-
-    /// Reads a bulk's answer: one OK for all its sets, or one error.
-    async fn read_bulk_answer(&mut self) -> Result<Answer, Error> {
-        let answer = self.connection.wire.read_payload().await?;
-        match answer.first() {
-            Some(0x00) => Ok(Answer::Done {
-                affected: Some(ok_packet(&answer)?.0),
-            }),
-            Some(0xFF) => Ok(Answer::Failed(server_error(
-                &answer,
-                self.connection.capabilities,
-            ))),
-            _ => Err(self
-                .connection
-                .unexpected_answer("a bulk execution", &answer)
-                .await),
-        }
-    }
-
-    /// Reads a binary result of `columns` columns after its column count:
-    /// its status at the end, or the server's error in the middle.
-    async fn read_result(
-        &mut self,
-        columns: u64,
-        keep_rows: bool,
-    ) -> Result<Result<StatusFlags, Error>, Error> {
-        let definitions = read_definitions(self.connection, columns).await?;
-        let (columns, decoders): (Vec<_>, Vec<Decode>) = definitions.iter().map(column).unzip();
-        if keep_rows && columns.len() != self.schema.len() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "a call returned {} columns where the prepared statement announced {}: \
-                     results that change shape (a procedure's) cannot be reported per call",
-                    columns.len(),
-                    self.schema.len()
-                ),
-            ));
-        }
-        let result = Schema { columns };
-        let bitmap_bytes = (decoders.len() + 7 + 2) / 8;
-        let deprecate_eof = self.connection.deprecate_eof();
-        let capabilities = self.connection.capabilities;
-        let wire = &mut self.connection.wire;
-        loop {
-            let Some(header) = wire.front() else {
-                wire.fill().await?;
-                continue;
-            };
-            if header.continued {
-                // A row over 16 MiB, joined.
-                let payload = wire.read_payload().await?;
-                if keep_rows {
-                    decode_row(
-                        &payload,
-                        &decoders,
-                        &result,
-                        bitmap_bytes,
-                        self.zero_dates,
-                        &mut self.rows,
-                    )?;
-                }
-                continue;
-            }
-            let payload = wire.front_payload(header);
-            let end = match payload.first() {
-                Some(0x00) if keep_rows => {
-                    decode_row(
-                        payload,
-                        &decoders,
-                        &result,
-                        bitmap_bytes,
-                        self.zero_dates,
-                        &mut self.rows,
-                    )?;
-                    None
-                }
-                Some(0x00) => None,
-                Some(0xFE) => Some(Ok(end_status(payload, deprecate_eof))),
-                Some(0xFF) => Some(Err(server_error(payload, capabilities))),
-                _ => return Err(unexpected("a result row", payload)),
-            };
-            wire.consume(header);
-            if let Some(end) = end {
-                return Ok(end);
-            }
-        }
-    }
-
-    /// Settles the summary as PostgreSQL's pipeline does: in single mode every
-    /// call failed if anything did.
-    fn finish(mut self) -> Result<PipelineSummary, Error> {
-        if self.mode == Transaction::Single {
-            if self.failed {
-                self.summary.failed = self.summary.calls;
-            } else {
-                self.summary.succeeded = self.ran;
-            }
-        }
-        match self.commit_error {
-            Some(error) => Err(error),
-            None => Ok(self.summary),
-        }
     }
 }
 

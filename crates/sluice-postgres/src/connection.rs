@@ -1,10 +1,11 @@
 //! [`Connection`]: one authenticated session, its buffers and its metered socket.
 //!
 //! This file owns the socket, startup and authentication; the message exchange
-//! every operation of the crate goes through is in two parts: `wire` (encoding
-//! requests, moving bytes, framing and decoding answers) and `exchange` (prepare,
-//! end an exchange, run a command, small queries). The buffers are private to the two:
-//! other modules speak to the server only through the exchange operations.
+//! every operation of the crate goes through is in three parts: `frames` (encoding
+//! requests and framing and decoding answers, without I/O), `wire` (moving bytes
+//! between the buffers and the socket, calling `frames`) and `exchange` (prepare,
+//! end an exchange, run a command, small queries). The buffers are private to the
+//! last two: other modules speak to the server only through the exchange operations.
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use crate::error::db_error;
 use crate::CancelToken;
 
 mod exchange;
+mod frames;
 pub(crate) mod statements;
 pub(crate) mod transport;
 mod wire;
@@ -31,7 +33,7 @@ mod wire;
 use transport::{negotiate, Negotiated, Transport};
 
 pub(crate) use exchange::{tag_count, text_values};
-pub(crate) use wire::Received;
+pub(crate) use frames::Received;
 
 /// Free space asked of the read buffer before each socket read.
 const READ_CHUNK: usize = 256 * 1024;

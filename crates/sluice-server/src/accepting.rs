@@ -103,7 +103,7 @@ pub fn connection_cap(configured: Option<usize>, open_files: u64, listeners: usi
     configured.unwrap_or(DEFAULT_MAX_CONNECTIONS).min(share)
 }
 
-/// [`connection_cap`] for `config` under the limit in force now.
+/// `connection_cap` for `config` under the limit in force now.
 pub fn cap_for(config: &Config) -> usize {
     connection_cap(
         config.max_connections,

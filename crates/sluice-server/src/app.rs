@@ -30,7 +30,7 @@ use crate::config::QueryConfig;
 use crate::db::Param;
 use crate::error::AppError;
 pub use crate::state::AppState;
-use crate::stream::{respond, Output, RequestContext};
+use crate::stream::{respond, Answer, Output, RequestContext, Serving};
 use crate::uri::{QueryPairs, RouteName};
 use sluice_core::database::{Access, RunningQuery};
 
@@ -209,18 +209,22 @@ async fn stream_or_reject(
     state: &AppState,
 ) -> Response {
     match prepared {
-        Ok((source, output, limits)) => respond(
-            source,
-            output,
-            output.format.encoder(JsonOptions::default()),
-            state.config().timing(&limits),
-            limits,
-            context,
-            state.shutdown_token(),
-            state.tracker(),
-        )
-        .await
-        .unwrap_or_else(IntoResponse::into_response),
+        Ok((source, output, limits)) => {
+            let answer = Answer {
+                source,
+                encoder: output.format.encoder(JsonOptions::default()),
+                output,
+                timing: state.config().timing(&limits),
+                limits,
+            };
+            let serving = Serving {
+                shutdown: state.shutdown_token(),
+                tracker: state.tracker(),
+            };
+            respond(answer, context, serving)
+                .await
+                .unwrap_or_else(IntoResponse::into_response)
+        }
         Err(error) => {
             context.finish(
                 error.status().as_u16(),

@@ -68,7 +68,7 @@ impl AppState {
     }
 
     /// Runs the checks of one database: its named queries, and `[sql]` if it runs
-    /// there. `Err` when the database did not answer (within [`CHECK_TIMEOUT`]).
+    /// there. `Err` when the database did not answer (within `CHECK_TIMEOUT`).
     pub async fn check_database(&self, name: &str) -> Result<Vec<ConfigError>, StartError> {
         let database = self.database(name).map_err(|error| {
             StartError::Unavailable(sluice_core::Error::config(error.to_string()))

@@ -69,7 +69,7 @@ pub enum AppError {
     /// 503 with `Retry-After`.
     Unavailable(String),
     /// 503 with `Retry-After`: the database gave up the work for a reason
-    /// that a retry of the same request may not meet ([`is_transient`]).
+    /// that a retry of the same request may not meet (`is_transient`).
     Transient {
         /// The database's words.
         message: String,

@@ -54,7 +54,7 @@ pub fn effective_listen(
 /// (tokio's `bind` listens with 128).
 pub const LISTEN_BACKLOG: u32 = 1024;
 
-/// A listener on `address` with [`LISTEN_BACKLOG`].
+/// A listener on `address` with `LISTEN_BACKLOG`.
 pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = match address {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
@@ -73,7 +73,7 @@ pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 /// closes idle connections, lets in-flight streams finish for up to `grace`,
 /// aborts those still running (their queries are cancelled), and waits briefly
 /// for the cancel requests. Connections are timed by the configuration's
-/// `header_read_timeout` and `keep_alive_timeout` ([`crate::connection`]).
+/// `header_read_timeout` and `keep_alive_timeout` ([`Timeouts`](crate::Timeouts)).
 pub async fn serve(
     app: impl Into<LiveApp>,
     listener: TcpListener,

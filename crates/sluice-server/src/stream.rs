@@ -461,19 +461,46 @@ impl Ending {
 
 type BodyFrame = Result<Frame<Bytes>, std::io::Error>;
 
-/// Streams `source` encoded as `output` says as the response. Errors until
-/// the first chunk is ready come back as [`AppError`]s (already logged).
-#[allow(clippy::too_many_arguments)]
+/// What a request is answered with: the running query, the encoder and output
+/// its result is written with, and the time and size limits on sending it.
+pub struct Answer {
+    /// The query whose rows make the body.
+    pub source: Box<dyn RunningQuery>,
+    /// The encoder of `output.format`.
+    pub encoder: Box<dyn Encoder>,
+    /// The format and how the body's ending is told.
+    pub output: Output,
+    /// How long the body may run and wait on its client.
+    pub timing: Timing,
+    /// The named query's (or `[sql]`'s) limits on the transfer.
+    pub limits: Limits,
+}
+
+/// The server a response is streamed under: a shutdown stops the body, and
+/// waits on the tracker for its task to log the request and cancel its query.
+pub struct Serving {
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// The server's tasks, which a shutdown waits for.
+    pub tracker: TaskTracker,
+}
+
+/// Streams the answer's query, encoded as its output says, as the response.
+/// Errors until the first chunk is ready come back as [`AppError`]s (already
+/// logged).
 pub async fn respond(
-    source: Box<dyn RunningQuery>,
-    output: Output,
-    encoder: Box<dyn Encoder>,
-    timing: Timing,
-    limits: Limits,
+    answer: Answer,
     context: RequestContext,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
+    serving: Serving,
 ) -> Result<Response, AppError> {
+    let Answer {
+        source,
+        encoder,
+        output,
+        timing,
+        limits,
+    } = answer;
+    let Serving { shutdown, tracker } = serving;
     let mut running = Running {
         transfer: Some(Transfer::new(source, encoder).with_limits(limits.transfer())),
         rows: 0,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
-use sluice_server::checks::check_when_reachable;
+use sluice_server::check_when_reachable;
 use sluice_server::AppState;
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,96 +1,25 @@
-//! The wire under a [`Connection`]: frontend messages encoded into the write
-//! buffer (`encode_*`), bytes moved between the buffers and the socket, and
-//! backend messages framed out of the read buffer.
+//! The wire under a [`Connection`]: bytes moved between its buffers and its
+//! socket, with the frontend messages encoded into the write buffer and the
+//! backend messages framed out of the read buffer by [`frames`], which does no
+//! I/O of its own.
 //!
 //! Every wait on the server (`fill`, `send`, `exchange`) is bounded by the
 //! connection's wait timeout, when one is set: a server, or a network, that
 //! stops moving bytes fails the work instead of hanging it.
-//!
-//! Framing is checked here once for the whole crate: a message's declared length
-//! must cover its own length word before anything is sliced, and a `DataRow`'s
-//! values must fit inside its message exactly, so a broken or hostile server gets
-//! a protocol error, never a panic. `DataRow`s decode straight from the read
-//! buffer into a [`Batch`]: one length check per row and one per value, no
-//! allocation.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BytesMut};
 use postgres_protocol::message::backend::Message;
-use postgres_protocol::message::frontend;
-use postgres_protocol::IsNull;
 use sluice_core::{Batch, Error, ErrorKind};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::frames::{self, Received};
 use super::transport::Transport;
 use super::{Connection, READ_CHUNK};
 
-/// What the front of the read buffer held.
-pub(crate) enum Received {
-    /// A `DataRow`, decoded into the caller's batch and consumed.
-    Row,
-    /// Any other complete message, consumed.
-    Message(Message),
-    /// Less than a whole message: more must be read.
-    Incomplete,
-}
-
-/// The header of the message at the front of `buffer`, once its five bytes are
-/// there: the tag and the total length (tag and length word included). A length
-/// that does not even cover the length word is an error: slicing the body with
-/// it would panic.
-pub(crate) fn frame_header(buffer: &[u8]) -> Result<Option<(u8, usize)>, Error> {
-    let Some(header) = buffer.get(..5) else {
-        return Ok(None);
-    };
-    let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-    if length < 4 {
-        return Err(Error::protocol(format!(
-            "malformed message from the server: tag {:?} declares {length} bytes, \
-             fewer than its length field",
-            char::from(header[0])
-        )));
-    }
-    Ok(Some((header[0], length + 1)))
-}
-
-/// Copies the values of a `DataRow` body (after its tag and length) into `batch`,
-/// which must have as many columns as the row has values. Every value must lie
-/// inside the body and the last must end it.
-pub(crate) fn decode_data_row(body: &[u8], batch: &mut Batch) -> Result<(), Error> {
-    let malformed = || Error::protocol("malformed DataRow message: its values overrun it");
-    let Some(count) = body.get(..2) else {
-        return Err(malformed());
-    };
-    let count = u16::from_be_bytes([count[0], count[1]]) as usize;
-    if count != batch.num_columns() {
-        return Err(Error::protocol(format!(
-            "DataRow has {count} values for {} columns",
-            batch.num_columns()
-        )));
-    }
-    let mut position = 2;
-    for _ in 0..count {
-        let header = body.get(position..position + 4).ok_or_else(malformed)?;
-        let length = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
-        position += 4;
-        if length < 0 {
-            batch.push_null();
-        } else {
-            let end = position + length as usize;
-            batch.push_value(body.get(position..end).ok_or_else(malformed)?);
-            position = end;
-        }
-    }
-    if position != body.len() {
-        return Err(Error::protocol(
-            "malformed DataRow message: bytes after its last value",
-        ));
-    }
-    Ok(())
-}
-
+/// The error of a socket that ended: the server hung up mid-exchange.
 fn closed() -> Error {
     Error::new(
         ErrorKind::Closed,
@@ -98,25 +27,21 @@ fn closed() -> Error {
     )
 }
 
-/// Requests: each appends one frontend message to the write buffer; they leave
-/// together on the next [`Connection::send`] or [`Connection::exchange`].
+/// Requests: each appends one frontend message ([`frames`]) to the write
+/// buffer; they leave together on the next [`Connection::send`] or
+/// [`Connection::exchange`].
 impl Connection {
     /// `Parse`: `sql` as prepared statement `statement` (empty: the unnamed one).
     pub(crate) fn encode_parse(&mut self, statement: &str, sql: &str) -> Result<(), Error> {
-        frontend::parse(statement, sql, std::iter::empty(), &mut self.write_buffer)
-            .map_err(Error::io)
+        frames::encode_parse(&mut self.write_buffer, statement, sql)
     }
 
     /// `Describe` of a prepared statement: its parameter and result types.
     pub(crate) fn encode_describe_statement(&mut self, statement: &str) -> Result<(), Error> {
-        frontend::describe(b'S', statement, &mut self.write_buffer).map_err(Error::io)
+        frames::encode_describe_statement(&mut self.write_buffer, statement)
     }
 
-    /// `Bind` of `statement` to the unnamed portal: the one Bind encoding of the
-    /// crate. `values` are the parameters' bytes (`None`: NULL) in the formats
-    /// `parameter_formats` gives (0 text, 1 binary; one format applies to all);
-    /// `result_formats` likewise for the result columns. On error nothing is
-    /// queued, so the exchange can still be ended cleanly.
+    /// `Bind` of `statement` to the unnamed portal ([`frames::encode_bind`]).
     pub(crate) fn encode_bind<'v>(
         &mut self,
         statement: &str,
@@ -124,82 +49,58 @@ impl Connection {
         values: impl IntoIterator<Item = Option<&'v [u8]>>,
         result_formats: impl IntoIterator<Item = i16>,
     ) -> Result<(), Error> {
-        let start = self.write_buffer.len();
-        let encoded = frontend::bind(
-            "",
+        frames::encode_bind(
+            &mut self.write_buffer,
             statement,
             parameter_formats,
             values,
-            |value, buffer| match value {
-                Some(bytes) => {
-                    buffer.put_slice(bytes);
-                    Ok(IsNull::No)
-                }
-                None => Ok(IsNull::Yes),
-            },
             result_formats,
-            &mut self.write_buffer,
-        );
-        if encoded.is_err() {
-            self.write_buffer.truncate(start);
-            return Err(Error::config("too many parameters"));
-        }
-        Ok(())
+        )
     }
 
     /// `Execute` of the unnamed portal, for at most `max_rows` rows (0: all).
     pub(crate) fn encode_execute(&mut self, max_rows: u32) -> Result<(), Error> {
-        let max_rows = i32::try_from(max_rows).unwrap_or(i32::MAX);
-        frontend::execute("", max_rows, &mut self.write_buffer).map_err(Error::io)
+        frames::encode_execute(&mut self.write_buffer, max_rows)
     }
 
     /// `Close` of a prepared statement.
     pub(crate) fn encode_close_statement(&mut self, statement: &str) -> Result<(), Error> {
-        frontend::close(b'S', statement, &mut self.write_buffer).map_err(Error::io)
+        frames::encode_close_statement(&mut self.write_buffer, statement)
     }
 
     /// `Sync`: ends an extended-protocol exchange; the server answers
     /// `ReadyForQuery`.
     pub(crate) fn encode_sync(&mut self) {
-        frontend::sync(&mut self.write_buffer);
+        frames::encode_sync(&mut self.write_buffer);
     }
 
     /// `Flush`: the server sends what it has without ending the exchange.
     pub(crate) fn encode_flush(&mut self) {
-        frontend::flush(&mut self.write_buffer);
+        frames::encode_flush(&mut self.write_buffer);
     }
 
     /// `Query`: SQL through the simple protocol; the server ends it with
     /// `ReadyForQuery`.
     pub(crate) fn encode_query(&mut self, sql: &str) -> Result<(), Error> {
-        frontend::query(sql, &mut self.write_buffer).map_err(Error::io)
+        frames::encode_query(&mut self.write_buffer, sql)
     }
 
-    /// `CopyData` whose content `write` appends; its length is filled in after.
+    /// `CopyData` whose content `write` appends.
     pub(crate) fn encode_copy_data(
         &mut self,
         write: impl FnOnce(&mut BytesMut),
     ) -> Result<(), Error> {
-        let start = self.write_buffer.len();
-        self.write_buffer.put_u8(b'd');
-        self.write_buffer.put_u32(0);
-        write(&mut self.write_buffer);
-        let Ok(length) = i32::try_from(self.write_buffer.len() - start - 1) else {
-            self.write_buffer.truncate(start);
-            return Err(Error::config("a row too large for one COPY message"));
-        };
-        self.write_buffer[start + 1..start + 5].copy_from_slice(&length.to_be_bytes());
-        Ok(())
+        frames::encode_copy_data(&mut self.write_buffer, write)
     }
 
     /// `CopyDone`: the data is complete.
     pub(crate) fn encode_copy_done(&mut self) {
-        frontend::copy_done(&mut self.write_buffer);
+        frames::encode_copy_done(&mut self.write_buffer);
     }
 
     /// `CopyFail`: the server discards the COPY with `reason`.
     pub(crate) fn encode_copy_fail(&mut self, reason: &str) -> Result<(), Error> {
-        frontend::copy_fail(reason, &mut self.write_buffer).map_err(Error::io)
+        frames::encode_copy_fail(&mut self.write_buffer, reason)
     }
 
     /// Bytes encoded and not yet written to the socket.
@@ -337,47 +238,28 @@ fn poll_exchange(
     }
 }
 
-/// Answers: backend messages framed out of the read buffer.
+/// Answers: backend messages framed out of the read buffer ([`frames`]).
 impl Connection {
     /// The header of the message at the front of the read buffer, complete or
     /// not: `(tag, total length)`.
     pub(crate) fn front_header(&self) -> Result<Option<(u8, usize)>, Error> {
-        frame_header(&self.read_buffer)
+        frames::frame_header(&self.read_buffer)
     }
 
     /// The next message in the read buffer, without waiting: a `DataRow` is
     /// decoded into `rows` (the hot path of every result), anything else parsed.
     pub(crate) fn receive_buffered(&mut self, rows: &mut Batch) -> Result<Received, Error> {
-        let Some((tag, total)) = self.front_header()? else {
-            return Ok(Received::Incomplete);
-        };
-        if self.read_buffer.len() < total {
-            return Ok(Received::Incomplete);
-        }
-        if tag == b'D' {
-            decode_data_row(&self.read_buffer[5..total], rows)?;
-            self.read_buffer.advance(total);
-            return Ok(Received::Row);
-        }
-        Message::parse(&mut self.read_buffer)
-            .map_err(Error::io)?
-            .map_or(Ok(Received::Incomplete), |message| {
-                Ok(Received::Message(message))
-            })
+        frames::receive(&mut self.read_buffer, rows)
     }
 
-    /// The next whole message in the read buffer, without waiting.
+    /// The next whole message in the read buffer, without waiting; a
+    /// `ParameterStatus` is noted on the way.
     pub(crate) fn buffered_message(&mut self) -> Result<Option<Message>, Error> {
-        match self.front_header()? {
-            Some((_, total)) if self.read_buffer.len() >= total => {
-                let message = Message::parse(&mut self.read_buffer).map_err(Error::io)?;
-                if let Some(Message::ParameterStatus(body)) = &message {
-                    self.note_parameter(body)?;
-                }
-                Ok(message)
-            }
-            _ => Ok(None),
+        let message = frames::next_message(&mut self.read_buffer)?;
+        if let Some(Message::ParameterStatus(body)) = &message {
+            self.note_parameter(body)?;
         }
+        Ok(message)
     }
 
     /// Reads one whole message, waiting for the socket as needed.

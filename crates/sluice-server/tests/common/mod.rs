@@ -177,7 +177,7 @@ pub async fn listen(
 /// [`listen`], serving HTTPS with `tls`.
 pub async fn listen_with_tls(
     state: AppState,
-    tls: Option<sluice_server::tls::ServerTls>,
+    tls: Option<sluice_server::ServerTls>,
     grace: Duration,
 ) -> (
     SocketAddr,
@@ -188,7 +188,7 @@ pub async fn listen_with_tls(
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        sluice_server::server::serve(
+        sluice_server::serve(
             state,
             listener,
             tls,
