@@ -341,7 +341,7 @@ pub fn config(path: &Path) -> Result<Config, ConfigError> {
 shutdown_grace = "10s"
 
 [databases.demo]
-sqlite = {path}
+url = {path}
 pool_size = 64
 pool_wait = "5s"
 

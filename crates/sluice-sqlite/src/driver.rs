@@ -41,7 +41,7 @@ impl Driver for SqliteDriver {
     }
 
     fn url_forms(&self) -> &'static [&'static str] {
-        &["sqlite:///path/to/file.db"]
+        &["sqlite:///path/to/file.db", "path/to/file.db"]
     }
 
     fn recognizes(&self, target: &str) -> bool {
