@@ -7,6 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
+use sluice_core::canonical::{self, Strictness};
 use sluice_formats::ParamType;
 
 use std::collections::BTreeMap;
@@ -212,8 +213,12 @@ fn row_schema(media: &str) -> Value {
 /// One declared parameter of a named query, as a query-string parameter.
 fn query_parameter(param: &crate::config::ParamSpec) -> Value {
     let mut schema = value_schema(param.ty);
-    if let (Some(default), Some(object)) = (&param.default, schema.as_object_mut()) {
-        object.insert("default".into(), json!(default));
+    let default = param
+        .default
+        .as_deref()
+        .and_then(|default| typed_default(param.ty, default));
+    if let (Some(default), Some(object)) = (default, schema.as_object_mut()) {
+        object.insert("default".into(), default);
     }
     let mut parameter = json!({
         "name": param.name,
@@ -523,6 +528,34 @@ fn openapi_path() -> Value {
 }
 
 /// The OpenAPI schema of a value of type `ty`.
+/// A parameter's default as a value of its schema's JSON type (`7`, not
+/// `"7"`: a string default in an integer schema makes the document
+/// invalid); `None` when it has no such value (a float's `NaN`), so the
+/// document says nothing rather than something wrong.
+fn typed_default(ty: ParamType, default: &str) -> Option<Value> {
+    match ty {
+        ParamType::SmallInt | ParamType::Int | ParamType::BigInt => {
+            default.trim().parse::<i64>().ok().map(Value::from)
+        }
+        ParamType::Float => default
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|number| number.is_finite())
+            .map(Value::from),
+        ParamType::Bool => canonical::read_bool(default.as_bytes(), Strictness::Lenient)
+            .ok()
+            .map(Value::from),
+        ParamType::Json => None,
+        ParamType::Numeric
+        | ParamType::Text
+        | ParamType::Date
+        | ParamType::Timestamp
+        | ParamType::TimestampTz
+        | ParamType::Uuid => Some(json!(default)),
+    }
+}
+
 fn value_schema(ty: ParamType) -> Value {
     match ty {
         ParamType::SmallInt => {

@@ -597,7 +597,10 @@ async fn health_metrics_and_openapi_describe_the_server() {
     assert_eq!(parameters[0]["name"], "kind");
     assert_eq!(parameters[0]["required"], true);
     assert_eq!(parameters[1]["schema"]["format"], "date-time");
-    assert_eq!(parameters[2]["schema"]["default"], "1000000");
+    // Defaults have their schema's JSON type (a string here made the
+    // document invalid OpenAPI).
+    assert_eq!(parameters[2]["schema"]["default"], 1000000);
+    assert_eq!(parameters[1]["schema"]["default"], "2024-01-01T00:00:00Z");
     assert!(document["paths"]["/queries/limited"]["get"]["description"]
         .as_str()
         .unwrap()

@@ -187,6 +187,13 @@ if [[ -z $address ]]; then
 fi
 echo "schemathesis: sluice serve at $address"
 
+# The document must be valid OpenAPI 3.1 before anything is fuzzed from it.
+curl -sf "$address/openapi.json" -o "$work/openapi.json" || { echo "schemathesis: GET /openapi.json failed" >&2; exit 1; }
+"$venv/bin/python" -m openapi_spec_validator --schema 3.1 "$work/openapi.json" || {
+  echo "schemathesis: /openapi.json is not valid OpenAPI 3.1 (openapi-spec-validator, above)" >&2
+  exit 1
+}
+
 status=0
 # One worker: hypothesis parses lambdas' source with ast, which CPython 3.11
 # can fail at from two threads ("AST constructor recursion depth mismatch").
