@@ -7,9 +7,10 @@
 //! server's `array_out`/`record_out`: an element is quoted when it holds a
 //! special character, `\` escapes inside quotes (and `""` inside record
 //! quotes), an unquoted `NULL` (any case) is a null array element and an
-//! empty unquoted record field a null field. Lenient array reading adds what
-//! `array_in` also takes: blanks between tokens and around unquoted
-//! elements, backslash escapes outside quotes. Records are read canonically
+//! empty unquoted record field a null field; a bare array element holds no
+//! blank (`array_out` quotes one that does). Lenient array reading adds what
+//! `array_in` also takes: blanks between tokens and around (and inside)
+//! unquoted elements, backslash escapes outside quotes. Records are read canonically
 //! only: no importer reads record text.
 
 use super::{is_blank, trim_blanks, Strictness};
@@ -327,7 +328,8 @@ impl ArrayReader<'_> {
     }
 
     /// An element as `array_out` writes it: quoted, or bare up to `,` or
-    /// `}` without quotes, braces or backslashes in it.
+    /// `}` without quotes, braces, backslashes or blanks in it (`array_out`
+    /// quotes an element holding any of them, so a bare one is not its text).
     fn canonical_element<E>(&mut self) -> Result<Option<&[u8]>, LiteralError<E>> {
         if self.quoted(false)?.is_some() {
             return Ok(Some(&self.scratch));
@@ -340,6 +342,9 @@ impl ArrayReader<'_> {
                     return Err(LiteralError::Malformed(
                         "unexpected character in an element",
                     ))
+                }
+                byte if is_blank(byte) => {
+                    return Err(LiteralError::Malformed("a blank outside quotes"))
                 }
                 _ => self.at += 1,
             }

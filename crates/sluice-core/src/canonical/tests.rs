@@ -338,6 +338,10 @@ fn malformed_literals_say_why() {
         (b"[1:3]={1,2}", "the dimensions do not match the elements"),
         (b"{{{{{{{1}}}}}}}", "more than six dimensions"),
         (b"{\"a", "unterminated quoted element"),
+        // Found by the canonical_forms fuzz target: the lenient reader drops
+        // the trailing blank, so the canonical one must not read it.
+        (b"{\xb1\xb1 J\n}", "a blank outside quotes"),
+        (b"{a b}", "a blank outside quotes"),
     ] {
         assert_eq!(
             read(text, Canonical),
