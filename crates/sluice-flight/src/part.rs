@@ -111,7 +111,7 @@ impl PartStream {
                 status: Status::unavailable("the server is shutting down"),
             },
             () = tokio::time::sleep_until(deadline) => too_long(max_duration),
-            ending = pump(&mut transfer, &sender, timing) => ending,
+            ending = pump(&mut transfer, &sender, timing, context.ad_hoc) => ending,
         };
         let (rows, bytes) = (transfer.rows(), transfer.bytes());
         let source = transfer.into_source();
@@ -159,6 +159,7 @@ async fn pump(
     transfer: &mut Transfer<Box<dyn RunningQuery>, Box<dyn Encoder>>,
     sender: &mpsc::Sender<Result<FlightData, Status>>,
     (deadline, max_duration, idle_write_timeout): (Instant, Duration, Duration),
+    ad_hoc: bool,
 ) -> Ending {
     let mut splitter = MessageSplitter::default();
     loop {
@@ -167,7 +168,7 @@ async fn pump(
         let mut output = Vec::with_capacity(FILL_BYTES);
         let more = match transfer.fill(&mut output).await {
             Ok(more) => more,
-            Err(error) => return transfer_failed(&error),
+            Err(error) => return transfer_failed(error, ad_hoc),
         };
         splitter.push(output);
         loop {
@@ -205,12 +206,20 @@ async fn pump(
     }
 }
 
-fn transfer_failed(error: &TransferError) -> Ending {
+/// A part that failed while streaming: a database error (a division by zero
+/// met at row 10,000) has the code HTTP gives it (22xxx data errors are
+/// `INVALID_ARGUMENT`, a statement timeout `DEADLINE_EXCEEDED`…), limits are
+/// `RESOURCE_EXHAUSTED`, an encoder's refusal `INTERNAL`.
+fn transfer_failed(error: TransferError, ad_hoc: bool) -> Ending {
     let status = match error {
         TransferError::TooManyRows(_) | TransferError::TooManyBytes(_) => {
             Status::resource_exhausted(error.to_string())
         }
-        _ => Status::internal(error.to_string()),
+        TransferError::Source(error) => {
+            crate::service::to_status(sluice_server::AppError::from_query(error, ad_hoc))
+        }
+        // An encoder's refusal, and whatever the engine may yet report.
+        other => Status::internal(other.to_string()),
     };
     Ending::Failed {
         outcome: "error",

@@ -600,6 +600,22 @@ async fn flight_sql_statements_run_as_post_sql_does() {
         .unwrap();
     let status = tonic_status(refused);
     assert!(status.message().contains("read-only"), "{status:?}");
+    // A data error met while streaming is the client's (INVALID_ARGUMENT,
+    // 400 over HTTP), not the server's (INTERNAL).
+    let info = analyst
+        .get_flight_info(statement_query(
+            "select id, 1 / (id - 50) as v from items order by id",
+        ))
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let failed: Result<Vec<_>, _> = match analyst.do_get(ticket).await {
+        Ok(stream) => stream.try_collect().await,
+        Err(error) => Err(error),
+    };
+    let status = tonic_status(failed.err().unwrap());
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("division by zero"), "{status:?}");
     // Only tokens with scope "sql".
     let mut reader = client(server.address, Some("reader-token-0123456789")).await;
     let status = tonic_status(
