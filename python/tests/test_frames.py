@@ -123,6 +123,19 @@ def test_polars_infinities_are_values_not_missing(url, sql):
     assert frame["d"].cast(pl.Int32).to_list()[:2] == [2**31 - 1, -(2**31)]
 
 
+@pytest.mark.parametrize("reader", BACKENDS + ["polars"])
+def test_infinities_written_back_are_infinities_again(url, schema, sql, reader):
+    sql(f"create table {schema}.t (o int, ts timestamptz, d date)")
+    if reader == "polars":
+        frame = sluice.read_polars(url, INFINITIES)
+    else:
+        frame = sluice.read_pandas(url, INFINITIES, dtype_backend=reader)
+    sluice.write(url, f"{schema}.t", frame)
+    back = f"select o, ts, d from {schema}.t order by o"
+    for column in ("ts", "d"):
+        assert judge_column(sql, back, column) == judge_column(sql, INFINITIES, column)
+
+
 @pytest.mark.parametrize("backend", [None, "numpy_nullable"])
 def test_a_value_pandas_cannot_hold_names_its_row_and_column(url, backend):
     query = "select o, t from (values (1, '23:59:59'::time), (2, '24:00:00')) v(o, t) order by o"

@@ -11,7 +11,8 @@
 //!
 //! Types: booleans, integers, floats (`NaN`, `Infinity`), decimals, strings and
 //! binaries of every offset width and view, dates, times, timestamps (with a
-//! zone, in UTC with `+00`), durations and month-day-nano intervals, and
+//! zone, in UTC with `+00`; the ends of `Date32` and of a timestamp's `i64`,
+//! which sluice's Arrow output gives the infinities, are `±infinity`), durations and month-day-nano intervals, and
 //! dictionaries of any of these (pandas categoricals). A 16-byte binary into a
 //! `uuid` column is written as a UUID. Lists and structs are refused when the
 //! stream's schema arrives, naming the column.
@@ -275,10 +276,13 @@ fn write_value(
         DataType::FixedSizeBinary(_) => {
             out.extend_from_slice(array.as_fixed_size_binary().value(index))
         }
-        DataType::Date32 => date(
-            i64::from(array.as_primitive::<Date32Type>().value(index)),
-            out,
-        )?,
+        DataType::Date32 => {
+            let days = i64::from(array.as_primitive::<Date32Type>().value(index));
+            match infinity(days, i64::from(i32::MIN), i64::from(i32::MAX)) {
+                Some(word) => out.extend_from_slice(word),
+                None => date(days, out)?,
+            }
+        }
         DataType::Date64 => {
             let milliseconds = array.as_primitive::<Date64Type>().value(index);
             date(milliseconds.div_euclid(86_400_000), out)?
@@ -299,11 +303,17 @@ fn write_value(
             array.as_primitive::<Time64NanosecondType>().value(index),
             out,
         ),
-        DataType::Timestamp(unit, zone) => timestamp(
-            timestamp_nanoseconds(array, index, *unit),
-            zone.is_some(),
-            out,
-        )?,
+        DataType::Timestamp(unit, zone) => {
+            let raw = timestamp_raw(array, index, *unit);
+            match infinity(raw, i64::MIN, i64::MAX) {
+                Some(word) => out.extend_from_slice(word),
+                None => timestamp(
+                    i128::from(raw) * nanoseconds_per(*unit),
+                    zone.is_some(),
+                    out,
+                )?,
+            }
+        }
         DataType::Duration(unit) => interval(0, 0, duration_nanoseconds(array, index, *unit), out),
         DataType::Interval(arrow_schema::IntervalUnit::MonthDayNano) => {
             let value = array
@@ -421,28 +431,41 @@ fn timestamp(nanoseconds: i128, zoned: bool, out: &mut Vec<u8>) -> Result<(), St
     canonical::write_timestamp(nanoseconds, zoned.then_some(0), out).map_err(|_| out_of_range())
 }
 
-fn timestamp_nanoseconds(array: &dyn Array, index: usize, unit: TimeUnit) -> i128 {
+/// A timestamp's value as stored, in its unit.
+fn timestamp_raw(array: &dyn Array, index: usize, unit: TimeUnit) -> i64 {
     match unit {
-        TimeUnit::Second => {
-            i128::from(array.as_primitive::<TimestampSecondType>().value(index)) * 1_000_000_000
-        }
-        TimeUnit::Millisecond => {
-            i128::from(
-                array
-                    .as_primitive::<TimestampMillisecondType>()
-                    .value(index),
-            ) * 1_000_000
-        }
-        TimeUnit::Microsecond => {
-            i128::from(
-                array
-                    .as_primitive::<TimestampMicrosecondType>()
-                    .value(index),
-            ) * 1_000
-        }
-        TimeUnit::Nanosecond => {
-            i128::from(array.as_primitive::<TimestampNanosecondType>().value(index))
-        }
+        TimeUnit::Second => array.as_primitive::<TimestampSecondType>().value(index),
+        TimeUnit::Millisecond => array
+            .as_primitive::<TimestampMillisecondType>()
+            .value(index),
+        TimeUnit::Microsecond => array
+            .as_primitive::<TimestampMicrosecondType>()
+            .value(index),
+        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(index),
+    }
+}
+
+/// Nanoseconds in one `unit`.
+fn nanoseconds_per(unit: TimeUnit) -> i128 {
+    match unit {
+        TimeUnit::Second => 1_000_000_000,
+        TimeUnit::Millisecond => 1_000_000,
+        TimeUnit::Microsecond => 1_000,
+        TimeUnit::Nanosecond => 1,
+    }
+}
+
+/// `infinity` / `-infinity` for the values that stand for them in Arrow:
+/// the ends of the type, which sluice's own Arrow output (and its pandas
+/// reader, whose earliest value is one past `i64::MIN`, `NaT`) gives the
+/// infinities, and which no real date or timestamp reaches.
+fn infinity(value: i64, lowest: i64, highest: i64) -> Option<&'static [u8]> {
+    if value == highest {
+        Some(b"infinity")
+    } else if value == lowest || (lowest == i64::MIN && value == i64::MIN + 1) {
+        Some(b"-infinity")
+    } else {
+        None
     }
 }
 
@@ -667,7 +690,8 @@ mod tests {
     fn a_date_past_the_database_s_range_rejects_its_row() {
         let batch = RecordBatch::try_from_iter([(
             "day",
-            Arc::new(Date32Array::from(vec![0, i32::MAX])) as ArrayRef,
+            // Past PostgreSQL's last date; i32::MAX itself is `infinity`.
+            Arc::new(Date32Array::from(vec![0, i32::MAX - 1])) as ArrayRef,
         )])
         .unwrap();
         let output = decode(&stream(&[batch])).unwrap();
@@ -718,6 +742,42 @@ mod tests {
         );
         assert_eq!(refused[1].0, 6);
         assert!(refused[1].1.contains("NaN"), "{refused:?}");
+    }
+
+    #[test]
+    fn the_ends_of_dates_and_timestamps_are_the_infinities() {
+        // As sluice's Arrow output writes them, and its pandas reader (whose
+        // earliest timestamp is one past i64::MIN, which pandas calls NaT).
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (
+                "at",
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![i64::MAX, i64::MIN + 1, i64::MIN, 0])
+                        .with_timezone("UTC"),
+                ),
+            ),
+            (
+                "day",
+                Arc::new(Date32Array::from(vec![i32::MAX, i32::MIN, i32::MIN, 0])),
+            ),
+        ];
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let output = decode(&stream(&[batch])).unwrap();
+        let rows: Vec<(Option<String>, Option<String>)> = output
+            .batch
+            .rows()
+            .map(|row| (text(row.get(0)), text(row.get(1))))
+            .collect();
+        let pair = |at: &str, day: &str| (Some(at.to_owned()), Some(day.to_owned()));
+        assert_eq!(
+            rows,
+            [
+                pair("infinity", "infinity"),
+                pair("-infinity", "-infinity"),
+                pair("-infinity", "-infinity"),
+                pair("1970-01-01 00:00:00+00", "1970-01-01"),
+            ]
+        );
     }
 
     #[test]
