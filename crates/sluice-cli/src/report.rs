@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::load::ImportFault;
 use sluice_core::{
-    peak_rss_bytes, Error, ErrorKind, MeterSnapshot, Progress, RowError, RowFault, Stalled,
+    peak_rss_bytes, DbCause, Error, ErrorKind, MeterSnapshot, Progress, RowError, RowFault, Stalled,
 };
 use sluice_formats::InputFault;
 
@@ -273,13 +273,14 @@ pub fn copy_message(side: Option<Side>, error: &Error) -> String {
 }
 
 /// What to do about a target that already holds the table or its rows: the
-/// flags a library error cannot name. A unique violation is `23505`
-/// (PostgreSQL) or error 1062 (MariaDB, SQLSTATE `23000`); a table that
-/// already exists is `42P07` (PostgreSQL) or `42S01` (MariaDB).
+/// flags a library error cannot name. A unique violation is the driver's
+/// [`DbCause::DuplicateKey`]; a table that already exists is `42P07`
+/// (PostgreSQL) or `42S01` (MariaDB).
 fn copy_hint(error: &Error) -> Option<&'static str> {
     let code = error.code()?;
-    let duplicate_key =
-        code == "23505" || error.as_db_error().and_then(|db| db.vendor_code) == Some(1062);
+    let duplicate_key = error
+        .as_db_error()
+        .is_some_and(|db| db.cause == DbCause::DuplicateKey);
     if duplicate_key {
         return Some(
             "; the target already holds rows with these keys: --truncate empties it first, \

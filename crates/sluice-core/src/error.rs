@@ -37,9 +37,63 @@ pub enum ErrorKind {
     Unsupported,
 }
 
+/// What a database error means for the request that met it, read from the
+/// database's codes by its driver ([`DbCause::of_sqlstate`] for the SQL
+/// standard's classes, plus the database's own codes), so that a front end
+/// chooses its answer (an HTTP status, a gRPC code, a retry) without knowing
+/// any database's codes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DbCause {
+    /// Nothing below: the statement failed for a reason of the server's.
+    #[default]
+    Other,
+    /// The data met or given: a value its type refuses, a division by zero
+    /// (SQLSTATE class `22`).
+    Data,
+    /// A key that exists already (`23505`, MariaDB's 1062).
+    DuplicateKey,
+    /// Any other constraint: foreign key, not null, check (class `23`).
+    Integrity,
+    /// The statement itself: its syntax, a name it uses, a privilege it needs
+    /// (class `42`).
+    Statement,
+    /// A write in a read-only transaction (`25006`).
+    ReadOnly,
+    /// Another invalid transaction state (class `25`).
+    TransactionState,
+    /// The statement ran past its time limit.
+    StatementTimeout,
+    /// The work lost a race with other sessions — a deadlock, a serialization
+    /// failure, a lock not granted in time — and a retry may succeed.
+    LostRace,
+    /// The server cannot serve now: its connection, its resources, an
+    /// operator (classes `08`, `53`, `57`).
+    Unavailable,
+}
+
+impl DbCause {
+    /// The cause the SQL standard's SQLSTATE classes give `code`; a driver
+    /// reads its database's own codes first.
+    pub fn of_sqlstate(code: &str) -> DbCause {
+        match (code, code.get(..2).unwrap_or("")) {
+            ("23505", _) => DbCause::DuplicateKey,
+            ("25006", _) => DbCause::ReadOnly,
+            (_, "22") => DbCause::Data,
+            (_, "23") => DbCause::Integrity,
+            (_, "42") => DbCause::Statement,
+            (_, "25") => DbCause::TransactionState,
+            (_, "40") => DbCause::LostRace,
+            (_, "08" | "53" | "57") => DbCause::Unavailable,
+            _ => DbCause::Other,
+        }
+    }
+}
+
 /// An error the database server reported, with its structured fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DbError {
+    /// What it means for the request, as the driver read the codes.
+    pub cause: DbCause,
     /// `ERROR`, `FATAL`, …
     pub severity: String,
     /// The five-character SQLSTATE code.
@@ -264,3 +318,28 @@ impl fmt::Display for Stalled {
 }
 
 impl std::error::Error for Stalled {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standard_s_classes_say_what_an_error_means() {
+        for (code, cause) in [
+            ("22012", DbCause::Data),
+            ("23505", DbCause::DuplicateKey),
+            ("23503", DbCause::Integrity),
+            ("42P01", DbCause::Statement),
+            ("25006", DbCause::ReadOnly),
+            ("25P02", DbCause::TransactionState),
+            ("40001", DbCause::LostRace),
+            ("40P01", DbCause::LostRace),
+            ("08006", DbCause::Unavailable),
+            ("53300", DbCause::Unavailable),
+            ("XX000", DbCause::Other),
+            ("", DbCause::Other),
+        ] {
+            assert_eq!(DbCause::of_sqlstate(code), cause, "{code}");
+        }
+    }
+}

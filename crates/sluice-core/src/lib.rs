@@ -51,7 +51,7 @@ pub mod wait;
 pub use batch::{Batch, BatchMark, Row};
 pub use decode::{Decoded, Decoder, Rejected, RowError, RowFault};
 pub use duration::{parse_duration, DurationError};
-pub use error::{DbError, Error, ErrorKind, Stalled};
+pub use error::{DbCause, DbError, Error, ErrorKind, Stalled};
 pub use meter::{peak_rss_bytes, Meter, MeterSnapshot, MeteredStream};
 pub use pump::{pump, Progress, PumpSummary};
 pub use socket::{Keepalive, Socket, TcpSettings};

@@ -14,7 +14,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sluice_core::load::ImportFault;
-use sluice_core::{Error, ErrorKind, RowError, RowFault};
+use sluice_core::{DbCause, Error, ErrorKind, RowError, RowFault};
 use sluice_formats::{InputFault, ParamFault};
 
 use crate::db::StartError;
@@ -272,40 +272,36 @@ pub fn row_reason(row: &RowError) -> String {
     format!("{} ({hint})", row.reason)
 }
 
-/// The status for a database error, by SQLSTATE class.
 /// True for a database error that says nothing about the request itself:
-/// the work lost a race with other sessions and a retry may succeed —
-/// deadlocks and serialization failures (SQLSTATE class `40`: `40001`,
-/// `40P01`), a lock not granted (`55P03`, `NOWAIT` or `lock_timeout`), and
-/// MariaDB's lock wait timeout (error 1205, SQLSTATE `HY000`).
+/// the work lost a race with other sessions (a deadlock, a serialization
+/// failure, a lock not granted in time) and a retry may succeed. The driver
+/// says so ([`DbCause::LostRace`]), reading its database's codes.
 pub fn is_transient(error: &Error) -> bool {
-    let code = error.code().unwrap_or("");
-    code.starts_with("40")
-        || code == "55P03"
-        || error
-            .as_db_error()
-            .is_some_and(|db| db.vendor_code == Some(1205))
+    cause(error) == DbCause::LostRace
 }
 
+/// What a database error means, as its driver read it.
+fn cause(error: &Error) -> DbCause {
+    error.as_db_error().map_or(DbCause::Other, |db| db.cause)
+}
+
+/// The status for a database error, by what it means.
 fn database_status(error: &Error, ad_hoc: bool) -> StatusCode {
-    let code = error.code().unwrap_or("");
-    match code.get(..2).unwrap_or("") {
-        // Data exceptions (a value the type rejects, division by zero) and integrity
-        // violations follow from what the request asked for.
-        "22" | "23" => StatusCode::BAD_REQUEST,
-        // Syntax and access rule violations: the client's in ad-hoc SQL, a broken
-        // named query otherwise. `25006` is a write in a read-only transaction.
-        "42" | "25" if ad_hoc => StatusCode::BAD_REQUEST,
+    match cause(error) {
+        // What the request asked for: a value its type rejects, a division
+        // by zero, a key that exists.
+        DbCause::Data | DbCause::DuplicateKey | DbCause::Integrity => StatusCode::BAD_REQUEST,
+        // The client's in ad-hoc SQL; a broken named query otherwise.
+        DbCause::Statement | DbCause::TransactionState | DbCause::ReadOnly if ad_hoc => {
+            StatusCode::BAD_REQUEST
+        }
         // A named query that writes, run by a token without scope `write`.
-        "25" if code == "25006" => StatusCode::FORBIDDEN,
-        // PostgreSQL's statement timeout; MariaDB's (`max_statement_time`) is 70100.
-        "57" if code == "57014" => StatusCode::GATEWAY_TIMEOUT,
-        "70" if code == "70100" => StatusCode::GATEWAY_TIMEOUT,
-        "08" | "53" | "57" => StatusCode::SERVICE_UNAVAILABLE,
-        "40" => StatusCode::SERVICE_UNAVAILABLE,
-        // SQLite reports no SQLSTATE; in ad-hoc SQL its errors are the statement's.
-        "" if ad_hoc => StatusCode::BAD_REQUEST,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
+        DbCause::ReadOnly => StatusCode::FORBIDDEN,
+        DbCause::StatementTimeout => StatusCode::GATEWAY_TIMEOUT,
+        DbCause::Unavailable | DbCause::LostRace => StatusCode::SERVICE_UNAVAILABLE,
+        DbCause::Statement | DbCause::TransactionState | DbCause::Other => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     }
 }
 

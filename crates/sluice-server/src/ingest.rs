@@ -27,7 +27,7 @@ use sluice_core::connect::{ImportRequest, Session};
 use sluice_core::load::{
     ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
-use sluice_core::{Decoder, Error, ErrorKind, Progress, Rejected};
+use sluice_core::{DbCause, Decoder, Error, ErrorKind, Progress, Rejected};
 use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
 use tokio_util::io::StreamReader;
 
@@ -577,9 +577,12 @@ fn import_error(error: Error) -> AppError {
         // A refused row the server could not place (a foreign key is checked
         // after the last row; a streamed body cannot be read again to find it).
         ErrorKind::Database
-            if error
-                .code()
-                .is_some_and(|code| code.starts_with("22") || code.starts_with("23")) =>
+            if error.as_db_error().is_some_and(|db| {
+                matches!(
+                    db.cause,
+                    DbCause::Data | DbCause::DuplicateKey | DbCause::Integrity
+                )
+            }) =>
         {
             let message = error.as_db_error().map_or_else(
                 || error.to_string(),

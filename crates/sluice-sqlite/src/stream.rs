@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{InterruptHandle, OpenFlags, ToSql};
-use sluice_core::{Batch, BatchSource, Column, DbError, Error, ErrorKind, Kind, Schema};
+use sluice_core::{Batch, BatchSource, Column, DbCause, DbError, Error, ErrorKind, Kind, Schema};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::convert::push_value;
@@ -100,7 +100,7 @@ impl std::fmt::Debug for SqliteStream {
 }
 
 /// A failure reported by SQLite, as a database error. SQLite has no SQLSTATEs, so
-/// the code is empty except for the statement timeout.
+/// the code is empty except for the statement timeout; the cause says what it means.
 fn sqlite_error(error: rusqlite::Error) -> Error {
     let message = match &error {
         rusqlite::Error::SqliteFailure(failure, Some(message)) => {
@@ -110,14 +110,35 @@ fn sqlite_error(error: rusqlite::Error) -> Error {
     };
     Error::db(DbError {
         severity: "ERROR".into(),
+        cause: cause(&error),
         message,
         ..DbError::default()
     })
 }
 
+/// What SQLite's error means. Its generic error (a syntax error, a missing
+/// table, a bad parameter count) is the statement's.
+fn cause(error: &rusqlite::Error) -> DbCause {
+    use rusqlite::ErrorCode;
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) => match failure.code {
+            ErrorCode::ConstraintViolation => DbCause::Integrity,
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => DbCause::LostRace,
+            ErrorCode::ReadOnly => DbCause::ReadOnly,
+            ErrorCode::TooBig | ErrorCode::TypeMismatch => DbCause::Data,
+            ErrorCode::OutOfMemory | ErrorCode::DiskFull | ErrorCode::CannotOpen => {
+                DbCause::Unavailable
+            }
+            _ => DbCause::Statement,
+        },
+        _ => DbCause::Statement,
+    }
+}
+
 fn timeout_error() -> Error {
     Error::db(DbError {
         severity: "ERROR".into(),
+        cause: DbCause::StatementTimeout,
         code: "57014".into(),
         message: "canceling statement due to statement timeout".into(),
         ..DbError::default()
