@@ -19,7 +19,7 @@ use futures_util::Stream;
 use prost::Message as _;
 use sluice_core::database::{Access, Param};
 use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
-use sluice_server::{AppError, AppState, LiveApp, RequestContext};
+use sluice_server::{AppError, AppState, Credential, LiveApp, RequestContext};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -80,7 +80,7 @@ impl Service {
         pairs: &[(String, String)],
         context: &mut RequestContext,
     ) -> Result<(&'a QueryConfig, Vec<Param>), AppError> {
-        let query = state.admit_query(&metadata.clone().into_headers(), name, context)?;
+        let query = state.admit_query(credential(metadata), name, context)?;
         let params = query.signature.bind_pairs(
             pairs
                 .iter()
@@ -155,7 +155,7 @@ impl Service {
         context: &mut RequestContext,
     ) -> Result<&'a SqlConfig, AppError> {
         state
-            .admit_sql(&metadata.clone().into_headers(), context)?
+            .admit_sql(credential(metadata), context)?
             .ok_or_else(|| {
                 AppError::NotFound("ad-hoc SQL is not enabled on this server ([sql])".into())
             })
@@ -253,11 +253,7 @@ impl Service {
         let admitted = match &ticket.statement {
             Some(_) => Service::admit_statement(state, metadata, &mut context).map(drop),
             None => state
-                .admit_query(
-                    &metadata.clone().into_headers(),
-                    &ticket.query,
-                    &mut context,
-                )
+                .admit_query(credential(metadata), &ticket.query, &mut context)
                 .map(drop),
         };
         let released = admitted.map_err(to_status).and_then(|()| {
@@ -370,6 +366,15 @@ impl Service {
     fn context(&self, state: &AppState, route: &'static str, query: &str) -> RequestContext {
         RequestContext::new(route, query, false, state.shutdown_token())
     }
+}
+
+/// The bearer token a call presents in its `authorization` metadata.
+fn credential(metadata: &tonic::metadata::MetadataMap) -> Credential<'_> {
+    Credential::from_authorization(
+        metadata
+            .get("authorization")
+            .and_then(|value| value.to_str().ok()),
+    )
 }
 
 /// Logs a call that ended without a stream, and passes its result on.

@@ -26,6 +26,7 @@ use sluice_formats::{untyped_param, Format, JsonOptions};
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 
+use crate::auth::Credential;
 use crate::config::QueryConfig;
 use crate::db::Param;
 use crate::error::AppError;
@@ -141,7 +142,7 @@ async fn run_query(
 ) -> Response {
     let mut context = RequestContext::new("queries", name.clone(), false, state.shutdown_token());
     let prepared = async {
-        let config = state.admit_query(&headers, &name, &mut context)?;
+        let config = state.admit_query(Credential::of_headers(&headers), &name, &mut context)?;
         // A GET must not write unless the token may.
         let read_only = !state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
@@ -255,7 +256,7 @@ async fn run_sql(
 ) -> Response {
     let mut context = RequestContext::new("sql", "", true, state.shutdown_token());
     let prepared = async {
-        let Some(sql) = state.admit_sql(&headers, &mut context)? else {
+        let Some(sql) = state.admit_sql(Credential::of_headers(&headers), &mut context)? else {
             return Err(AppError::NotFound(
                 "POST /sql is not enabled on this server".into(),
             ));

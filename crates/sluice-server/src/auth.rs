@@ -79,9 +79,18 @@ impl Auth {
         !self.tokens.is_empty()
     }
 
+    /// [`Auth::admit`] for an HTTP request's headers.
+    pub fn check(&self, headers: &HeaderMap, need: Need<'_>) -> Result<Option<Grant>, AppError> {
+        self.admit(Credential::of_headers(headers), need)
+    }
+
     /// The grant of the token that allows `need` (401 without one, 403 when it
     /// does not allow it, 429 when it is over its limits); `None` when auth is off.
-    pub fn check(&self, headers: &HeaderMap, need: Need<'_>) -> Result<Option<Grant>, AppError> {
+    pub fn admit(
+        &self,
+        credential: Credential<'_>,
+        need: Need<'_>,
+    ) -> Result<Option<Grant>, AppError> {
         if !self.enabled() {
             return match need {
                 Need::Query(_) => Ok(None),
@@ -93,7 +102,7 @@ impl Auth {
                 )),
             };
         }
-        let (index, token) = self.token(headers)?;
+        let (index, token) = self.token(credential)?;
         let allowed = match need {
             Need::Query(name) => match &token.queries {
                 Allowed::All => true,
@@ -121,22 +130,14 @@ impl Auth {
     pub fn has_scope(&self, headers: &HeaderMap, scope: &str) -> bool {
         self.enabled()
             && self
-                .token(headers)
+                .token(Credential::of_headers(headers))
                 .is_ok_and(|(_, token)| token.scopes.iter().any(|given| given == scope))
     }
 
     /// The configured token the request presents, and its position: 401 when
     /// there is none.
-    fn token(&self, headers: &HeaderMap) -> Result<(usize, &TokenConfig), AppError> {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| {
-                let (scheme, token) = value.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            })
-            .filter(|token| !token.is_empty())
-            .ok_or(AppError::Unauthorized)?;
+    fn token(&self, credential: Credential<'_>) -> Result<(usize, &TokenConfig), AppError> {
+        let presented = credential.token.ok_or(AppError::Unauthorized)?;
         let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let mut found = subtle::Choice::from(0);
         let mut index = 0u32;
@@ -149,6 +150,36 @@ impl Auth {
             return Err(AppError::Unauthorized);
         }
         Ok((index as usize, &self.tokens[index as usize]))
+    }
+}
+
+/// The bearer token a request presents, however its front end carried it:
+/// HTTP's `Authorization` header, gRPC's `authorization` metadata. The policy
+/// reads only this, so no front end speaks another's vocabulary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credential<'a> {
+    token: Option<&'a str>,
+}
+
+impl<'a> Credential<'a> {
+    /// From an `Authorization` value, `Bearer <token>` (the scheme in any case).
+    pub fn from_authorization(value: Option<&'a str>) -> Credential<'a> {
+        let token = value
+            .and_then(|value| {
+                let (scheme, token) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .filter(|token| !token.is_empty());
+        Credential { token }
+    }
+
+    /// From an HTTP request's headers.
+    pub fn of_headers(headers: &'a HeaderMap) -> Credential<'a> {
+        Credential::from_authorization(
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok()),
+        )
     }
 }
 
@@ -183,6 +214,19 @@ pub fn check_host(headers: &HeaderMap, uri: &Uri) -> Result<(), AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_is_a_bearer_token_however_it_was_carried() {
+        fn token(value: Option<&str>) -> Option<&str> {
+            Credential::from_authorization(value).token
+        }
+        assert_eq!(token(Some("Bearer abc")), Some("abc"));
+        assert_eq!(token(Some("bearer  abc ")), Some("abc"));
+        assert_eq!(token(Some("Basic abc")), None);
+        assert_eq!(token(Some("Bearer ")), None);
+        assert_eq!(token(Some("abc")), None);
+        assert_eq!(token(None), None);
+    }
 
     #[test]
     fn only_local_host_names_are_accepted() {

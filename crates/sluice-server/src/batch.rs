@@ -51,6 +51,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::io::StreamReader;
 
 use crate::app::AppState;
+use crate::auth::Credential;
 use crate::config::QueryConfig;
 use crate::error::AppError;
 use crate::stream::RequestContext;
@@ -140,7 +141,7 @@ pub async fn run_batch(
 ) -> Response {
     let mut context = RequestContext::new("batch", name.clone(), false, state.shutdown_token());
     let prepared = async {
-        let config = state.admit_query(&headers, &name, &mut context)?;
+        let config = state.admit_query(Credential::of_headers(&headers), &name, &mut context)?;
         let may_write = state.auth().has_scope(&headers, "write");
         let QueryPairs(pairs) = query?;
         let mut mode = None;

@@ -58,6 +58,7 @@ pub use accepting::{
     Slot,
 };
 pub use app::{app, AppState};
+pub use auth::Credential;
 pub use checks::check_when_reachable;
 pub use config::{Config, ConfigError};
 pub use connection::Timeouts;

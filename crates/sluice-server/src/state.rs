@@ -9,9 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use axum::http::HeaderMap;
-
-use crate::auth::{Auth, Need};
+use crate::auth::{Auth, Credential, Need};
 use crate::config::{Config, QueryConfig, SqlConfig};
 use crate::db::{Database, StartError};
 use crate::error::AppError;
@@ -162,11 +160,11 @@ impl AppState {
     /// but only after the token check, so tokens reveal nothing.
     pub fn admit_query(
         &self,
-        headers: &HeaderMap,
+        credential: Credential<'_>,
         name: &str,
         context: &mut RequestContext,
     ) -> Result<&QueryConfig, AppError> {
-        let grant = self.auth().check(headers, Need::Query(name))?;
+        let grant = self.auth().admit(credential, Need::Query(name))?;
         let Some(query) = self.config().queries.get(name) else {
             return Err(AppError::NotFound(format!("no query named {name:?}")));
         };
@@ -179,13 +177,13 @@ impl AppState {
     /// is off (each front end says so its own way).
     pub fn admit_sql(
         &self,
-        headers: &HeaderMap,
+        credential: Credential<'_>,
         context: &mut RequestContext,
     ) -> Result<Option<&SqlConfig>, AppError> {
         let Some(sql) = &self.config().sql else {
             return Ok(None);
         };
-        context.admit(self.auth().check(headers, Need::Sql)?);
+        context.admit(self.auth().admit(credential, Need::Sql)?);
         Ok(Some(sql))
     }
 }
