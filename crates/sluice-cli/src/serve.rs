@@ -1,15 +1,15 @@
-//! `sluice serve`: the HTTP gateway (see the `sluice-server` crate), and its
-//! zero-setup demo on an embedded SQLite file.
+//! `sluice serve`: the gateway (`sluice-gateway`) with its HTTP front end
+//! (`sluice-server`) and, with `[flight]`, its Arrow Flight one
+//! (`sluice-flight`), and its zero-setup demo on an embedded SQLite file.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sluice_server::config::{DEFAULT_LISTEN, MAX_THREADS};
+use sluice_gateway::config::{DEFAULT_LISTEN, MAX_THREADS};
+use sluice_gateway::{effective_listen, AppState, Config, Live, ServerTls, TlsError, TlsFile};
 use sluice_server::demo::{self, Prepared, DEMO_ROWS};
-use sluice_server::{
-    effective_listen, serve, AppState, Config, LiveApp, ServerTls, TlsError, TlsFile,
-};
+use sluice_server::{serve, LiveApp};
 
 use crate::console::err_line;
 use crate::exit;
@@ -91,7 +91,7 @@ fn init_logging(json: bool) {
 /// Ctrl-C; returns the exit code.
 pub async fn run(arguments: ServeArgs) -> u8 {
     init_logging(arguments.log_json);
-    let open_files = sluice_server::raise_open_files_limit();
+    let open_files = sluice_gateway::raise_open_files_limit();
     if let Err(error) = &open_files {
         err_line!("sluice: could not raise the open-files limit: {error}");
     }
@@ -130,9 +130,9 @@ pub async fn run(arguments: ServeArgs) -> u8 {
     }
     let shutdown = shutdown_signal();
     let flight = state.config().flight.clone();
-    let live = LiveApp::new(state);
+    let live = LiveApp::new(Live::new(state));
     reload_on_hangup(tls.clone(), arguments.config.clone(), live.clone());
-    let listener = match sluice_server::bind(address) {
+    let listener = match sluice_gateway::bind(address) {
         Ok(listener) => listener,
         Err(error) => {
             err_line!("sluice: cannot listen on {address}: {error}");
@@ -179,8 +179,8 @@ pub async fn run(arguments: ServeArgs) -> u8 {
 /// The start line's account of descriptors: the open-files limit (and what
 /// it was raised from) and each listener's connection cap.
 fn connection_room(live: &LiveApp, raised_from: Option<u64>) -> String {
-    let limit = sluice_server::open_files_limit();
-    let cap = sluice_server::cap_for(live.state().config());
+    let limit = sluice_gateway::open_files_limit();
+    let cap = sluice_gateway::cap_for(live.state().config());
     let limit = if limit == u64::MAX {
         "unlimited".to_owned()
     } else {
@@ -195,7 +195,7 @@ fn connection_room(live: &LiveApp, raised_from: Option<u64>) -> String {
 /// cancelled.
 fn start_flight(
     live: &LiveApp,
-    flight: sluice_server::config::FlightConfig,
+    flight: sluice_gateway::config::FlightConfig,
     tls: Option<ServerTls>,
     stopping: &tokio_util::sync::CancellationToken,
 ) -> Result<(), u8> {
@@ -204,7 +204,7 @@ fn start_flight(
     if let Some(warning) = warning {
         err_line!("sluice: Flight: {warning}");
     }
-    let listener = sluice_server::bind(address).map_err(|error| {
+    let listener = sluice_gateway::bind(address).map_err(|error| {
         err_line!("sluice: cannot listen for Flight on {address}: {error}");
         exit::IO
     })?;
@@ -218,7 +218,9 @@ fn start_flight(
     let stopped = stopping.clone().cancelled_owned();
     let live = live.clone();
     tokio::spawn(async move {
-        if let Err(error) = sluice_flight::serve(live, flight, listener, tls, stopped).await {
+        if let Err(error) =
+            sluice_flight::serve(live.live().clone(), flight, listener, tls, stopped).await
+        {
             tracing::error!(%error, "Flight stopped");
         }
     });
@@ -288,7 +290,7 @@ fn tls_setting(error: &TlsError) -> &'static str {
 }
 
 /// On each SIGHUP, re-reads the configuration file (queries, tokens, limits,
-/// databases: see `sluice_server::LiveApp`) and the certificate and key. New
+/// databases: see `sluice_gateway::Live`) and the certificate and key. New
 /// requests get the new configuration and new connections the new
 /// certificate; requests and streams in flight go on as they started. A file
 /// that does not load, a configuration whose checks find a problem, or a

@@ -436,16 +436,19 @@ where
     }
 }
 
-/// Reads until the target columns are known and a row is read (or the input
-/// ends). With [`OnError::Abort`] the first bad record is the import's error;
-/// an input without rows reports its bad records to `rejects` and ends the
-/// import.
+/// Checks `options` against `table`, then reads until the target columns are
+/// known and a row is read (or the input ends). With [`OnError::Abort`] the
+/// first bad record is the import's error; an input without rows reports its
+/// bad records to `rejects` and ends the import.
 pub async fn open(
     rows: &mut dyn RowFeed,
     decoded: &mut Decoded,
-    on_error: OnError,
+    table: &TableInfo,
+    options: &ImportOptions,
     rejects: &mut RejectSink<'_>,
 ) -> Result<Opening, Error> {
+    options.check_for(table)?;
+    let on_error = options.on_error;
     let mut more = true;
     while more && decoded.batch.is_empty() {
         more = rows.next(decoded).await?;

@@ -30,8 +30,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
-use sluice_server::config::FlightConfig;
-use sluice_server::{cap_for, ConnectionSlots, LiveApp, ServerTls, Timeouts};
+use sluice_gateway::config::FlightConfig;
+use sluice_gateway::{cap_for, ConnectionSlots, Live, ServerTls, Timeouts};
 use tokio::net::TcpListener;
 
 pub use plans::Plans;
@@ -52,7 +52,7 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// gateway's own shutdown deadline (its state's shutdown token). Connections
 /// are timed and capped as HTTP's are ([`listener`]).
 pub async fn serve(
-    live: LiveApp,
+    live: Live,
     flight: FlightConfig,
     listener: TcpListener,
     tls: Option<ServerTls>,
@@ -94,6 +94,6 @@ async fn expire_plans(plans: Plans, tracker: tokio_util::task::TaskTracker) {
         interval.tick().await;
         plans.expire(&tracker);
         let (held, oldest) = plans.live();
-        sluice_server::metrics::flight_plans(held, oldest);
+        sluice_gateway::metrics::flight_plans(held, oldest);
     }
 }

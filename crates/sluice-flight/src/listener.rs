@@ -15,7 +15,7 @@
 //! would hold a descriptor each for as long as their client likes.
 //!
 //! **How many.** The listener holds at most `[server] max_connections`
-//! connections (`sluice_server::ConnectionSlots`); one more is closed at once and
+//! connections (`sluice_gateway::ConnectionSlots`); one more is closed at once and
 //! counted, and a failing `accept` (out of descriptors) pauses the loop.
 
 use std::future::Future;
@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_server::{AcceptBackoff, ConnectionSlots, ServerTls, Slot, Timeouts};
+use sluice_gateway::{AcceptBackoff, ConnectionSlots, ServerTls, Slot, Timeouts};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -122,11 +122,11 @@ async fn handshake(
         }
         Ok(Err(error)) => {
             tracing::debug!(%error, "Flight: TLS handshake failed");
-            sluice_server::metrics::tls_handshake_failed();
+            sluice_gateway::metrics::tls_handshake_failed();
         }
         Err(_) => {
             tracing::debug!("Flight: TLS handshake timed out");
-            sluice_server::metrics::tls_handshake_failed();
+            sluice_gateway::metrics::tls_handshake_failed();
         }
     }
 }
@@ -257,7 +257,7 @@ impl AsyncRead for Connection {
                 timeout,
                 "Flight: closing a connection that carried no call in time"
             );
-            sluice_server::metrics::connection_timed_out(timeout);
+            sluice_gateway::metrics::connection_timed_out(timeout);
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "idle Flight connection",

@@ -16,12 +16,12 @@ use std::time::Duration;
 use arrow_flight::FlightData;
 use sluice_core::database::RunningQuery;
 use sluice_core::{Encoder, Transfer, TransferError};
-use sluice_server::{hand_over, NotTaken, RequestContext, Timing};
+use sluice_gateway::{hand_over, Front, NotTaken, RequestContext, Timing};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::Status;
+use tonic::{Code, Status};
 
 use crate::ipc::MessageSplitter;
 
@@ -119,17 +119,24 @@ impl PartStream {
         match ending {
             Ending::Complete => {
                 source.complete();
-                context.finish(200, "complete", rows, bytes, round_trips, None);
+                context.finish(logged(Code::Ok), "complete", rows, bytes, round_trips, None);
             }
             Ending::ClientGone => {
                 abandon(source, &tracker);
                 let message = "the client left before the part ended";
-                context.finish(499, "client_gone", rows, bytes, round_trips, Some(message));
+                context.finish(
+                    logged(Code::Cancelled),
+                    "client_gone",
+                    rows,
+                    bytes,
+                    round_trips,
+                    Some(message),
+                );
             }
             Ending::Failed { outcome, status } => {
                 abandon(source, &tracker);
                 let message = status.message().to_owned();
-                let code = http_status(&status);
+                let code = logged(status.code());
                 let _ = sender.try_send(Err(status));
                 context.finish(code, outcome, rows, bytes, round_trips, Some(&message));
             }
@@ -216,7 +223,7 @@ fn transfer_failed(error: TransferError, ad_hoc: bool) -> Ending {
             Status::resource_exhausted(error.to_string())
         }
         TransferError::Source(error) => {
-            crate::service::to_status(sluice_server::AppError::from_query(error, ad_hoc))
+            crate::service::to_status(sluice_gateway::GatewayError::from_query(error, ad_hoc))
         }
         // An encoder's refusal, and whatever the engine may yet report.
         other => Status::internal(other.to_string()),
@@ -231,22 +238,15 @@ fn humanize(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
 }
 
-/// The HTTP status a gRPC status stands for, for the log line and metrics
-/// that HTTP requests share.
-pub fn http_status(status: &Status) -> u16 {
-    use tonic::Code;
-    match status.code() {
-        Code::Ok => 200,
-        Code::InvalidArgument | Code::OutOfRange => 400,
-        Code::Unauthenticated => 401,
-        Code::PermissionDenied => 403,
-        Code::NotFound => 404,
-        Code::FailedPrecondition => 412,
-        Code::ResourceExhausted => 429,
-        Code::Cancelled => 499,
-        Code::Unimplemented => 501,
-        Code::Unavailable => 503,
-        Code::DeadlineExceeded => 504,
-        _ => 500,
-    }
+/// The status a call is logged and counted with: its gRPC code (0 `OK`,
+/// 1 `CANCELLED`, 3 `INVALID_ARGUMENT`, …), beside HTTP's status codes under
+/// the Flight routes.
+pub fn logged(code: Code) -> u16 {
+    code as u16
 }
+
+/// Flight's codes for a call that ended before it answered.
+pub const FLIGHT: Front = Front {
+    client_gone: Code::Cancelled as u16,
+    shutdown: Code::Unavailable as u16,
+};

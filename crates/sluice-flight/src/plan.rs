@@ -15,10 +15,10 @@ use bytes::Bytes;
 use sluice_core::connect::Session;
 use sluice_core::database::{Access, Param, RunningQuery};
 use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
-use sluice_core::{Meter, Transfer};
+use sluice_core::{Meter, Transfer, TransferError};
 use sluice_formats::Format;
-use sluice_server::config::{FlightConfig, QueryConfig, QuerySplit, SqlConfig, MAX_PARTITIONS};
-use sluice_server::{AppError, AppState, Reading};
+use sluice_gateway::config::{FlightConfig, QueryConfig, QuerySplit, SqlConfig, MAX_PARTITIONS};
+use sluice_gateway::{AppState, GatewayError, Reading};
 
 use crate::descriptor::PlanRequest;
 use crate::ipc::encapsulated_schema;
@@ -70,7 +70,7 @@ impl<'a> Runs<'a> {
 
     /// Starts the statement, its values read for Arrow; a database error is
     /// worded as the HTTP gateway words it for the same statement.
-    pub async fn start(self, state: &AppState) -> Result<Box<dyn RunningQuery>, AppError> {
+    pub async fn start(self, state: &AppState) -> Result<Box<dyn RunningQuery>, GatewayError> {
         let ad_hoc = matches!(self.access, Access::AdHoc { .. });
         let reading = Reading {
             format: Format::Arrow,
@@ -86,7 +86,7 @@ impl<'a> Runs<'a> {
                 reading,
             )
             .await
-            .map_err(|error| AppError::from_start(error, ad_hoc))
+            .map_err(|error| GatewayError::from_start(error, ad_hoc))
     }
 }
 
@@ -112,7 +112,7 @@ impl Planner<'_> {
         query: &QueryConfig,
         params: Vec<Param>,
         owner: Option<&str>,
-    ) -> Result<FlightInfo, AppError> {
+    ) -> Result<FlightInfo, GatewayError> {
         let schema = self.schema(Runs::named(query, params.clone())).await?;
         let parts = request
             .partitions
@@ -140,7 +140,7 @@ impl Planner<'_> {
                 let place = self
                     .plans
                     .reserve(plan, &claim, SPLIT_TIMEOUT, &self.state.tracker())
-                    .map_err(|full| AppError::TooManyRequests {
+                    .map_err(|full| GatewayError::TooManyRequests {
                         message: format!(
                             "{full}; retry when one is released (DoAction CancelFlightInfo) or \
                              every part of one has been read"
@@ -199,7 +199,7 @@ impl Planner<'_> {
         descriptor: FlightDescriptor,
         statement: &str,
         sql: &SqlConfig,
-    ) -> Result<FlightInfo, AppError> {
+    ) -> Result<FlightInfo, GatewayError> {
         let schema = self.schema(Runs::statement(statement, sql)).await?;
         let ticket = Ticket {
             query: String::new(),
@@ -215,22 +215,29 @@ impl Planner<'_> {
 
     /// The Arrow schema `DoGet` will send: the statement run for no rows and
     /// encoded by the same encoder.
-    pub async fn schema(&self, runs: Runs<'_>) -> Result<Bytes, AppError> {
+    pub async fn schema(&self, runs: Runs<'_>) -> Result<Bytes, GatewayError> {
         let sql = format!(
             "select * from ({}) as sluice_schema limit 0",
             runs.sql.trim().trim_end_matches(';')
         );
+        let ad_hoc = matches!(runs.access, Access::AdHoc { .. });
         let source = Runs { sql: &sql, ..runs }.start(self.state).await?;
         let mut transfer = Transfer::new(source, crate::part::encoder());
         let mut stream = Vec::new();
+        // The statement runs here for the first time: its errors (a write in
+        // a read-only session, a bad column) are the database's, told as
+        // they would be while streaming.
         while transfer
             .fill(&mut stream)
             .await
-            .map_err(|error| AppError::Internal(format!("reading the schema: {error}")))?
+            .map_err(|error| match error {
+                TransferError::Source(error) => GatewayError::from_query(error, ad_hoc),
+                other => GatewayError::Internal(format!("reading the schema: {other}")),
+            })?
         {}
         transfer.into_source().complete();
         encapsulated_schema(&stream)
-            .map_err(|error| AppError::Internal(format!("encoding the schema: {}", error.0)))
+            .map_err(|error| GatewayError::Internal(format!("encoding the schema: {}", error.0)))
     }
 
     /// Opens the coordinating session and splits the read on it.
@@ -240,13 +247,13 @@ impl Planner<'_> {
         split: &QuerySplit,
         params: &[Param],
         parts: usize,
-    ) -> Result<(Box<dyn Session>, SplitRead), AppError> {
+    ) -> Result<(Box<dyn Session>, SplitRead), GatewayError> {
         let config = &self.state.config().databases[&query.database];
         let mut coordinator = config
             .target
             .connect(&Meter::new())
             .await
-            .map_err(|error| AppError::from_query(error, false))?;
+            .map_err(|error| GatewayError::from_query(error, false))?;
         let spell = coordinator.param_spelling();
         let (source, split_by) = match split {
             QuerySplit::Storage { table } => (SplitSource::Table(table.clone()), None),
@@ -268,9 +275,9 @@ impl Planner<'_> {
             Ok(Ok(read)) => Ok((coordinator, read)),
             Ok(Err(error)) => {
                 tokio::spawn(coordinator.close());
-                Err(AppError::from_query(error, false))
+                Err(GatewayError::from_query(error, false))
             }
-            Err(_) => Err(AppError::Timeout(format!(
+            Err(_) => Err(GatewayError::Timeout(format!(
                 "planning the parts took longer than {} s",
                 SPLIT_TIMEOUT.as_secs()
             ))),

@@ -18,13 +18,13 @@ use arrow_flight::{
 use futures_util::Stream;
 use prost::Message as _;
 use sluice_core::database::{Access, Param};
-use sluice_server::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
-use sluice_server::{AppError, AppState, Credential, LiveApp, RequestContext};
+use sluice_gateway::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
+use sluice_gateway::{AppState, Class, Credential, GatewayError, Live, RequestContext};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::descriptor::{plan_request, read_descriptor, Asked, PlanRequest};
-use crate::part::{http_status, PartStream};
+use crate::part::{logged, PartStream, FLIGHT};
 use crate::plan::{Planner, Runs};
 use crate::plans::Plans;
 use crate::ticket::{Refused, Ticket, TicketKey};
@@ -49,7 +49,7 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 
 /// Arrow Flight over the gateway's state.
 pub struct Service {
-    live: LiveApp,
+    live: Live,
     flight: FlightConfig,
     plans: Plans,
     key: TicketKey,
@@ -58,7 +58,7 @@ pub struct Service {
 impl Service {
     /// The service for `live`'s configuration, whose `[flight]` is `flight`
     /// (bound at start: a reload does not change it).
-    pub fn new(live: LiveApp, flight: FlightConfig, plans: Plans) -> Service {
+    pub fn new(live: Live, flight: FlightConfig, plans: Plans) -> Service {
         let key = match &flight.ticket_secret {
             Some(secret) => TicketKey::shared(secret),
             None => TicketKey::random(),
@@ -79,7 +79,7 @@ impl Service {
         name: &str,
         pairs: &[(String, String)],
         context: &mut RequestContext,
-    ) -> Result<(&'a QueryConfig, Vec<Param>), AppError> {
+    ) -> Result<(&'a QueryConfig, Vec<Param>), GatewayError> {
         let query = state.admit_query(credential(metadata), name, context)?;
         let params = query.signature.bind_pairs(
             pairs
@@ -137,7 +137,8 @@ impl Service {
         statement: &str,
     ) -> Result<FlightInfo, Status> {
         let state = self.live.state();
-        let mut context = RequestContext::new("flight_sql", "", true, state.shutdown_token());
+        let mut context =
+            RequestContext::new(FLIGHT, "flight_sql", "", true, state.shutdown_token());
         let planned = async {
             let sql = Service::admit_statement(&state, metadata, &mut context)?;
             self.planner(&state)
@@ -153,11 +154,11 @@ impl Service {
         state: &'a AppState,
         metadata: &tonic::metadata::MetadataMap,
         context: &mut RequestContext,
-    ) -> Result<&'a SqlConfig, AppError> {
+    ) -> Result<&'a SqlConfig, GatewayError> {
         state
             .admit_sql(credential(metadata), context)?
             .ok_or_else(|| {
-                AppError::NotFound("ad-hoc SQL is not enabled on this server ([sql])".into())
+                GatewayError::NotFound("ad-hoc SQL is not enabled on this server ([sql])".into())
             })
     }
 
@@ -272,7 +273,7 @@ impl Service {
         let ticket = self.key.open(wire).map_err(refused)?;
         let state = self.live.state();
         let mut context = match ticket.statement {
-            Some(_) => RequestContext::new("flight_sql", "", true, state.shutdown_token()),
+            Some(_) => RequestContext::new(FLIGHT, "flight_sql", "", true, state.shutdown_token()),
             None => self.context(&state, "flight", &ticket.query),
         };
         let started = match &ticket.statement {
@@ -364,7 +365,7 @@ impl Service {
     }
 
     fn context(&self, state: &AppState, route: &'static str, query: &str) -> RequestContext {
-        RequestContext::new(route, query, false, state.shutdown_token())
+        RequestContext::new(FLIGHT, route, query, false, state.shutdown_token())
     }
 }
 
@@ -380,9 +381,9 @@ fn credential(metadata: &tonic::metadata::MetadataMap) -> Credential<'_> {
 /// Logs a call that ended without a stream, and passes its result on.
 fn finish<T>(context: &RequestContext, result: Result<T, Status>, rows: u64) -> Result<T, Status> {
     match &result {
-        Ok(_) => context.finish(200, "complete", rows, 0, 0, None),
+        Ok(_) => context.finish(logged(tonic::Code::Ok), "complete", rows, 0, 0, None),
         Err(status) => context.finish(
-            http_status(status),
+            logged(status.code()),
             "rejected",
             0,
             0,
@@ -396,8 +397,8 @@ fn finish<T>(context: &RequestContext, result: Result<T, Status>, rows: u64) -> 
 /// A part that did not start. A part whose snapshot is gone is the client's
 /// to fix by planning again; it is told so rather than given the database's
 /// words.
-fn start_failed(error: AppError, in_snapshot: bool) -> Status {
-    if let (AppError::Database { error, .. }, true) = (&error, in_snapshot) {
+fn start_failed(error: GatewayError, in_snapshot: bool) -> Status {
+    if let (GatewayError::Database { error, .. }, true) = (&error, in_snapshot) {
         // 22023 invalid_parameter_value: "invalid snapshot identifier".
         if error.code() == Some("22023") && error.to_string().contains("snapshot") {
             return Status::failed_precondition(
@@ -424,21 +425,21 @@ fn refused(refused: Refused) -> Status {
     }
 }
 
-/// The gRPC status of an error the HTTP gateway would have answered with a
-/// status code; the message is the same (it leaks no internals).
-pub fn to_status(error: AppError) -> Status {
+/// The gRPC status of a gateway failure, by what it means; the message is
+/// what an HTTP client is told (it leaks no internals).
+pub fn to_status(error: GatewayError) -> Status {
     use tonic::Code;
-    let code = match error.status().as_u16() {
-        400 | 413 | 414 | 415 | 422 => Code::InvalidArgument,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::NotFound,
-        429 => Code::ResourceExhausted,
-        503 => Code::Unavailable,
-        504 => Code::DeadlineExceeded,
-        _ => Code::Internal,
+    let code = match error.class() {
+        Class::Invalid => Code::InvalidArgument,
+        Class::Unauthenticated => Code::Unauthenticated,
+        Class::Forbidden => Code::PermissionDenied,
+        Class::NotFound => Code::NotFound,
+        Class::Exhausted => Code::ResourceExhausted,
+        Class::Unavailable => Code::Unavailable,
+        Class::TimedOut => Code::DeadlineExceeded,
+        Class::Internal => Code::Internal,
     };
-    Status::new(code, error.to_string())
+    Status::new(code, error.client_message())
 }
 
 #[tonic::async_trait]

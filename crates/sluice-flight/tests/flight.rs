@@ -14,7 +14,7 @@ use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 use arrow_flight::{FlightClient, FlightDescriptor, FlightEndpoint, FlightInfo};
 use futures_util::TryStreamExt;
-use sluice_server::{AppState, Config, LiveApp, ServerTls, TlsFiles};
+use sluice_gateway::{AppState, Config, Live, ServerTls, TlsFiles};
 use sluice_testkit::TestDb;
 use tokio_util::sync::CancellationToken;
 use tonic::Code;
@@ -55,7 +55,7 @@ async fn start_with(config: Config, tls: Option<ServerTls>) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
-    let live = LiveApp::new(AppState::new(config));
+    let live = Live::new(AppState::new(config));
     tokio::spawn(sluice_flight::serve(
         live,
         flight,
@@ -430,7 +430,7 @@ async fn a_client_that_leaves_mid_part_cancels_its_query() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let metrics = sluice_server::metrics::handle().render();
+    let metrics = sluice_gateway::metrics::handle().render();
     assert!(
         metrics.contains("route=\"flight\"") && metrics.contains("outcome=\"client_gone\""),
         "{metrics}"

@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use sluice_core::{Column, Decoded, Decoder, Error, Kind, Rejected, RowError};
 
-use crate::pg_input::decode_hex;
+use sluice_core::canonical::read_hex_pairs;
 
 /// How the first line of the input is read: COPY's `HEADER` option.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -517,7 +517,7 @@ impl CsvDecoder {
 /// (`\\` and `\ooo` octal, other bytes as themselves).
 fn decode_bytea(text: &[u8]) -> Option<Vec<u8>> {
     if let Some(hex) = text.strip_prefix(b"\\x") {
-        return decode_hex(hex);
+        return read_hex_pairs(hex);
     }
     let mut bytes = Vec::with_capacity(text.len());
     let mut index = 0;

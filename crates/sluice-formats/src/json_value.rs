@@ -273,7 +273,7 @@ pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output:
 
 /// Decodes PostgreSQL's hex `bytea` text (`\x0a0b…`).
 fn decode_hex_bytea(text: &[u8]) -> Option<Vec<u8>> {
-    crate::pg_input::decode_hex(text.strip_prefix(b"\\x")?)
+    sluice_core::canonical::read_hex_pairs(text.strip_prefix(b"\\x")?)
 }
 
 #[cfg(test)]

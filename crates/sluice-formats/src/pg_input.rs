@@ -5,6 +5,7 @@
 
 use base64::Engine as _;
 use serde_json::Value;
+use sluice_core::canonical::read_hex_pairs;
 use sluice_core::{Field, Kind};
 
 /// Appends the text of a JSON scalar or container for a value of `kind`, as the
@@ -114,30 +115,11 @@ fn quote(text: &[u8], quote_escape: u8, output: &mut Vec<u8>) {
 /// PostgreSQL's `\x…` hex form.
 pub fn decode_bytes_text(text: &str) -> Result<Vec<u8>, String> {
     if let Some(hex) = text.strip_prefix("\\x") {
-        return decode_hex(hex.as_bytes()).ok_or_else(|| "not valid hex after \\x".to_string());
+        return read_hex_pairs(hex.as_bytes()).ok_or_else(|| "not valid hex after \\x".to_string());
     }
     base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|error| format!("not valid base64 ({error})"))
-}
-
-/// Decodes pairs of hex digits.
-pub fn decode_hex(digits: &[u8]) -> Option<Vec<u8>> {
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    fn nibble(byte: u8) -> Option<u8> {
-        match byte {
-            b'0'..=b'9' => Some(byte - b'0'),
-            b'a'..=b'f' => Some(byte - b'a' + 10),
-            b'A'..=b'F' => Some(byte - b'A' + 10),
-            _ => None,
-        }
-    }
-    digits
-        .chunks_exact(2)
-        .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))
-        .collect()
 }
 
 #[cfg(test)]

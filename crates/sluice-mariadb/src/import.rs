@@ -388,26 +388,11 @@ fn wrapper(column_type: &str, convert: Convert) -> Option<&'static str> {
 /// `ER_DUP_ENTRY`.
 const DUPLICATE_KEY: u32 = 1062;
 
-/// Imports everything `reader` holds into `table`; see the module docs.
-pub async fn import<D, R>(
-    connection: &mut Connection,
-    table: &TableInfo,
-    decoder: &mut D,
-    reader: &mut R,
-    options: &ImportOptions,
-    rejects: &mut RejectSink<'_>,
-    progress: &Progress,
-) -> Result<ImportSummary, Error>
-where
-    D: Decoder + ?Sized,
-    R: AsyncRead + Unpin + Send + ?Sized,
-{
-    let mut input = ImportInput::new(decoder, reader, progress);
-    import_rows(connection, table, &mut input, options, rejects, Scope::Own).await
-}
-
-/// Imports the rows of `rows` into `table`, in `scope`'s transaction.
-pub(crate) async fn import_rows(
+/// Imports the rows of `rows` into `table`, in `scope`'s transaction: an
+/// input's records decoded as they arrive (`sluice_core::load::ImportInput`),
+/// or another database's result (`SourceRows`). See the module docs for the
+/// strategies; `rejects` receives bad records in skip mode.
+pub async fn import_rows(
     connection: &mut Connection,
     table: &TableInfo,
     rows: &mut dyn RowFeed,
@@ -415,10 +400,9 @@ pub(crate) async fn import_rows(
     rejects: &mut RejectSink<'_>,
     scope: Scope,
 ) -> Result<ImportSummary, Error> {
-    options.check_for(table)?;
     let mut decoded = Decoded::default();
     let (columns, more) =
-        match sluice_core::load::open(rows, &mut decoded, options.on_error, rejects).await? {
+        match sluice_core::load::open(rows, &mut decoded, table, options, rejects).await? {
             Opening::Columns { columns, more } => (columns, more),
             Opening::Empty(summary) => return Ok(summary),
         };

@@ -4,10 +4,12 @@
 //! mode's accounting, conflicts and INSERT batches. (The fallback for a
 //! server that refuses local files is in `import_fallback.rs`.)
 
-use sluice_core::load::{ImportOptions, ImportSummary, Method, OnConflict, OnError};
+use sluice_core::load::{
+    ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, Scope,
+};
 use sluice_core::{pump, Error, ErrorKind, Meter, MeterSnapshot, Progress, Rejected};
 use sluice_formats::{CsvDecoder, CsvOptions, Format, JsonOptions, NdjsonDecoder, NdjsonOptions};
-use sluice_mariadb::import::{describe_table, import, locate_refused_row};
+use sluice_mariadb::import::{describe_table, import_rows, locate_refused_row};
 use sluice_mariadb::{Config, Connection, QueryOptions, QueryStream};
 use sluice_testkit::TestMariaDb;
 
@@ -53,14 +55,13 @@ async fn load_with(
                     ..NdjsonOptions::default()
                 },
             )?;
-            let summary = import(
+            let summary = import_rows(
                 &mut connection,
                 &info,
-                &mut decoder,
-                &mut reader,
+                &mut ImportInput::new(&mut decoder, &mut reader, &progress),
                 &options,
                 &mut sink,
-                &progress,
+                Scope::Own,
             )
             .await;
             match summary {
@@ -100,14 +101,13 @@ async fn load_with(
                     ..CsvOptions::default()
                 },
             );
-            import(
+            import_rows(
                 &mut connection,
                 &info,
-                &mut decoder,
-                &mut reader,
+                &mut ImportInput::new(&mut decoder, &mut reader, &progress),
                 &options,
                 &mut sink,
-                &progress,
+                Scope::Own,
             )
             .await?
         }

@@ -5,10 +5,10 @@
 //! other import tests, running in parallel threads, must not see it switched
 //! off. (cargo runs test binaries one after another.)
 
-use sluice_core::load::ImportOptions;
+use sluice_core::load::{ImportInput, ImportOptions, Scope};
 use sluice_core::{Error, Meter, Progress, Rejected};
 use sluice_formats::{NdjsonDecoder, NdjsonOptions};
-use sluice_mariadb::import::{describe_table, import};
+use sluice_mariadb::import::{describe_table, import_rows};
 use sluice_mariadb::{Config, Connection};
 use sluice_testkit::TestMariaDb;
 
@@ -50,14 +50,13 @@ async fn a_server_refusing_local_files_gets_insert_batches_sized_to_its_packets(
     let info = describe_table(&mut connection, "payments").await.unwrap();
     let mut decoder = NdjsonDecoder::new(info.columns.clone(), NdjsonOptions::default()).unwrap();
     let mut sink = |_: &Rejected| -> Result<(), Error> { Ok(()) };
-    let summary = import(
+    let summary = import_rows(
         &mut connection,
         &info,
-        &mut decoder,
-        &mut &data[..],
+        &mut ImportInput::new(&mut decoder, &mut &data[..], &Progress::new()),
         &ImportOptions::default(),
         &mut sink,
-        &Progress::new(),
+        Scope::Own,
     )
     .await
     .unwrap();

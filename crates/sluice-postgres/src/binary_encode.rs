@@ -40,8 +40,8 @@ use bytes::{BufMut, BytesMut};
 use postgres_protocol::types as wire;
 use postgres_protocol::Oid;
 use sluice_core::canonical::{
-    read_array, read_bool, read_date, read_time, read_time_tz, read_timestamp, read_uuid,
-    ArrayVisitor, FormError, LiteralError, Moment, Strictness, Zone,
+    hex_digit, read_array, read_bool, read_date, read_time, read_time_tz, read_timestamp,
+    read_uuid, trim_blanks, ArrayVisitor, FormError, LiteralError, Moment, Strictness, Zone,
 };
 use sluice_core::{Column, DecimalText, Encoding, Kind};
 
@@ -559,23 +559,9 @@ fn write_float_binary(scalar: Scalar, number: f64, out: &mut BytesMut) -> Result
 
 // ------------------------------------------------------------------- numbers --
 
-/// Text with PostgreSQL's `isspace` blanks trimmed from both ends.
-fn trim(text: &[u8]) -> &[u8] {
-    let blank = |byte: &u8| matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
-    let start = text
-        .iter()
-        .position(|byte| !blank(byte))
-        .unwrap_or(text.len());
-    let end = text
-        .iter()
-        .rposition(|byte| !blank(byte))
-        .map_or(start, |end| end + 1);
-    &text[start..end]
-}
-
 /// An optional sign, then digits: as `int2in`/`int4in`/`int8in` read them.
 fn parse_integer(text: &[u8], type_label: &str) -> Result<i128, EncodeError> {
-    let body = trim(text);
+    let body = trim_blanks(text);
     let (negative, digits) = match body {
         [b'-', rest @ ..] => (true, rest),
         [b'+', rest @ ..] => (false, rest),
@@ -640,7 +626,7 @@ fn parse_float4(text: &[u8]) -> Result<f32, EncodeError> {
 /// The trimmed text of a float, refusing what Rust would read but PostgreSQL
 /// would not (`infinity` spelled otherwise is fine for both).
 fn float_body<'t>(text: &'t [u8], type_label: &str) -> Result<&'t str, EncodeError> {
-    std::str::from_utf8(trim(text))
+    std::str::from_utf8(trim_blanks(text))
         .ok()
         .filter(|body| !body.is_empty())
         .ok_or_else(|| EncodeError::syntax(type_label, text))
@@ -677,7 +663,7 @@ const NUMERIC_DSCALE_MAX: i64 = 0x3FFF;
 /// A numeric's text in PostgreSQL's binary form: the number of base-10000
 /// digits, the weight of the first, the sign, the display scale, the digits.
 fn write_numeric(text: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
-    let body = trim(text);
+    let body = trim_blanks(text);
     if let Some(sign) = numeric_special(body) {
         for word in [0, 0, sign, 0] {
             out.put_u16(word);
@@ -845,10 +831,6 @@ fn parse_timetz(text: &[u8]) -> Result<(i64, i32), EncodeError> {
 
 // ------------------------------------------------------------ uuid and bytea --
 
-fn hex_value(byte: u8) -> Option<u8> {
-    char::from(byte).to_digit(16).map(|digit| digit as u8)
-}
-
 /// A UUID as `uuid_in` reads it.
 fn parse_uuid(text: &[u8]) -> Result<[u8; 16], EncodeError> {
     read_uuid(text, Strictness::Lenient).map_err(|_| EncodeError::syntax("uuid", text))
@@ -867,7 +849,7 @@ fn write_hex_bytea(text: &[u8], out: &mut BytesMut) -> Result<(), EncodeError> {
         })?;
     out.reserve(hex.len() / 2);
     for pair in hex.chunks(2) {
-        let (Some(high), Some(low)) = (hex_value(pair[0]), hex_value(pair[1])) else {
+        let (Some(high), Some(low)) = (hex_digit(pair[0]), hex_digit(pair[1])) else {
             return Err(EncodeError::new(
                 INVALID_PARAMETER_VALUE,
                 format!("invalid hexadecimal digit in {}", quoted(text)),

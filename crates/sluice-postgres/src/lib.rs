@@ -47,6 +47,6 @@ pub use connection::Connection;
 pub use copy_in::CopyIn;
 pub use copy_in_binary::CopyInBinary;
 pub use driver::PostgresDriver;
-pub use import::{describe_table, import, locate_refused_row};
+pub use import::{describe_table, import_rows, locate_refused_row};
 pub use pipeline::{CallOutcome, ParamSet, ParamSource, Pipeline, PipelineSummary, Transaction};
 pub use query::{QueryOptions, QueryStream};

@@ -4,11 +4,11 @@
 //! nothing written, and the import's strategies (abort, skip bad rows,
 //! upsert) work over binary COPY.
 
-use sluice_core::load::{ImportOptions, ImportSummary, OnConflict, OnError};
+use sluice_core::load::{ImportInput, ImportOptions, ImportSummary, OnConflict, OnError, Scope};
 use sluice_core::{Batch, Error, ErrorKind, Meter, Progress, Rejected};
 use sluice_formats::{CsvDecoder, CsvOptions};
 use sluice_postgres::binary_encode::{encoder_for_column, SessionSettings};
-use sluice_postgres::{describe_table, import, Config, Connection};
+use sluice_postgres::{describe_table, import_rows, Config, Connection};
 use sluice_testkit::TestDb;
 
 async fn connect(db: &TestDb) -> Connection {
@@ -425,14 +425,13 @@ async fn import_csv_on(
         },
     );
     let mut reader = csv.as_bytes();
-    let summary = import(
+    let summary = import_rows(
         connection,
         &info,
-        &mut decoder,
-        &mut reader,
+        &mut ImportInput::new(&mut decoder, &mut reader, &Progress::new()),
         &options,
         &mut sink,
-        &Progress::new(),
+        Scope::Own,
     )
     .await?;
     Ok(Outcome { summary, rejected })

@@ -4,11 +4,13 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use sluice_core::load::{ImportOptions, ImportSummary, Method, OnConflict, OnError};
+use sluice_core::load::{
+    ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, Scope,
+};
 use sluice_core::{pump, Error, ErrorKind, Meter, MeterSnapshot, Progress, Rejected};
 use sluice_formats::{CsvDecoder, CsvOptions, Format, JsonOptions, NdjsonDecoder, NdjsonOptions};
 use sluice_postgres::{
-    describe_table, import, locate_refused_row, Config, Connection, QueryOptions, QueryStream,
+    describe_table, import_rows, locate_refused_row, Config, Connection, QueryOptions, QueryStream,
 };
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncRead, ReadBuf};
@@ -59,14 +61,13 @@ async fn load_from<R: AsyncRead + Unpin + Send>(
                     ..NdjsonOptions::default()
                 },
             )?;
-            import(
+            import_rows(
                 &mut connection,
                 &info,
-                &mut decoder,
-                &mut reader,
+                &mut ImportInput::new(&mut decoder, &mut reader, &progress),
                 &options,
                 &mut sink,
-                &progress,
+                Scope::Own,
             )
             .await?
         }
@@ -79,14 +80,13 @@ async fn load_from<R: AsyncRead + Unpin + Send>(
                     ..CsvOptions::default()
                 },
             );
-            import(
+            import_rows(
                 &mut connection,
                 &info,
-                &mut decoder,
-                &mut reader,
+                &mut ImportInput::new(&mut decoder, &mut reader, &progress),
                 &options,
                 &mut sink,
-                &progress,
+                Scope::Own,
             )
             .await?
         }

@@ -26,18 +26,24 @@ use sluice_formats::{untyped_param, Format, JsonOptions};
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 
-use crate::auth::Credential;
-use crate::config::QueryConfig;
-use crate::db::Param;
+use sluice_core::database::Param;
+use sluice_gateway::config::QueryConfig;
+use sluice_gateway::GatewayError;
+
 use crate::error::AppError;
-pub use crate::state::AppState;
-use crate::stream::{respond, Answer, Output, RequestContext, Serving};
+use sluice_gateway::AppState;
+use sluice_gateway::RequestContext;
+
+use crate::stream::{respond, Answer, Output, Serving, HTTP};
 use crate::uri::{QueryPairs, RouteName};
 use sluice_core::database::{Access, RunningQuery};
+use std::sync::Arc;
 
 /// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
 /// serves it on a listener.
 pub fn app(state: AppState) -> Router {
+    // Made once per configuration: it describes the one in force.
+    let document = Arc::new(crate::openapi::document(&state));
     Router::new()
         .route("/queries/{name}", get(run_query))
         .route("/queries/{name}/batch", post(crate::batch::run_batch))
@@ -45,7 +51,7 @@ pub fn app(state: AppState) -> Router {
         .route("/tables/{name}", post(crate::ingest::ingest))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(move || openapi(document.clone())))
         .fallback(not_found)
         .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn_with_state(
@@ -129,7 +135,7 @@ fn bind_params(query: &QueryConfig, pairs: &[(String, String)]) -> Result<Vec<Pa
             pairs
                 .iter()
                 .map(|(key, value)| (key.as_str(), value.as_str())),
-            |key| RESERVED_PARAMETERS.contains(&key),
+            |key| sluice_gateway::config::RESERVED_PARAMETERS.contains(&key),
         )
         .map_err(AppError::from)
 }
@@ -140,11 +146,14 @@ async fn run_query(
     query: Result<QueryPairs, AppError>,
     headers: HeaderMap,
 ) -> Response {
-    let mut context = RequestContext::new("queries", name.clone(), false, state.shutdown_token());
+    let mut context =
+        RequestContext::new(HTTP, "queries", name.clone(), false, state.shutdown_token());
     let prepared = async {
-        let config = state.admit_query(Credential::of_headers(&headers), &name, &mut context)?;
+        let config = state.admit_query(crate::auth::credential(&headers), &name, &mut context)?;
         // A GET must not write unless the token may.
-        let read_only = !state.auth().has_scope(&headers, "write");
+        let read_only = !state
+            .auth()
+            .has_scope(crate::auth::credential(&headers), "write");
         let QueryPairs(pairs) = query?;
         let output = output_of(&pairs, &headers)?;
         let params = bind_params(config, &pairs)?;
@@ -155,7 +164,7 @@ async fn run_query(
                 params,
                 config.limits.statement_timeout,
                 Access::Named { read_only },
-                crate::db::Reading {
+                sluice_gateway::Reading {
                     format: output.format,
                     inline_large_objects: config.inline_large_objects,
                 },
@@ -167,9 +176,6 @@ async fn run_query(
     .await;
     stream_or_reject(prepared, context, &state).await
 }
-
-/// Query-string keys the server reads itself, never a query's parameters.
-pub const RESERVED_PARAMETERS: [&str; 2] = ["format", "complete"];
 
 /// The output asked for: the format by `?format=`, else by `Accept`, and
 /// `?complete=` (`1`/`true` or `0`/`false`): the completion line for NDJSON;
@@ -205,7 +211,14 @@ fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, 
 
 /// Streams a prepared query's result, or answers and logs why it was rejected.
 async fn stream_or_reject(
-    prepared: Result<(Box<dyn RunningQuery>, Output, crate::config::Limits), AppError>,
+    prepared: Result<
+        (
+            Box<dyn RunningQuery>,
+            Output,
+            sluice_gateway::config::Limits,
+        ),
+        AppError,
+    >,
     context: RequestContext,
     state: &AppState,
 ) -> Response {
@@ -254,12 +267,12 @@ async fn run_sql(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext::new("sql", "", true, state.shutdown_token());
+    let mut context = RequestContext::new(HTTP, "sql", "", true, state.shutdown_token());
     let prepared = async {
-        let Some(sql) = state.admit_sql(Credential::of_headers(&headers), &mut context)? else {
-            return Err(AppError::NotFound(
+        let Some(sql) = state.admit_sql(crate::auth::credential(&headers), &mut context)? else {
+            return Err(AppError::Gateway(GatewayError::NotFound(
                 "POST /sql is not enabled on this server".into(),
-            ));
+            )));
         };
         let QueryPairs(pairs) = query?;
         let output = output_of(&pairs, &headers)?;
@@ -277,7 +290,7 @@ async fn run_sql(
                 Access::AdHoc {
                     role: sql.role.as_deref(),
                 },
-                crate::db::Reading {
+                sluice_gateway::Reading {
                     format: output.format,
                     inline_large_objects: false,
                 },
@@ -333,7 +346,7 @@ fn parse_sql_request(body: &[u8]) -> Result<SqlRequest, AppError> {
 }
 
 fn simple_context(route: &'static str) -> RequestContext {
-    RequestContext::new(route, "", false, CancellationToken::new())
+    RequestContext::new(HTTP, route, "", false, CancellationToken::new())
 }
 
 async fn health(State(state): State<AppState>) -> Response {
@@ -358,7 +371,7 @@ async fn health(State(state): State<AppState>) -> Response {
     if !healthy {
         response.headers_mut().insert(
             header::RETRY_AFTER,
-            HeaderValue::from(crate::error::RETRY_AFTER_SECONDS),
+            HeaderValue::from(sluice_gateway::RETRY_AFTER_SECONDS),
         );
     }
     response
@@ -367,9 +380,9 @@ async fn health(State(state): State<AppState>) -> Response {
 async fn metrics(State(state): State<AppState>) -> Response {
     for (name, database) in state.databases() {
         let usage = database.usage();
-        crate::metrics::pool(name, usage.in_use, usage.size, usage.waiting);
+        sluice_gateway::metrics::pool(name, usage.in_use, usage.size, usage.waiting);
     }
-    let text = crate::metrics::handle().render();
+    let text = sluice_gateway::metrics::handle().render();
     simple_context("metrics").finish(200, "complete", 0, text.len() as u64, 0, None);
     (
         [(
@@ -381,9 +394,9 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn openapi(State(state): State<AppState>) -> Response {
+async fn openapi(document: Arc<serde_json::Value>) -> Response {
     simple_context("openapi").finish(200, "complete", 0, 0, 0, None);
-    Json(state.openapi().clone()).into_response()
+    Json(&*document).into_response()
 }
 
 /// Checks every request makes before its route: without tokens, refuses
@@ -422,7 +435,9 @@ async fn request_guard(
 }
 
 async fn not_found() -> Response {
-    let error = AppError::NotFound("no such route (see /openapi.json)".into());
+    let error = AppError::Gateway(GatewayError::NotFound(
+        "no such route (see /openapi.json)".into(),
+    ));
     simple_context("other").finish(404, "rejected", 0, 0, 0, None);
     error.into_response()
 }

@@ -50,11 +50,14 @@ use tokio::io::{AsyncBufRead, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::io::StreamReader;
 
-use crate::app::AppState;
-use crate::auth::Credential;
-use crate::config::QueryConfig;
+use sluice_gateway::config::QueryConfig;
+use sluice_gateway::AppState;
+use sluice_gateway::GatewayError;
+
 use crate::error::AppError;
-use crate::stream::RequestContext;
+use sluice_gateway::RequestContext;
+
+use crate::stream::HTTP;
 use crate::uri::{QueryPairs, RouteName};
 
 /// Bytes of calls sent to the database but not yet answered, at most.
@@ -139,10 +142,11 @@ pub async fn run_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext::new("batch", name.clone(), false, state.shutdown_token());
+    let mut context =
+        RequestContext::new(HTTP, "batch", name.clone(), false, state.shutdown_token());
     let prepared = async {
-        let config = state.admit_query(Credential::of_headers(&headers), &name, &mut context)?;
-        let may_write = state.auth().has_scope(&headers, "write");
+        let config = state.admit_query(crate::auth::credential(&headers), &name, &mut context)?;
+        let may_write = state.auth().has_scope(crate::auth::credential(&headers), "write");
         let QueryPairs(pairs) = query?;
         let mut mode = None;
         for (key, value) in &pairs {
@@ -205,7 +209,10 @@ pub async fn run_batch(
         Ok(Ok(())) => {}
         Ok(Err(error)) => return error.into_response(),
         Err(_) => {
-            return AppError::Unavailable("the server is shutting down".into()).into_response()
+            return AppError::Gateway(GatewayError::Unavailable(
+                "the server is shutting down".into(),
+            ))
+            .into_response()
         }
     }
     let body = futures_util::stream::unfold(receiver, |mut receiver| async move {
@@ -254,12 +261,12 @@ async fn pipeline_task(
         };
         if pipeline.parameters() != config.params.len() {
             return Err((
-                Some(AppError::Internal(format!(
+                Some(AppError::Gateway(GatewayError::Internal(format!(
                     "query {:?} declares {} parameters but its SQL takes {}",
                     config.name,
                     config.params.len(),
                     pipeline.parameters()
-                ))),
+                )))),
                 None,
             ));
         }

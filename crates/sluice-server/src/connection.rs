@@ -49,28 +49,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::tls::{ServerTls, ALPN_HTTP2};
-
-/// How long a connection may wait for a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// From the connection being accepted, or a kept-alive connection's next
-    /// first byte, to the end of the request's head.
-    pub header_read: Duration,
-    /// Between the end of a response and the next request's first byte.
-    pub keep_alive: Duration,
-}
-
-impl Timeouts {
-    /// The `[server]` timeouts of `config`, for every listener (HTTP and
-    /// Flight time their connections alike).
-    pub fn of(config: &crate::Config) -> Timeouts {
-        Timeouts {
-            header_read: config.header_read_timeout,
-            keep_alive: config.keep_alive_timeout,
-        }
-    }
-}
+use sluice_gateway::{ServerTls, Timeouts, ALPN_HTTP2};
 
 /// Where a connection is, for the watchdog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,7 +336,7 @@ pub(crate) async fn serve_connection(
                 // Scanners and clients that do not trust the certificate end
                 // here; the client sees the alert, the log only a debug line.
                 tracing::debug!(%error, "TLS handshake failed");
-                crate::metrics::tls_handshake_failed();
+                sluice_gateway::metrics::tls_handshake_failed();
                 return;
             }
         },
@@ -474,5 +453,5 @@ fn timed_out(expired: Expired) {
         timeout = expired.label(),
         "closing a connection that sent no request in time"
     );
-    crate::metrics::connection_timed_out(expired.label());
+    sluice_gateway::metrics::connection_timed_out(expired.label());
 }

@@ -23,8 +23,8 @@ use std::time::Instant;
 use chrono::{NaiveDate, TimeDelta};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::{Config, ConfigError};
 use sluice_formats::param_type::canonical_time;
+use sluice_gateway::config::{Config, ConfigError};
 
 /// Rows in the demo table.
 pub const DEMO_ROWS: u64 = 1_000_000;

@@ -31,11 +31,15 @@ use sluice_core::{DbCause, Decoder, Error, ErrorKind, Progress, Rejected};
 use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
 use tokio_util::io::StreamReader;
 
-use crate::app::AppState;
-use crate::auth::Need;
-use crate::config::TableConfig;
+use sluice_gateway::config::TableConfig;
+use sluice_gateway::AppState;
+use sluice_gateway::GatewayError;
+use sluice_gateway::Need;
+
 use crate::error::{row_reason, AppError};
-use crate::stream::RequestContext;
+use sluice_gateway::RequestContext;
+
+use crate::stream::HTTP;
 use crate::uri::{QueryPairs, RouteName};
 
 /// Rejected records reported in full in a skip-mode response; later ones are counted.
@@ -259,7 +263,10 @@ pub async fn ingest(
     let pairs = query.map(|QueryPairs(pairs)| pairs);
     let task = tokio::spawn(run(state, name, pairs, headers, body));
     task.await.unwrap_or_else(|error| {
-        AppError::Internal(format!("the import task failed: {error}")).into_response()
+        AppError::Gateway(GatewayError::Internal(format!(
+            "the import task failed: {error}"
+        )))
+        .into_response()
     })
 }
 
@@ -294,14 +301,15 @@ async fn run(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut context = RequestContext::new("tables", name.clone(), false, state.shutdown_token());
+    let mut context =
+        RequestContext::new(HTTP, "tables", name.clone(), false, state.shutdown_token());
     let shutdown = state.shutdown_token();
     let mut round_trips = 0;
     let result = tokio::select! {
         result = import_body(&state, IngestRequest { name: &name, pairs, headers: &headers, body }, &mut context, &mut round_trips) => result,
         () = shutdown.cancelled() => Err(Failed {
             // Dropping the import closes its session: the server rolls back.
-            error: AppError::Unavailable("the server is shutting down".into()),
+            error: AppError::Gateway(GatewayError::Unavailable("the server is shutting down".into())),
             outcome: "shutdown",
             round_trips: 0,
         }),
@@ -375,17 +383,18 @@ async fn import_body(
             .into());
         }
         // Unknown names are 404 only for writers, so tokens reveal nothing.
-        state.auth().check(headers, Need::Write)?;
-        return Err(
-            AppError::NotFound(format!("no table named {name:?} is open to writes")).into(),
-        );
+        crate::auth::admit(state.auth(), headers, Need::Write)?;
+        return Err(AppError::Gateway(GatewayError::NotFound(format!(
+            "no table named {name:?} is open to writes"
+        )))
+        .into());
     };
-    context.admit(state.auth().check(headers, Need::Write)?);
+    context.admit(crate::auth::admit(state.auth(), headers, Need::Write)?);
     let pairs = pairs?;
     let options = parse_options(&pairs, headers)?;
     let limit = table.max_body.unwrap_or(state.config().max_body);
     let (body, overrun) = crate::body::limited(headers, body, limit)?;
-    let database = state.database(&table.database)?;
+    let database = state.database(&table.database).map_err(AppError::from)?;
     let Some(session) = database.session(table.statement_timeout, false).await else {
         return Err(AppError::MethodNotAllowed(format!(
             "database {:?} is {}, which is served read-only",
@@ -401,10 +410,10 @@ async fn import_body(
             .describe_table(&table.table)
             .await
             .map_err(|error| match error.kind() {
-                ErrorKind::Config => AppError::Internal(format!(
+                ErrorKind::Config => AppError::Gateway(GatewayError::Internal(format!(
                     "tables.{name}: {error} (table = {:?})",
                     table.table
-                )),
+                ))),
                 _ => AppError::from_query(error, false),
             })?;
         load(&mut *session, &info, table, &options, body).await
@@ -425,7 +434,9 @@ async fn import_body(
         // rolled back by the server when the socket closes.
         Err(error) => Err(Failed {
             outcome: match &error {
-                AppError::BadRequest { message, .. } if message.starts_with(BODY_FAILED) => {
+                AppError::Gateway(GatewayError::BadRequest { message, .. })
+                    if message.starts_with(BODY_FAILED) =>
+                {
                     "client_gone"
                 }
                 _ => "error",
@@ -534,7 +545,7 @@ fn header_mismatch(mismatch: &HeaderMismatch) -> AppError {
             "header=true fills only the columns the header names",
         ),
     };
-    AppError::Unprocessable {
+    AppError::Gateway(GatewayError::Unprocessable {
         message: format!(
             "the CSV header does not match {expected}: {} (header: {}; {label}: {}); {hint}",
             mismatch.difference(),
@@ -544,7 +555,7 @@ fn header_mismatch(mismatch: &HeaderMismatch) -> AppError {
         line: Some(1),
         column: None,
         sqlstate: None,
-    }
+    })
 }
 
 /// The response for an import that failed.
@@ -557,21 +568,21 @@ fn import_error(error: Error) -> AppError {
     }
     // Lost a race with other sessions (a deadlock, a serialization failure):
     // not the body's fault, so no 422, which tells a client not to retry.
-    if crate::error::is_transient(&error) {
-        return AppError::Transient {
+    if sluice_gateway::is_transient(&error) {
+        return AppError::Gateway(GatewayError::Transient {
             message: error
                 .as_db_error()
                 .map_or_else(|| error.to_string(), |db| db.message.clone()),
             sqlstate: error.code().map(str::to_owned),
-        };
+        });
     }
     if let Some(row) = error.as_row_error() {
-        return AppError::Unprocessable {
+        return AppError::Gateway(GatewayError::Unprocessable {
             message: row_reason(row),
             line: Some(row.line),
             column: row.column.clone(),
             sqlstate: error.code().map(str::to_owned),
-        };
+        });
     }
     match error.kind() {
         // A refused row the server could not place (a foreign key is checked
@@ -591,19 +602,19 @@ fn import_error(error: Error) -> AppError {
                     None => db.message.clone(),
                 },
             );
-            AppError::Unprocessable {
+            AppError::Gateway(GatewayError::Unprocessable {
                 message,
                 line: None,
                 column: error.as_db_error().and_then(|db| db.column.clone()),
                 sqlstate: error.code().map(str::to_owned),
-            }
+            })
         }
-        ErrorKind::Data => AppError::Unprocessable {
+        ErrorKind::Data => AppError::Gateway(GatewayError::Unprocessable {
             message: error.to_string(),
             line: None,
             column: None,
             sqlstate: None,
-        },
+        }),
         ErrorKind::Config => AppError::bad_request(error.to_string()),
         ErrorKind::Io if error.to_string().starts_with("reading the input failed") => {
             AppError::bad_request(format!("{BODY_FAILED}: {error}"))

@@ -10,10 +10,8 @@ use serde_json::{json, Map, Value};
 use sluice_core::canonical::{self, Strictness};
 use sluice_formats::ParamType;
 
-use std::collections::BTreeMap;
-
-use crate::config::{Config, Limits, QueryConfig, TableConfig};
-use crate::db::Database;
+use sluice_gateway::config::{Config, Limits, QueryConfig, TableConfig};
+use sluice_gateway::AppState;
 
 /// Media types a query's rows are offered in.
 const ROW_MEDIA_TYPES: [&str; 4] = [
@@ -30,9 +28,10 @@ const COMPLETE_DESCRIPTION: &str = "1: a complete NDJSON body ends with \
     send TE: trailers instead, and a complete body of any format ends with the trailers \
     Sluice-Rows and Sluice-Complete: true.";
 
-/// The document for `config`, served by `databases` (which say how their
-/// statements write parameters).
-pub fn document(config: &Config, databases: &BTreeMap<String, Database>) -> Value {
+/// The document of `state`'s configuration, served by its databases (which say
+/// how their statements write parameters).
+pub fn document(state: &AppState) -> Value {
+    let config = state.config();
     let mut paths = Map::new();
     for query in config.queries.values() {
         paths.insert(format!("/queries/{}", query.name), query_path(query));
@@ -42,7 +41,7 @@ pub fn document(config: &Config, databases: &BTreeMap<String, Database>) -> Valu
         }
     }
     if config.sql.is_some() {
-        paths.insert("/sql".into(), sql_path(config, databases));
+        paths.insert("/sql".into(), sql_path(config, state));
     }
     for table in config.tables.values() {
         paths.insert(format!("/tables/{}", table.name), table_path(table, config));
@@ -211,7 +210,7 @@ fn row_schema(media: &str) -> Value {
 }
 
 /// One declared parameter of a named query, as a query-string parameter.
-fn query_parameter(param: &crate::config::ParamSpec) -> Value {
+fn query_parameter(param: &sluice_gateway::config::ParamSpec) -> Value {
     let mut schema = value_schema(param.ty);
     let default = param
         .default
@@ -318,12 +317,12 @@ fn batch_path(query: &QueryConfig) -> Value {
 }
 
 /// True when the database takes writes (some are served read-only).
-fn writable(database: &crate::config::DatabaseConfig) -> bool {
+fn writable(database: &sluice_gateway::config::DatabaseConfig) -> bool {
     !database.target.read_only()
 }
 
 /// `POST /sql`: ad-hoc SQL, when `[sql]` enables it.
-fn sql_path(config: &Config, databases: &BTreeMap<String, Database>) -> Value {
+fn sql_path(config: &Config, state: &AppState) -> Value {
     let limits = config
         .sql
         .as_ref()
@@ -341,7 +340,7 @@ fn sql_path(config: &Config, databases: &BTreeMap<String, Database>) -> Value {
         "operationId": "sql",
         "summary": "Run ad-hoc SQL (token scope sql)",
         "description": with_limits(
-            Some(&sql_description(config, databases)),
+            Some(&sql_description(config, state)),
             &limits,
         ),
         "parameters": [
@@ -372,11 +371,11 @@ fn sql_path(config: &Config, databases: &BTreeMap<String, Database>) -> Value {
 }
 
 /// What `POST /sql` takes, its parameters written as its database writes them.
-fn sql_description(config: &Config, databases: &BTreeMap<String, Database>) -> String {
+fn sql_description(config: &Config, state: &AppState) -> String {
     let database = config
         .sql
         .as_ref()
-        .and_then(|sql| databases.get(&sql.database));
+        .and_then(|sql| state.database(&sql.database).ok());
     match database {
         Some(database) => {
             let kind = database.kind();

@@ -102,6 +102,7 @@ fn decode_component(raw: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_gateway::GatewayError;
 
     fn pairs(query: &str) -> Vec<(String, String)> {
         decode_query(query).unwrap()
@@ -109,10 +110,10 @@ mod tests {
 
     fn rejected(query: &str) -> String {
         match decode_query(query).unwrap_err() {
-            AppError::BadRequest {
+            AppError::Gateway(GatewayError::BadRequest {
                 parameter: Some(parameter),
                 ..
-            } => parameter,
+            }) => parameter,
             other => panic!("{other:?}"),
         }
     }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -280,10 +280,10 @@ fn the_timeouts_are_checked_when_the_configuration_is_read() {
     let text = |server: &str| {
         format!("[server]\n{server}\n[databases.main]\nurl = \"postgres://u@localhost/db\"\n")
     };
-    let config = sluice_server::Config::parse(&text(""), "t.toml").unwrap();
+    let config = sluice_gateway::Config::parse(&text(""), "t.toml").unwrap();
     assert_eq!(config.header_read_timeout, Duration::from_secs(10));
     assert_eq!(config.keep_alive_timeout, Duration::from_secs(60));
-    let config = sluice_server::Config::parse(
+    let config = sluice_gateway::Config::parse(
         &text("header_read_timeout = \"2s\"\nkeep_alive_timeout = \"5m\""),
         "t.toml",
     )
@@ -294,7 +294,7 @@ fn the_timeouts_are_checked_when_the_configuration_is_read() {
         "header_read_timeout = \"soon\"",
         "keep_alive_timeout = \"0s\"",
     ] {
-        let error = sluice_server::Config::parse(&text(bad), "t.toml").unwrap_err();
+        let error = sluice_gateway::Config::parse(&text(bad), "t.toml").unwrap_err();
         let key = bad.split(' ').next().unwrap();
         assert_eq!(error.key, format!("server.{key}"), "{error}");
         assert_eq!(error.line, 2, "{error}");

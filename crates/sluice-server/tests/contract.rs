@@ -9,7 +9,7 @@ use std::io::Read;
 
 use axum::http::{header, StatusCode};
 use common::*;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 
 const QUERIES: &str = r#"

@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 use tokio::io::AsyncReadExt;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use reqwest::{Certificate, Client, Version};
-use sluice_server::{AppState, ServerTls, TlsFiles};
+use sluice_gateway::{AppState, ServerTls, TlsFiles};
 use sluice_testkit::{TestCertificates, TestDb};
 use tokio::io::AsyncReadExt;
 

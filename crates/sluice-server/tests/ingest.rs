@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
 use http_body_util::BodyExt;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;

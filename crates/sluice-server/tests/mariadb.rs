@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use common::*;
-use sluice_server::{AppState, Config};
+use sluice_gateway::{AppState, Config};
 use sluice_testkit::TestMariaDb;
 
 const QUERIES: &str = r#"

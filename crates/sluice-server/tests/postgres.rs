@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use common::*;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 
 const QUERIES: &str = r#"

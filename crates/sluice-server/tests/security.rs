@@ -11,8 +11,8 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
-use sluice_server::check_when_reachable;
-use sluice_server::AppState;
+use sluice_gateway::check_when_reachable;
+use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -168,7 +168,7 @@ async fn without_tokens_only_local_host_names_are_served() {
 
 /// A configuration whose `[sql]` runs on `url`, as `role` if given, with one
 /// token of scope `sql`.
-fn sql_config(url: &str, role: Option<&str>) -> sluice_server::Config {
+fn sql_config(url: &str, role: Option<&str>) -> sluice_gateway::Config {
     let role = role.map_or(String::new(), |role| format!("role = {}\n", quoted(role)));
     postgres_config(
         url,

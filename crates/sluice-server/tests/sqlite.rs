@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use axum::http::{header, StatusCode};
 use common::*;
+use sluice_gateway::AppState;
 use sluice_server::demo::{self, Prepared};
-use sluice_server::AppState;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ROWS: u64 = 30_000;
@@ -234,7 +234,7 @@ params = [{{ name = "id", type = "int" }}]
 "#,
         quoted(&path.display().to_string())
     );
-    let config = sluice_server::Config::parse(&text, "demo.toml").unwrap();
+    let config = sluice_gateway::Config::parse(&text, "demo.toml").unwrap();
     let report = AppState::new(config).check_databases().await;
     let found: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
     assert_eq!(found.len(), 3, "{found:#?}");

@@ -7,7 +7,7 @@ mod common;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::*;
-use sluice_server::AppState;
+use sluice_gateway::AppState;
 use sluice_testkit::{ClusterBuilder, TestCertificates};
 
 #[tokio::test]

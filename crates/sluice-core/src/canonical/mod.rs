@@ -46,7 +46,7 @@ pub use moment::{
     read_date, read_time, read_time_tz, read_timestamp, read_timestamp_and_offset, Moment, Zone,
     MAX_OFFSET,
 };
-pub use scalar::{read_bool, read_uuid};
+pub use scalar::{hex_digit, read_bool, read_hex_pairs, read_uuid};
 pub use write::{write_clock, write_date, write_offset, write_timestamp, write_uuid};
 
 /// How much a reader accepts beyond the canonical text: see the module docs.
@@ -103,8 +103,9 @@ fn is_blank(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
 
-/// `text` without blanks at either end.
-fn trim_blanks(text: &[u8]) -> &[u8] {
+/// `text` without PostgreSQL's `isspace` blanks at either end (what its input
+/// functions skip around a value).
+pub fn trim_blanks(text: &[u8]) -> &[u8] {
     let start = text
         .iter()
         .position(|&byte| !is_blank(byte))

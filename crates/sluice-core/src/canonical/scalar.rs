@@ -60,7 +60,7 @@ pub fn read_uuid(text: &[u8], strictness: Strictness) -> Result<[u8; 16], FormEr
         if byte == b'-' && hyphen_allowed {
             continue;
         }
-        let value = hex_value(byte).ok_or(FormError::Syntax)?;
+        let value = hex_digit(byte).ok_or(FormError::Syntax)?;
         let slot = bytes.get_mut(digits / 2).ok_or(FormError::Syntax)?;
         *slot = (*slot << 4) | value;
         digits += 1;
@@ -71,13 +71,32 @@ pub fn read_uuid(text: &[u8], strictness: Strictness) -> Result<[u8; 16], FormEr
     Ok(bytes)
 }
 
-fn hex_value(byte: u8) -> Option<u8> {
+/// The value of one hex digit, in either case.
+pub fn hex_digit(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
         b'a'..=b'f' => Some(byte - b'a' + 10),
         b'A'..=b'F' => Some(byte - b'A' + 10),
         _ => None,
     }
+}
+
+/// The bytes of pairs of hex digits: the body of `bytea`'s hex form after its
+/// `\x` (`None` for an odd count or a byte that is no hex digit).
+///
+/// ```
+/// use sluice_core::canonical::read_hex_pairs;
+/// assert_eq!(read_hex_pairs(b"0aFF"), Some(vec![0x0a, 0xff]));
+/// assert_eq!(read_hex_pairs(b"0aF"), None);
+/// ```
+pub fn read_hex_pairs(digits: &[u8]) -> Option<Vec<u8>> {
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| Some((hex_digit(pair[0])? << 4) | hex_digit(pair[1])?))
+        .collect()
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ fn worded(error: FormError, what: &str, text: &[u8]) -> Reason {
 /// array and record literals.
 pub(crate) fn parse_hex_bytea(text: &[u8]) -> Result<Vec<u8>, Reason> {
     text.strip_prefix(b"\\x")
-        .and_then(crate::pg_input::decode_hex)
+        .and_then(sluice_core::canonical::read_hex_pairs)
         .ok_or_else(|| not_a("hex bytea text (\\x…)", text))
 }
 

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, Response};
-use sluice_server::{app, AppState, Config};
+use sluice_gateway::{AppState, Config};
+use sluice_server::app;
 use sluice_testkit::TestDb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -177,7 +178,7 @@ pub async fn listen(
 /// [`listen`], serving HTTPS with `tls`.
 pub async fn listen_with_tls(
     state: AppState,
-    tls: Option<sluice_server::ServerTls>,
+    tls: Option<sluice_gateway::ServerTls>,
     grace: Duration,
 ) -> (
     SocketAddr,

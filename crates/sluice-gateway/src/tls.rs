@@ -22,7 +22,7 @@ use rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
 /// The ALPN name of HTTP/2; a connection that negotiates it is served as HTTP/2.
-pub(crate) const ALPN_HTTP2: &[u8] = b"h2";
+pub const ALPN_HTTP2: &[u8] = b"h2";
 const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// Where the certificate chain and its private key are (PEM files).

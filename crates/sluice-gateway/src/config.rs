@@ -42,7 +42,7 @@ pub use databases::{DatabaseConfig, MAX_POOL_SIZE};
 pub use flight::{FlightConfig, DEFAULT_MAX_PLANS_PER_TOKEN, DEFAULT_PARTITIONS, MAX_PARTITIONS};
 pub use keys::{default_text, type_name, Key, KeyDefault, Section, Type};
 pub use limits::Limits;
-pub use queries::{ParamSpec, QueryConfig, QuerySplit};
+pub use queries::{ParamSpec, QueryConfig, QuerySplit, RESERVED_PARAMETERS};
 pub use reference::reference_page;
 pub use server::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_WRITE_TIMEOUT, DEFAULT_KEEP_ALIVE_TIMEOUT,
@@ -132,8 +132,8 @@ pub struct Config {
 
 impl Config {
     /// A response's time limits: the query's own `limits`, else the server's.
-    pub fn timing(&self, limits: &Limits) -> crate::stream::Timing {
-        crate::stream::Timing {
+    pub fn timing(&self, limits: &Limits) -> crate::request::Timing {
+        crate::request::Timing {
             max_duration: limits
                 .max_stream_duration
                 .unwrap_or(self.max_stream_duration),

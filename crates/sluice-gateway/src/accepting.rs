@@ -8,16 +8,93 @@
 //! failure.
 //!
 //! HTTP and Arrow Flight each have a listener and each its own slots, so a
-//! flood on one leaves the other answering.
+//! flood on one leaves the other answering. Both bind alike ([`bind`]), keep
+//! to loopback without tokens ([`effective_listen`]) and time their
+//! connections alike ([`Timeouts`]).
 
 use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::config::Config;
+
+/// The address to bind: `requested`, except that without tokens only loopback is
+/// allowed (an open gateway to a database must not be reachable from the network).
+/// The second value is the warning to print: the address was changed, or tokens
+/// will cross the network in clear text (`https` false).
+pub fn effective_listen(
+    requested: SocketAddr,
+    auth_enabled: bool,
+    https: bool,
+) -> (SocketAddr, Option<String>) {
+    if requested.ip().is_loopback() || (auth_enabled && https) {
+        return (requested, None);
+    }
+    if auth_enabled {
+        // Served as asked (TLS is often terminated by a proxy in front), but
+        // said loudly: the tokens cross the network readable.
+        return (
+            requested,
+            Some(format!(
+                "WARNING: serving {requested} over plain HTTP: bearer tokens travel in clear text; \
+                 give [server] tls_cert and tls_key, or terminate TLS in front of sluice serve \
+                 (a reverse proxy or load balancer)"
+            )),
+        );
+    }
+    let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), requested.port());
+    (
+        local,
+        Some(format!(
+            "no [[tokens]] configured: listening on {local} (localhost only) instead of {requested}; \
+             configure tokens to serve other hosts"
+        )),
+    )
+}
+
+/// Connections the kernel queues for `accept` before it refuses more: a burst
+/// of clients (a load balancer's pool opening at once) must not be dropped
+/// (tokio's `bind` listens with 128).
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// A listener on `address` with `LISTEN_BACKLOG`.
+pub fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As std's and tokio's own bind do: a restarted server can take its port
+    // back while old connections linger in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// How long a connection may wait for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From the connection being accepted, or a kept-alive connection's next
+    /// first byte, to the end of the request's head.
+    pub header_read: Duration,
+    /// Between the end of a response and the next request's first byte.
+    pub keep_alive: Duration,
+}
+
+impl Timeouts {
+    /// The `[server]` timeouts of `config`, for every listener (HTTP and
+    /// Flight time their connections alike).
+    pub fn of(config: &Config) -> Timeouts {
+        Timeouts {
+            header_read: config.header_read_timeout,
+            keep_alive: config.keep_alive_timeout,
+        }
+    }
+}
 
 /// Descriptors kept out of the listeners' caps: database connections (pools,
 /// Flight's plan coordinators), the configuration and certificate files on
@@ -258,6 +335,25 @@ impl AcceptBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_tokens_only_loopback_is_served() {
+        let any: SocketAddr = "0.0.0.0:9000".parse().unwrap();
+        for https in [false, true] {
+            let (address, warning) = effective_listen(any, false, https);
+            assert_eq!(address, "127.0.0.1:9000".parse().unwrap());
+            assert!(warning.unwrap().contains("localhost only"));
+        }
+        let (address, warning) = effective_listen(any, true, false);
+        assert_eq!(address, any);
+        assert!(warning
+            .unwrap()
+            .contains("bearer tokens travel in clear text"));
+        // Over HTTPS the tokens are safe: no warning.
+        assert_eq!(effective_listen(any, true, true), (any, None));
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(effective_listen(local, false, false), (local, None));
+    }
 
     #[test]
     fn the_cap_leaves_the_reserve_and_shares_the_rest() {

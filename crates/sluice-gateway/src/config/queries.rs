@@ -325,11 +325,14 @@ fn query_split(
     }
 }
 
+/// Request keys the front ends read themselves (HTTP's query string:
+/// `?format=`, `?complete=`), never a query's parameters.
+pub const RESERVED_PARAMETERS: [&str; 2] = ["format", "complete"];
+
 /// One of a query's `params`, after `earlier` ones.
 fn param_entry(entries: &Entries<'_>, earlier: &[ParamSpec]) -> Result<ParamSpec, ConfigError> {
     let name = entries.required_text("name")?;
-    if !is_identifier(&name.value) || crate::app::RESERVED_PARAMETERS.contains(&name.value.as_str())
-    {
+    if !is_identifier(&name.value) || RESERVED_PARAMETERS.contains(&name.value.as_str()) {
         return Err(entries.error(
             "name",
             name.span,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::error::AppError;
+use crate::error::GatewayError;
 
 /// A token's limits as configured; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -84,11 +84,11 @@ impl Throttle {
     }
 
     /// Admits one request of `token`, or refuses it with 429.
-    pub fn admit(&self, token: &str) -> Result<Slot, AppError> {
+    pub fn admit(&self, token: &str) -> Result<Slot, GatewayError> {
         let permit = match &self.slots {
             Some((semaphore, max)) => {
                 Some(semaphore.clone().try_acquire_owned().map_err(|_| {
-                    AppError::TooManyRequests {
+                    GatewayError::TooManyRequests {
                         message: format!(
                             "token {token:?} already has {max} requests running (max_concurrent); \
                          retry when one has ended"
@@ -103,7 +103,7 @@ impl Throttle {
             let mut bucket = bucket.lock().unwrap_or_else(|poison| poison.into_inner());
             let rate = bucket.rate;
             bucket.take(Instant::now()).map_err(|wait| {
-                AppError::TooManyRequests {
+                GatewayError::TooManyRequests {
                     message: format!(
                         "token {token:?} is over its rate of {rate} requests per second"
                     ),
@@ -125,9 +125,9 @@ pub fn default_burst(rate: f64) -> u32 {
 mod tests {
     use super::*;
 
-    fn refused_after(error: AppError) -> u64 {
+    fn refused_after(error: GatewayError) -> u64 {
         match error {
-            AppError::TooManyRequests { retry_after, .. } => retry_after,
+            GatewayError::TooManyRequests { retry_after, .. } => retry_after,
             other => panic!("expected 429, got {other:?}"),
         }
     }

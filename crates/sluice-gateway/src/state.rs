@@ -1,4 +1,4 @@
-//! [`AppState`]: what every handler shares — the configuration, the databases,
+//! [`AppState`]: what every request shares, whichever front end it came through — the configuration, the databases,
 //! the tokens, the shutdown signal and the tasks still cancelling queries — and
 //! the health check over the databases. Handlers take it; it knows no routes.
 
@@ -12,8 +12,8 @@ use tokio_util::task::TaskTracker;
 use crate::auth::{Auth, Credential, Need};
 use crate::config::{Config, QueryConfig, SqlConfig};
 use crate::db::{Database, StartError};
-use crate::error::AppError;
-use crate::stream::RequestContext;
+use crate::error::GatewayError;
+use crate::request::RequestContext;
 
 /// Everything the handlers share; cheap to clone.
 #[derive(Clone)]
@@ -27,7 +27,6 @@ struct Inner {
     auth: Auth,
     shutdown: CancellationToken,
     tracker: TaskTracker,
-    openapi: serde_json::Value,
 }
 
 impl AppState {
@@ -57,7 +56,6 @@ impl AppState {
         shutdown: CancellationToken,
         tracker: TaskTracker,
     ) -> AppState {
-        let openapi = crate::openapi::document(&config, &databases);
         AppState {
             inner: Arc::new(Inner {
                 auth: previous.carried_over(config.tokens.clone()),
@@ -65,7 +63,6 @@ impl AppState {
                 databases,
                 shutdown,
                 tracker,
-                openapi,
             }),
         }
     }
@@ -129,7 +126,7 @@ impl AppState {
 
     /// True when at least one configured database may be written to (SQLite is
     /// served read-only).
-    pub(crate) fn has_writable_database(&self) -> bool {
+    pub fn has_writable_database(&self) -> bool {
         self.inner
             .databases
             .values()
@@ -137,22 +134,23 @@ impl AppState {
     }
 
     /// The databases by their configured names.
-    pub(crate) fn databases(&self) -> impl Iterator<Item = (&String, &Database)> {
+    pub fn databases(&self) -> impl Iterator<Item = (&String, &Database)> {
         self.inner.databases.iter()
     }
 
-    /// The OpenAPI document, made once at start.
-    pub(crate) fn openapi(&self) -> &serde_json::Value {
-        &self.inner.openapi
+    /// True when `other` is this very state (not a reloaded one): a front end
+    /// keeps what it derives from a state until the state is replaced.
+    pub fn is(&self, other: &AppState) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The configured database `name` (an internal error when there is none:
     /// the configuration names only databases it has).
-    pub fn database(&self, name: &str) -> Result<&Database, AppError> {
+    pub fn database(&self, name: &str) -> Result<&Database, GatewayError> {
         self.inner
             .databases
             .get(name)
-            .ok_or_else(|| AppError::Internal(format!("no database {name:?}")))
+            .ok_or_else(|| GatewayError::Internal(format!("no database {name:?}")))
     }
 
     /// The named query `name`, once the request's token may run it (its grant
@@ -163,10 +161,10 @@ impl AppState {
         credential: Credential<'_>,
         name: &str,
         context: &mut RequestContext,
-    ) -> Result<&QueryConfig, AppError> {
+    ) -> Result<&QueryConfig, GatewayError> {
         let grant = self.auth().admit(credential, Need::Query(name))?;
         let Some(query) = self.config().queries.get(name) else {
-            return Err(AppError::NotFound(format!("no query named {name:?}")));
+            return Err(GatewayError::NotFound(format!("no query named {name:?}")));
         };
         context.admit(grant);
         Ok(query)
@@ -179,7 +177,7 @@ impl AppState {
         &self,
         credential: Credential<'_>,
         context: &mut RequestContext,
-    ) -> Result<Option<&SqlConfig>, AppError> {
+    ) -> Result<Option<&SqlConfig>, GatewayError> {
         let Some(sql) = &self.config().sql else {
             return Ok(None);
         };

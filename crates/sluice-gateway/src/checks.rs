@@ -19,9 +19,9 @@
 
 use std::time::Duration;
 
-use crate::app::AppState;
 use crate::config::{ConfigError, QueryConfig};
 use crate::db::{Database, Refusal, StartError, StatementProblem};
+use crate::state::AppState;
 use sluice_formats::ParamType;
 
 /// How often the checks of a database that did not answer are tried again.
@@ -41,7 +41,7 @@ pub struct Report {
 
 impl Report {
     /// Starts, in the background, the checks of each database that did not
-    /// answer, to run once it does (every [`DEFERRED_CHECK_INTERVAL`]), with
+    /// answer, to run once it does (every `DEFERRED_CHECK_INTERVAL`), with
     /// their problems logged.
     pub fn check_unreachable_later(&self, state: &AppState) {
         for name in &self.unreachable {

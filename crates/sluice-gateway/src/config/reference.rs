@@ -2,7 +2,7 @@
 //! from the key definitions the parser reads ([`super::SECTIONS`]): a whole
 //! file of example values, then each table's keys with type, default and
 //! meaning. A test fails when the checked-in page is stale
-//! (`SLUICE_BLESS=1 cargo test -p sluice-server --lib config::reference`
+//! (`SLUICE_BLESS=1 cargo test -p sluice-gateway --lib config::reference`
 //! writes it anew), and another parses the page's whole-file example.
 
 use sluice_core::connect::Drivers;
@@ -13,8 +13,8 @@ use super::SECTIONS;
 /// The page's opening: what the file is and the rules every key follows.
 const HEADER: &str = "# Configuration file of `sluice serve`
 
-> Generated from the key definitions the parser reads (`crates/sluice-server/src/config/`);
-> a test fails when this page is stale (`SLUICE_BLESS=1 cargo test -p sluice-server --lib
+> Generated from the key definitions the parser reads (`crates/sluice-gateway/src/config/`);
+> a test fails when this page is stale (`SLUICE_BLESS=1 cargo test -p sluice-gateway --lib
 > config::reference` writes it anew).
 
 `sluice serve --config sluice.toml` reads one TOML file: the server's limits and TLS,
@@ -165,7 +165,7 @@ mod tests {
         let current = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             current == page,
-            "{} is stale: run SLUICE_BLESS=1 cargo test -p sluice-server --lib config::reference",
+            "{} is stale: run SLUICE_BLESS=1 cargo test -p sluice-gateway --lib config::reference",
             path.display()
         );
     }
