@@ -43,7 +43,7 @@ pub use flight::{FlightConfig, DEFAULT_MAX_PLANS_PER_TOKEN, DEFAULT_PARTITIONS, 
 pub use keys::{default_text, type_name, Key, KeyDefault, Section, Type};
 pub use limits::Limits;
 pub use queries::{ParamSpec, QueryConfig, QuerySplit, RESERVED_PARAMETERS};
-pub use reference::reference_page;
+pub use reference::{example_file, reference_page};
 pub use server::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_WRITE_TIMEOUT, DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_MAX_QUERY_STRING, DEFAULT_MAX_STREAM_DURATION,

@@ -1,9 +1,14 @@
 //! `/openapi.json`: the OpenAPI 3.1 document of the server as configured, made
-//! once at start: every named query (`GET` with its typed parameters, and its
+//! once per configuration: every named query (`GET` with its typed parameters, and its
 //! `POST …/batch`), `POST /sql` when enabled, every writable table's
 //! `POST /tables/{name}`, `/health`, `/metrics`, the error body and the bearer
 //! scheme. Paths are written out per query and per table rather than templated,
 //! so a client generator (or a fuzzer) sees each one's own parameters.
+//! `reference` reads it into the book's page of routes.
+
+/// The book's page of routes, made from this document (a test keeps it current).
+#[cfg(test)]
+mod reference;
 
 use serde_json::{json, Map, Value};
 

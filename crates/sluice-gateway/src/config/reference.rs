@@ -57,7 +57,7 @@ checks](serve.md#start-up-checks)).
 pub fn reference_page(drivers: &Drivers) -> String {
     let mut page = String::from(HEADER);
     page.push_str("\n## The whole file\n\nEvery key, with an example value (alternatives such as `token` for `sha256` left out).\n\n```toml\n");
-    page.push_str(&whole_file());
+    page.push_str(&example_file());
     page.push_str("```\n");
     for section in SECTIONS {
         page.push_str(&section_text(section, drivers));
@@ -67,7 +67,9 @@ pub fn reference_page(drivers: &Drivers) -> String {
 }
 
 /// A file giving every key that has an example value.
-pub(super) fn whole_file() -> String {
+/// A whole configuration file with an example value for every key: the
+/// reference page's, and the example the HTTP reference describes.
+pub fn example_file() -> String {
     let mut file = String::new();
     for section in SECTIONS.iter().filter(|section| !is_inline(section)) {
         file.push_str(&format!("{}\n", example_heading(section)));
@@ -174,7 +176,7 @@ mod tests {
     fn the_whole_file_example_loads_with_every_key_it_shows() {
         std::env::set_var("APP_DATABASE_URL", "postgres://app@db.internal/app");
         std::env::set_var("SLUICE_FLIGHT_SECRET", "s".repeat(32));
-        let file = whole_file();
+        let file = example_file();
         let config = crate::Config::parse(&file, "example.toml")
             .unwrap_or_else(|error| panic!("{error}\n{file}"));
         assert!(config.deprecations.is_empty());
