@@ -44,6 +44,8 @@ pub mod exit {
     pub const IO: u8 = 4;
     /// The input holds a bad record (import, aborting on the first error).
     pub const BAD_INPUT: u8 = 5;
+    /// `sluice proxy --fail-on`: the traffic showed a pattern of a listed kind.
+    pub const FINDINGS: u8 = 6;
     /// Interrupted by Ctrl-C (128 + SIGINT).
     pub const INTERRUPTED: u8 = 130;
 }

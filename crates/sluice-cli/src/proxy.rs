@@ -9,8 +9,8 @@ use clap::Args;
 use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_proxy::shaping::parse_bandwidth;
 use sluice_proxy::{
-    ControlToken, Fault, Proxy, ProxyHandle, Report, Shaping, StartError, DEFAULT_MAX_CONNECTIONS,
-    MAX_FAULT_DURATION as MAX_DURATION,
+    ControlToken, Fault, FindingKind, Proxy, ProxyHandle, Report, Shaping, StartError,
+    DEFAULT_MAX_CONNECTIONS, MAX_FAULT_DURATION as MAX_DURATION,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -54,6 +54,18 @@ pub struct ProxyArgs {
     /// Write the report here on exit and on SIGUSR1: JSON, or CSV for a `.csv` name.
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
+
+    /// Exit with code 6 when the report holds a finding of one of these kinds
+    /// (comma-separated): n-plus-one, row-by-row, small-fetches,
+    /// locator-reads, session-chatter, transaction-per-statement,
+    /// parsed-every-time. For a CI job that runs its tests through the proxy.
+    #[arg(
+        long,
+        value_name = "KINDS",
+        value_delimiter = ',',
+        value_parser = parse_finding_kind
+    )]
+    fail_on: Vec<FindingKind>,
 
     /// A fault to inject (repeat for several), e.g. cut:at-data-row=5,
     /// stall:duration=2s:at-statement=3, reset:after-bytes=1000, refuse.
@@ -110,6 +122,13 @@ fn parse_shaping_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+fn parse_finding_kind(text: &str) -> Result<FindingKind, String> {
+    FindingKind::from_name(text).ok_or_else(|| {
+        let kinds: Vec<&str> = FindingKind::ALL.iter().map(|kind| kind.name()).collect();
+        format!("{text:?} is not a kind of finding: {}", kinds.join(", "))
+    })
+}
+
 fn parse_fault(text: &str) -> Result<Fault, String> {
     text.parse::<Fault>().map_err(|error| error.reason)
 }
@@ -126,7 +145,7 @@ fn parse_connection_limit(text: &str) -> Result<usize, String> {
 /// Runs the proxy until Ctrl-C or SIGTERM and returns the exit code.
 pub async fn run(arguments: ProxyArgs) -> u8 {
     match serve(&arguments).await {
-        Ok(()) => 0,
+        Ok(report) => verdict(&report, &arguments.fail_on),
         Err(error) => {
             err_line!("sluice: {error}");
             exit_code(&error)
@@ -134,7 +153,22 @@ pub async fn run(arguments: ProxyArgs) -> u8 {
     }
 }
 
-fn write_report(proxy: &ProxyHandle, path: Option<&PathBuf>) -> Result<(), Error> {
+/// The exit code of a proxy that ran: [`crate::exit::FINDINGS`] when `report`
+/// holds a finding of a kind in `fail_on`.
+fn verdict(report: &Report, fail_on: &[FindingKind]) -> u8 {
+    let found: Vec<&str> = fail_on
+        .iter()
+        .filter(|kind| report.has_finding(&[**kind]))
+        .map(|kind| kind.name())
+        .collect();
+    if found.is_empty() {
+        return 0;
+    }
+    err_line!("sluice proxy: found {} (--fail-on)", found.join(", "));
+    crate::exit::FINDINGS
+}
+
+fn write_report(proxy: &ProxyHandle, path: Option<&PathBuf>) -> Result<Report, Error> {
     let report = proxy.report();
     err_text!("{}", report.to_text());
     if let Some(path) = path {
@@ -151,10 +185,11 @@ fn write_report(proxy: &ProxyHandle, path: Option<&PathBuf>) -> Result<(), Error
         })?;
         err_line!("report written to {}", path.display());
     }
-    Ok(())
+    Ok(report)
 }
 
-async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
+/// Runs the proxy until Ctrl-C or SIGTERM; its last report.
+async fn serve(arguments: &ProxyArgs) -> Result<Report, Error> {
     let shaping = Shaping {
         rtt: arguments.rtt,
         jitter: arguments.jitter,
@@ -195,7 +230,9 @@ async fn serve(arguments: &ProxyArgs) -> Result<(), Error> {
         tokio::select! {
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
-            _ = dump.recv() => write_report(&proxy, arguments.output.as_ref())?,
+            _ = dump.recv() => {
+                write_report(&proxy, arguments.output.as_ref())?;
+            }
             _ = ticker.tick() => {
                 let report = proxy.report();
                 let now = (report.round_trips(), report.refused_connections);

@@ -1,5 +1,6 @@
 //! `sluice proxy` as a command against a real PostgreSQL: its connection limit,
-//! and refusals counted in the live summary, the exit report and `--report`.
+//! and refusals counted in the live summary, the exit report and `--report`;
+//! findings as fields in the JSON report and `--fail-on` as a CI gate.
 
 mod support;
 
@@ -222,4 +223,125 @@ fn shaping_options_slow_every_trip_and_sigusr1_writes_the_report() {
         .expect("still proxying after SIGUSR1");
     runtime.block_on(connection.close());
     proxy.stop();
+}
+
+/// Books of authors, loaded as an ORM's lazy many-to-one relation does: the
+/// books in one statement, then each book's author by its key, once per
+/// distinct author (the identity map holds the rest).
+fn lazy_many_to_one(config: &Config) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut connection = Connection::connect(config, &Meter::new()).await.unwrap();
+        let books = connection
+            .query_rows("select id, author_id from books order by id", &[])
+            .await
+            .unwrap();
+        assert_eq!(books.len(), 1000);
+        let mut loaded = std::collections::HashSet::new();
+        for book in &books {
+            let author = book[1].clone().unwrap();
+            if loaded.insert(author.clone()) {
+                connection
+                    .query_rows(
+                        "select id, name from authors where id = $1",
+                        &[Some(author.as_str())],
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+        connection.close().await;
+    });
+}
+
+#[test]
+fn a_lazy_many_to_one_load_is_an_n_plus_one_that_fails_the_gate() {
+    let db = TestDb::new();
+    db.execute(
+        "create table authors (id int primary key, name text);
+         insert into authors select n, 'author ' || n from generate_series(5001, 5100) n;
+         create table books (id int primary key, author_id int references authors);
+         insert into books select n, 5001 + n % 100 from generate_series(1, 1000) n;",
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let report = directory.path().join("report.json");
+    let options = ["--fail-on", "row-by-row,n-plus-one"];
+    let mut proxy = start_proxy_with(&upstream(&db), &options, &report);
+    let (_, config) = through(&mut proxy, &db);
+    lazy_many_to_one(&config);
+    let (code, stderr) = proxy.stop_with_code();
+    assert_eq!(code, Some(6), "{stderr}");
+    assert!(stderr.contains("found n-plus-one (--fail-on)"), "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let finding = &json["findings"][0];
+    assert_eq!(finding["kind"], "n-plus-one", "{json}");
+    assert_eq!(
+        finding["parent"],
+        "select id, author_id from books order by id"
+    );
+    assert_eq!(
+        finding["statement"],
+        "select id, name from authors where id = $1"
+    );
+    assert_eq!(finding["parent_rows"], 1000, "{finding}");
+    assert_eq!(finding["keys"], 100, "{finding}");
+    assert_eq!(finding["executions"], 100, "{finding}");
+    assert_eq!(finding["round_trips"], 100, "{finding}");
+    let advice = finding["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("100 keys") && !advice.contains("COPY"),
+        "{advice}"
+    );
+    assert!(finding["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("N+1 query"));
+    // Named as the N+1 it is, not also as row by row.
+    let kinds: Vec<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|finding| finding["kind"].as_str().unwrap())
+        .collect();
+    assert!(!kinds.contains(&"row-by-row"), "{kinds:?}");
+
+    // Without the pattern, the gate passes.
+    let mut quiet = start_proxy_with(&upstream(&db), &options, &report);
+    let (_, config) = through(&mut quiet, &db);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+            connection
+                .query_rows(
+                    "select b.id, a.name from books b join authors a on a.id = b.author_id",
+                    &[],
+                )
+                .await
+                .unwrap();
+            connection.close().await;
+        });
+    let (code, stderr) = quiet.stop_with_code();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn an_unknown_kind_of_finding_is_a_usage_error_listing_the_kinds() {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["proxy", "--fail-on", "n+1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("not a kind of finding: n-plus-one, row-by-row"),
+        "{stderr}"
+    );
 }

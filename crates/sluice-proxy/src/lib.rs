@@ -41,5 +41,5 @@ pub use control::{ControlToken, ControlTokenError};
 pub use fault::spec::MAX_DURATION as MAX_FAULT_DURATION;
 pub use fault::{Fault, FaultList};
 pub use proxy::{Proxy, ProxyHandle, StartError, DEFAULT_MAX_CONNECTIONS};
-pub use report::{Finding, Report, StatementStats};
+pub use report::{Finding, FindingKind, Report, StatementStats};
 pub use shaping::Shaping;

@@ -72,7 +72,9 @@ pub struct NPlusOne {
     pub parent: String,
     /// Rows it returned (over all the times the pattern was seen).
     pub rows: u64,
-    /// The statement run once per row.
+    /// Distinct values of those rows the statement was run with.
+    pub keys: u64,
+    /// The statement run once per row (or once per distinct key).
     pub statement: String,
     /// Its executions with a value from those rows.
     pub executions: u64,
@@ -92,26 +94,52 @@ struct Answer {
 #[derive(Debug)]
 struct Parent {
     result: Answer,
-    /// Per statement run since: (executions, executions with a value from the result).
-    followers: HashMap<String, (u64, u64)>,
+    /// Per statement run since.
+    followers: HashMap<String, Follower>,
+}
+
+/// A statement run after a parent result.
+#[derive(Debug, Default)]
+struct Follower {
+    /// Its executions.
+    executions: u64,
+    /// Those with a value from the parent's result.
+    matched: u64,
+    /// The parent's values it was run with, each once.
+    keys: HashSet<String>,
 }
 
 impl Parent {
-    /// The N+1s this parent started, if any.
+    /// The N+1s this parent started, if any: a statement run (nearly) only
+    /// with the parent's values, for at least half of its rows or of the
+    /// distinct values of one of its columns. The second is how an ORM loads
+    /// a many-to-one relation: 1,000 books of 100 authors make 100 lazy loads
+    /// of an author, one per distinct key.
     fn n_plus_ones(&self) -> impl Iterator<Item = NPlusOne> + '_ {
         self.followers
             .iter()
-            .filter(|(_, &(executions, matched))| {
-                matched >= N_PLUS_ONE_MINIMUM
-                    && matched * 2 >= self.result.rows
-                    && matched * 10 >= executions * 9
+            .filter(|(_, follower)| {
+                follower.matched >= N_PLUS_ONE_MINIMUM
+                    && follower.matched * 10 >= follower.executions * 9
+                    && (follower.matched * 2 >= self.result.rows
+                        || self.covers_a_column(&follower.keys))
             })
-            .map(|(statement, &(_, matched))| NPlusOne {
+            .map(|(statement, follower)| NPlusOne {
                 parent: self.result.fingerprint.clone(),
                 rows: self.result.rows,
+                keys: follower.keys.len() as u64,
                 statement: statement.clone(),
-                executions: matched,
+                executions: follower.matched,
             })
+    }
+
+    /// Whether `keys` hold at least half the distinct values of one of the
+    /// result's columns.
+    fn covers_a_column(&self, keys: &HashSet<String>) -> bool {
+        self.result.columns.iter().any(|column| {
+            let used = keys.iter().filter(|key| column.contains(*key)).count();
+            used >= 1 && used * 2 >= column.len()
+        })
     }
 }
 
@@ -148,16 +176,22 @@ impl Patterns {
             if parent.result.fingerprint == fingerprint {
                 continue;
             }
-            let matched = values.iter().any(|value| {
+            let matched = values.iter().find(|value| {
                 parent
                     .result
                     .columns
                     .iter()
-                    .any(|column| column.contains(value))
+                    .any(|column| column.contains(*value))
             });
             let follower = parent.followers.entry(fingerprint.to_owned()).or_default();
-            follower.0 += 1;
-            follower.1 += u64::from(matched);
+            follower.executions += 1;
+            if let Some(value) = matched {
+                follower.matched += 1;
+                // Bounded by the parent's kept values.
+                if !follower.keys.contains(value) {
+                    follower.keys.insert(value.clone());
+                }
+            }
         }
     }
 
@@ -249,6 +283,7 @@ impl Patterns {
             {
                 Some(known) => {
                     known.rows += found.rows;
+                    known.keys += found.keys;
                     known.executions += found.executions;
                 }
                 None => merged.push(found),
@@ -376,10 +411,53 @@ mod tests {
             [NPlusOne {
                 parent: "select id from parent".into(),
                 rows: 20,
+                keys: 20,
                 statement: "select * from child where parent_id = $1".into(),
                 executions: 20,
             }]
         );
+    }
+
+    #[test]
+    fn a_many_to_one_n_plus_one_is_found_by_its_distinct_keys() {
+        // 1,000 books of 100 authors, then one lazy load per distinct author
+        // (an ORM's identity map loads each author once).
+        let mut patterns = Patterns::default();
+        let books = "select books.id, books.author_id from books";
+        patterns.executed(books, &[]);
+        for id in 0..1000 {
+            let author = format!("{}", 5000 + id % 100);
+            patterns.row(books, &data_row(&[&format!("{id}"), &author]));
+        }
+        patterns.result_ended();
+        let author = "select authors.id, authors.name from authors where authors.id = $1";
+        for key in 0..100 {
+            patterns.executed(author, &[format!("{}", 5000 + key)]);
+            patterns.row(author, &data_row(&["x", "y"]));
+            patterns.result_ended();
+        }
+        assert_eq!(
+            patterns.n_plus_ones(),
+            [NPlusOne {
+                parent: books.into(),
+                rows: 1000,
+                keys: 100,
+                statement: author.into(),
+                executions: 100,
+            }]
+        );
+        // Ten of the hundred authors is a few lookups, not an N+1.
+        let mut few = Patterns::default();
+        few.executed(books, &[]);
+        for id in 0..1000 {
+            let author = format!("{}", 5000 + id % 100);
+            few.row(books, &data_row(&[&format!("{id}"), &author]));
+        }
+        few.result_ended();
+        for key in 0..10 {
+            few.executed(author, &[format!("{}", 5000 + key)]);
+        }
+        assert!(few.n_plus_ones().is_empty());
     }
 
     #[test]

@@ -58,12 +58,14 @@ pub enum Finding {
         /// The proxy's added round-trip time (zero: none was set).
         rtt: Duration,
     },
-    /// A statement run once per row of an earlier result.
+    /// A statement run once per row (or per distinct key) of an earlier result.
     NPlusOne {
         /// The statement whose rows gave the values.
         parent: String,
         /// Rows it returned.
         rows: u64,
+        /// Distinct values of those rows the statement was run with.
+        keys: u64,
         /// The statement run once per row.
         statement: String,
         /// Its executions with a value from those rows.
@@ -152,32 +154,35 @@ impl Finding {
                 rtt,
             } => format!(
                 "row by row: `{statement}` ran {executions} times in {round_trips} round trips, \
-                 one each (e.g. `{example}`), {}: batch it, pipeline it or use COPY",
-                waiting(*round_trips, *rtt)
+                 one each (e.g. `{example}`), {}: {}",
+                waiting(*round_trips, *rtt),
+                self.advice()
             ),
             Finding::NPlusOne {
                 parent,
                 rows,
+                keys,
                 statement,
                 executions,
                 round_trips,
                 rtt,
             } => format!(
-                "N+1 query: `{parent}` returned {rows} rows, then `{statement}` ran {executions} \
-                 times with a value from them, {round_trips} round trips, {}: load them in one \
-                 statement (join, or `= any($1)` with the {rows} keys)",
-                waiting(*round_trips, *rtt)
+                "N+1 query: `{parent}` returned {rows} rows ({keys} distinct keys), then \
+                 `{statement}` ran {executions} times with a value from them, {round_trips} round \
+                 trips, {}: {}",
+                waiting(*round_trips, *rtt),
+                self.advice()
             ),
             Finding::SmallFetches {
                 fetch_size,
                 fetches,
             } => format!(
-                "small fetch batches: {fetches} fetches of {fetch_size} rows, one round trip each: \
-                 fetch at least 1000 rows per trip, or stream the result"
+                "small fetch batches: {fetches} fetches of {fetch_size} rows, one round trip each: {}",
+                self.advice()
             ),
             Finding::LocatorReads { calls } => format!(
-                "locator-style LOB reads: {calls} separate large-object calls: fetch the bytes \
-                 inline with their rows"
+                "locator-style LOB reads: {calls} separate large-object calls: {}",
+                self.advice()
             ),
             Finding::SessionChatter {
                 statements,
@@ -187,10 +192,10 @@ impl Finding {
                 total_round_trips,
             } => format!(
                 "chatty session: {preceded} of {work} statements were preceded by `{}`, \
-                 {round_trips} round trips ({}% of all): validate connections only after they \
-                 sat idle (not on every borrow), and set session settings once per connection",
+                 {round_trips} round trips ({}% of all): {}",
                 statements.join("`, `"),
-                percent(*round_trips, *total_round_trips)
+                percent(*round_trips, *total_round_trips),
+                self.advice()
             ),
             Finding::TransactionPerStatement {
                 single,
@@ -199,9 +204,9 @@ impl Finding {
                 total_round_trips,
             } => format!(
                 "a transaction per statement: {single} of {transactions} transactions held one \
-                 statement, BEGIN/COMMIT took {round_trips} round trips ({}% of all): use \
-                 autocommit for single statements, or group statements in one transaction",
-                percent(*round_trips, *total_round_trips)
+                 statement, BEGIN/COMMIT took {round_trips} round trips ({}% of all): {}",
+                percent(*round_trips, *total_round_trips),
+                self.advice()
             ),
             Finding::ParsedEveryTime {
                 statement,
@@ -211,11 +216,212 @@ impl Finding {
                 total_round_trips,
             } => format!(
                 "parsed on every execution: `{statement}` was parsed {parses} times for \
-                 {executions} executions ({round_trips} round trips, {}% of all): prepare it \
-                 once and reuse the prepared statement",
-                percent(*round_trips, *total_round_trips)
+                 {executions} executions ({round_trips} round trips, {}% of all): {}",
+                percent(*round_trips, *total_round_trips),
+                self.advice()
             ),
         }
+    }
+}
+
+/// What a [`Finding`] is, as `sluice proxy --fail-on` and the JSON report's
+/// `kind` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FindingKind {
+    /// [`Finding::RowByRow`].
+    RowByRow,
+    /// [`Finding::NPlusOne`].
+    NPlusOne,
+    /// [`Finding::SmallFetches`].
+    SmallFetches,
+    /// [`Finding::LocatorReads`].
+    LocatorReads,
+    /// [`Finding::SessionChatter`].
+    SessionChatter,
+    /// [`Finding::TransactionPerStatement`].
+    TransactionPerStatement,
+    /// [`Finding::ParsedEveryTime`].
+    ParsedEveryTime,
+}
+
+impl FindingKind {
+    /// Every kind, in the order the docs list them.
+    pub const ALL: [FindingKind; 7] = [
+        FindingKind::NPlusOne,
+        FindingKind::RowByRow,
+        FindingKind::SmallFetches,
+        FindingKind::LocatorReads,
+        FindingKind::SessionChatter,
+        FindingKind::TransactionPerStatement,
+        FindingKind::ParsedEveryTime,
+    ];
+
+    /// The kind's name: `n-plus-one`, `row-by-row`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::RowByRow => "row-by-row",
+            FindingKind::NPlusOne => "n-plus-one",
+            FindingKind::SmallFetches => "small-fetches",
+            FindingKind::LocatorReads => "locator-reads",
+            FindingKind::SessionChatter => "session-chatter",
+            FindingKind::TransactionPerStatement => "transaction-per-statement",
+            FindingKind::ParsedEveryTime => "parsed-every-time",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn from_name(name: &str) -> Option<FindingKind> {
+        FindingKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+}
+
+/// True for a statement that reads (its fix is one statement for many keys,
+/// never COPY).
+fn is_read(statement: &str) -> bool {
+    statement.starts_with("select") || statement.starts_with("with")
+}
+
+impl Finding {
+    /// What the finding is.
+    pub fn kind(&self) -> FindingKind {
+        match self {
+            Finding::RowByRow { .. } => FindingKind::RowByRow,
+            Finding::NPlusOne { .. } => FindingKind::NPlusOne,
+            Finding::SmallFetches { .. } => FindingKind::SmallFetches,
+            Finding::LocatorReads { .. } => FindingKind::LocatorReads,
+            Finding::SessionChatter { .. } => FindingKind::SessionChatter,
+            Finding::TransactionPerStatement { .. } => FindingKind::TransactionPerStatement,
+            Finding::ParsedEveryTime { .. } => FindingKind::ParsedEveryTime,
+        }
+    }
+
+    /// The round trips the pattern cost, where the proxy counted them.
+    pub fn round_trips(&self) -> Option<u64> {
+        match self {
+            Finding::RowByRow { round_trips, .. }
+            | Finding::NPlusOne { round_trips, .. }
+            | Finding::SessionChatter { round_trips, .. }
+            | Finding::TransactionPerStatement { round_trips, .. }
+            | Finding::ParsedEveryTime { round_trips, .. } => Some(*round_trips),
+            Finding::SmallFetches { fetches, .. } => Some(*fetches),
+            Finding::LocatorReads { calls } => Some(*calls),
+        }
+    }
+
+    /// The fix, in a sentence.
+    pub fn advice(&self) -> String {
+        match self {
+            Finding::RowByRow { statement, .. } if is_read(statement) => {
+                "read the rows in one statement (a join, or `= any($1)` with all the keys), \
+                 or pipeline the statements"
+                    .into()
+            }
+            Finding::RowByRow { .. } => "batch it, pipeline it or use COPY".into(),
+            Finding::NPlusOne { keys, .. } => format!(
+                "load them in one statement (a join, or `= any($1)` with the {keys} keys; \
+                 an ORM's eager loading, such as SQLAlchemy's selectinload, does this)"
+            ),
+            Finding::SmallFetches { .. } => {
+                "fetch at least 1000 rows per trip, or stream the result".into()
+            }
+            Finding::LocatorReads { .. } => "fetch the bytes inline with their rows".into(),
+            Finding::SessionChatter { .. } => {
+                "validate connections only after they sat idle (not on every borrow), and set \
+                 session settings once per connection"
+                    .into()
+            }
+            Finding::TransactionPerStatement { .. } => {
+                "use autocommit for single statements, or group statements in one transaction"
+                    .into()
+            }
+            Finding::ParsedEveryTime { .. } => {
+                "prepare it once and reuse the prepared statement".into()
+            }
+        }
+    }
+
+    /// The finding as fields: `kind`, `message` (its [`Finding::describe`]),
+    /// `advice`, `round_trips`, `waiting_seconds` (at the proxy's RTT, when
+    /// one is set) and the kind's own figures.
+    pub fn to_json(&self) -> Value {
+        let mut fields = match self {
+            Finding::RowByRow {
+                statement,
+                example,
+                executions,
+                ..
+            } => json!({"statement": statement, "example": example, "executions": executions}),
+            Finding::NPlusOne {
+                parent,
+                rows,
+                keys,
+                statement,
+                executions,
+                ..
+            } => json!({
+                "parent": parent,
+                "parent_rows": rows,
+                "keys": keys,
+                "statement": statement,
+                "executions": executions,
+            }),
+            Finding::SmallFetches {
+                fetch_size,
+                fetches,
+            } => json!({"fetch_size": fetch_size, "fetches": fetches}),
+            Finding::LocatorReads { calls } => json!({"calls": calls}),
+            Finding::SessionChatter {
+                statements,
+                preceded,
+                work,
+                total_round_trips,
+                ..
+            } => json!({
+                "statements": statements,
+                "preceded": preceded,
+                "work": work,
+                "total_round_trips": total_round_trips,
+            }),
+            Finding::TransactionPerStatement {
+                single,
+                transactions,
+                total_round_trips,
+                ..
+            } => json!({
+                "single": single,
+                "transactions": transactions,
+                "total_round_trips": total_round_trips,
+            }),
+            Finding::ParsedEveryTime {
+                statement,
+                parses,
+                executions,
+                total_round_trips,
+                ..
+            } => json!({
+                "statement": statement,
+                "parses": parses,
+                "executions": executions,
+                "total_round_trips": total_round_trips,
+            }),
+        };
+        let waiting = match self {
+            Finding::RowByRow {
+                round_trips, rtt, ..
+            }
+            | Finding::NPlusOne {
+                round_trips, rtt, ..
+            } if !rtt.is_zero() => Some((*rtt * *round_trips as u32).as_secs_f64()),
+            _ => None,
+        };
+        fields["kind"] = json!(self.kind().name());
+        fields["round_trips"] = json!(self.round_trips());
+        fields["waiting_seconds"] = json!(waiting);
+        fields["advice"] = json!(self.advice());
+        fields["message"] = json!(self.describe());
+        fields
     }
 }
 
@@ -381,6 +587,7 @@ fn n_plus_one(observed: &Observed<'_>) -> Vec<Finding> {
             Finding::NPlusOne {
                 parent: found.parent.clone(),
                 rows: found.rows,
+                keys: found.keys,
                 statement: found.statement.clone(),
                 executions: found.executions,
                 round_trips: trips,
@@ -498,9 +705,11 @@ impl Report {
         wall_time(started, ended)
     }
 
-    /// Every finding, with the connection it was seen on.
+    /// Every finding, with the connection it was seen on, the costliest
+    /// (most round trips) first.
     pub fn findings(&self) -> Vec<(u64, &Finding)> {
-        self.connections
+        let mut findings: Vec<(u64, &Finding)> = self
+            .connections
             .iter()
             .flat_map(|connection| {
                 connection
@@ -508,7 +717,16 @@ impl Report {
                     .iter()
                     .map(move |finding| (connection.id, finding))
             })
-            .collect()
+            .collect();
+        findings.sort_by_key(|(_, finding)| std::cmp::Reverse(finding.round_trips()));
+        findings
+    }
+
+    /// Whether a finding of one of `kinds` was seen.
+    pub fn has_finding(&self, kinds: &[FindingKind]) -> bool {
+        self.findings()
+            .iter()
+            .any(|(_, finding)| kinds.contains(&finding.kind()))
     }
 
     /// The pace figures as JSON fields.
@@ -554,10 +772,13 @@ impl Report {
                 "statements": c.statements.iter().map(statement).collect::<Vec<_>>(),
                 "findings": c.findings.iter().map(Finding::describe).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-            "findings": self.findings().iter().map(|(id, f)| json!({
-                "connection": id,
-                "finding": f.describe(),
-            })).collect::<Vec<_>>(),
+            "findings": self.findings().iter().map(|(id, f)| {
+                let mut fields = f.to_json();
+                fields["connection"] = json!(id);
+                // The text, under the name it had before the fields.
+                fields["finding"] = json!(f.describe());
+                fields
+            }).collect::<Vec<_>>(),
         })
     }
 

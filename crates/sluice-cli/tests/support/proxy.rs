@@ -74,13 +74,19 @@ impl RunningProxy {
     }
 
     /// Stops it as Ctrl-C would and returns everything it wrote to stderr.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        let (code, stderr) = self.stop_with_code();
+        assert_eq!(code, Some(0), "{stderr}");
+        stderr
+    }
+
+    /// Stops it as Ctrl-C would: its exit code and everything it wrote to stderr.
+    pub fn stop_with_code(mut self) -> (Option<i32>, String) {
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
         let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status}");
         self.seen.extend(self.stderr.iter());
-        self.seen.join("\n")
+        (status.code(), self.seen.join("\n"))
     }
 }
 
