@@ -848,7 +848,7 @@ impl Report {
                 connection.client,
                 self.pace_words(connection.round_trips, connection.wall_time())
             );
-            for s in connection.statements.iter().take(3) {
+            for s in work_first(&connection.statements).into_iter().take(3) {
                 let _ = writeln!(text, "  {}", statement_line(s));
             }
         }
@@ -867,6 +867,17 @@ impl Report {
             self.rtt
         )
     }
+}
+
+/// `statements` (most round trips first) with the application's work before
+/// the session's own statements (`BEGIN`, `COMMIT`, `SET`, `select 1`, the
+/// connection's setup), which would otherwise fill a connection's top lines
+/// when every statement takes one round trip.
+fn work_first(statements: &[StatementStats]) -> Vec<&StatementStats> {
+    let is_work =
+        |s: &&StatementStats| !s.statement.starts_with('(') && role(&s.statement) == Role::Work;
+    let (work, session): (Vec<_>, Vec<_>) = statements.iter().partition(is_work);
+    work.into_iter().chain(session).collect()
 }
 
 /// One fingerprint's line in the text report.
@@ -901,6 +912,57 @@ mod tests {
             executions,
             round_trips,
             ..StatementStats::default()
+        }
+    }
+
+    #[test]
+    fn a_connections_top_lines_show_its_work_before_its_session_statements() {
+        let statements = [
+            stats("begin", 30, 30),
+            stats("rollback", 30, 30),
+            stats("(connection setup)", 1, 3),
+            stats("select * from t where id = $1", 30, 30),
+        ];
+        let order: Vec<&str> = work_first(&statements)
+            .iter()
+            .map(|s| s.statement.as_str())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "select * from t where id = $1",
+                "begin",
+                "rollback",
+                "(connection setup)"
+            ]
+        );
+    }
+
+    #[test]
+    fn findings_have_kinds_fields_and_reads_are_never_told_to_copy() {
+        let read = Finding::RowByRow {
+            statement: "select * from t where id = $1".into(),
+            example: "select * from t where id = 7".into(),
+            executions: 100,
+            round_trips: 100,
+            rtt: Duration::from_millis(2),
+        };
+        let json = read.to_json();
+        assert_eq!(json["kind"], "row-by-row");
+        assert_eq!(json["round_trips"], 100);
+        assert_eq!(json["waiting_seconds"], 0.2);
+        assert!(!read.advice().contains("COPY"), "{}", read.advice());
+        let write = Finding::RowByRow {
+            statement: "insert into t values ($1)".into(),
+            example: String::new(),
+            executions: 100,
+            round_trips: 100,
+            rtt: Duration::ZERO,
+        };
+        assert!(write.advice().contains("COPY"));
+        assert_eq!(write.to_json()["waiting_seconds"], Value::Null);
+        for kind in FindingKind::ALL {
+            assert_eq!(FindingKind::from_name(kind.name()), Some(kind));
         }
     }
 
