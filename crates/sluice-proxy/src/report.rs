@@ -772,13 +772,7 @@ impl Report {
                 "statements": c.statements.iter().map(statement).collect::<Vec<_>>(),
                 "findings": c.findings.iter().map(Finding::describe).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-            "findings": self.findings().iter().map(|(id, f)| {
-                let mut fields = f.to_json();
-                fields["connection"] = json!(id);
-                // The text, under the name it had before the fields.
-                fields["finding"] = json!(f.describe());
-                fields
-            }).collect::<Vec<_>>(),
+            "findings": self.findings().iter().map(|(id, f)| finding_entry(*id, f)).collect::<Vec<_>>(),
         })
     }
 
@@ -880,6 +874,17 @@ fn work_first(statements: &[StatementStats]) -> Vec<&StatementStats> {
     work.into_iter().chain(session).collect()
 }
 
+/// One item of the JSON report's `findings`, as
+/// `docs/src/proxy-findings.schema.json` describes it: the finding's fields,
+/// its connection, and its text under `finding`, the name it had before the
+/// fields.
+fn finding_entry(connection: u64, finding: &Finding) -> Value {
+    let mut fields = finding.to_json();
+    fields["connection"] = json!(connection);
+    fields["finding"] = json!(finding.describe());
+    fields
+}
+
 /// One fingerprint's line in the text report.
 fn statement_line(s: &StatementStats) -> String {
     let example = if s.example != s.statement && !s.example.is_empty() {
@@ -963,6 +968,111 @@ mod tests {
         assert_eq!(write.to_json()["waiting_seconds"], Value::Null);
         for kind in FindingKind::ALL {
             assert_eq!(FindingKind::from_name(kind.name()), Some(kind));
+        }
+    }
+
+    /// One finding of each kind.
+    fn one_of_each() -> Vec<Finding> {
+        let rtt = Duration::from_millis(2);
+        vec![
+            Finding::NPlusOne {
+                parent: "select id from a".into(),
+                rows: 120,
+                keys: 40,
+                statement: "select * from b where id = $1".into(),
+                executions: 40,
+                round_trips: 40,
+                rtt,
+            },
+            Finding::RowByRow {
+                statement: "insert into t values ($1)".into(),
+                example: "insert into t values (1)".into(),
+                executions: 100,
+                round_trips: 100,
+                rtt: Duration::ZERO,
+            },
+            Finding::SmallFetches {
+                fetch_size: 10,
+                fetches: 50,
+            },
+            Finding::LocatorReads { calls: 200 },
+            Finding::SessionChatter {
+                statements: vec!["select $1".into()],
+                preceded: 30,
+                work: 30,
+                round_trips: 31,
+                total_round_trips: 123,
+            },
+            Finding::TransactionPerStatement {
+                single: 30,
+                transactions: 30,
+                round_trips: 60,
+                total_round_trips: 123,
+            },
+            Finding::ParsedEveryTime {
+                statement: "select * from t where id = $1".into(),
+                parses: 100,
+                executions: 100,
+                round_trips: 200,
+                total_round_trips: 300,
+            },
+        ]
+    }
+
+    /// Whether `value` is of JSON Schema type `type_name`.
+    fn is_of_type(value: &Value, type_name: &str) -> bool {
+        match type_name {
+            "integer" => value.is_u64() || value.is_i64(),
+            "number" => value.is_number(),
+            "string" => value.is_string(),
+            "array" => value.is_array(),
+            "null" => value.is_null(),
+            other => panic!("a type the schema does not use: {other}"),
+        }
+    }
+
+    #[test]
+    fn every_finding_is_as_the_documented_schema_says() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/proxy-findings.schema.json");
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let kinds: Vec<FindingKind> = one_of_each().iter().map(Finding::kind).collect();
+        assert_eq!(
+            kinds.len(),
+            FindingKind::ALL.len(),
+            "one finding of each kind"
+        );
+        for finding in one_of_each() {
+            let entry = finding_entry(3, &finding);
+            let object = entry.as_object().unwrap();
+            let branch = schema["oneOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|branch| branch["properties"]["kind"]["const"] == entry["kind"])
+                .unwrap_or_else(|| panic!("no schema for {}", entry["kind"]));
+            let mut properties = schema["properties"].as_object().unwrap().clone();
+            properties.extend(branch["properties"].as_object().unwrap().clone());
+            for required in [&schema["required"], &branch["required"]] {
+                for name in required.as_array().unwrap() {
+                    let name = name.as_str().unwrap();
+                    assert!(object.contains_key(name), "{name} missing from {entry}");
+                }
+            }
+            for (name, value) in object {
+                let property = properties
+                    .get(name)
+                    .unwrap_or_else(|| panic!("{name} of {entry} is not in the schema"));
+                let types: Vec<&str> = match &property["type"] {
+                    Value::String(one) => vec![one.as_str()],
+                    Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
+                    _ => continue,
+                };
+                assert!(
+                    types.iter().any(|type_name| is_of_type(value, type_name)),
+                    "{name} = {value} is not {types:?}"
+                );
+            }
         }
     }
 
