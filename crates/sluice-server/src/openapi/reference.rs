@@ -27,15 +27,29 @@ completeness, what each status means) is [HTTP API](http-api.md).
 /// The page for `document`, an OpenAPI document made by [`super::document`].
 pub fn reference_page(document: &Value) -> String {
     let mut page = String::from(HEADER);
-    let Some(paths) = document["paths"].as_object() else {
-        return page;
-    };
-    for (path, operations) in paths {
-        for (method, operation) in operations.as_object().into_iter().flatten() {
+    for (path, operations) in sorted(&document["paths"]) {
+        for (method, operation) in sorted(operations) {
             page.push_str(&operation_section(document, path, method, operation));
         }
     }
     page
+}
+
+/// An object's members by name: the page must not depend on whether
+/// `serde_json` keeps insertion order (its `preserve_order` feature, which a
+/// workspace build may turn on for another crate).
+fn sorted(object: &Value) -> Vec<(&String, &Value)> {
+    let mut members: Vec<(&String, &Value)> = object.as_object().into_iter().flatten().collect();
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    members
+}
+
+/// An object's member names, sorted, as code spans.
+fn sorted_names(object: &Value) -> Vec<String> {
+    sorted(object)
+        .into_iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect()
 }
 
 /// One route and method: its summary, description, parameters, body and
@@ -134,11 +148,7 @@ fn type_text(schema: &Value) -> String {
 
 /// The body's media types.
 fn body_line(body: &Map<String, Value>) -> String {
-    let media: Vec<String> = body
-        .get("content")
-        .and_then(Value::as_object)
-        .map(|content| content.keys().map(|media| format!("`{media}`")).collect())
-        .unwrap_or_default();
+    let media = body.get("content").map(sorted_names).unwrap_or_default();
     let required = if body.get("required") == Some(&Value::Bool(true)) {
         "required"
     } else {
@@ -156,12 +166,9 @@ fn body_line(body: &Map<String, Value>) -> String {
 /// of the document's components read through its `$ref`).
 fn responses_line(document: &Value, responses: &Value) -> String {
     let mut text = String::from("| status | meaning |\n|---|---|\n");
-    for (status, response) in responses.as_object().into_iter().flatten() {
+    for (status, response) in sorted(responses) {
         let response = resolve(document, response);
-        let media: Vec<String> = response["content"]
-            .as_object()
-            .map(|content| content.keys().map(|media| format!("`{media}`")).collect())
-            .unwrap_or_default();
+        let media = sorted_names(&response["content"]);
         let mut meaning = cell(response["description"].as_str().unwrap_or_default());
         if !media.is_empty() {
             meaning.push_str(&format!(" ({})", media.join(", ")));
