@@ -158,7 +158,7 @@ pub async fn run(arguments: ProxyArgs) -> u8 {
 fn verdict(report: &Report, fail_on: &[FindingKind]) -> u8 {
     let found: Vec<&str> = fail_on
         .iter()
-        .filter(|kind| report.has_finding(&[**kind]))
+        .filter(|kind| report.has_finding(**kind))
         .map(|kind| kind.name())
         .collect();
     if found.is_empty() {

@@ -169,7 +169,7 @@ impl GatewayError {
 
     /// The message of the failures whose message is all there is to say, to
     /// the log and to the client alike.
-    pub fn plain_message(&self) -> Option<&str> {
+    fn plain_message(&self) -> Option<&str> {
         match self {
             GatewayError::BadRequest { message, .. }
             | GatewayError::Forbidden(message)

@@ -722,11 +722,12 @@ impl Report {
         findings
     }
 
-    /// Whether a finding of one of `kinds` was seen.
-    pub fn has_finding(&self, kinds: &[FindingKind]) -> bool {
-        self.findings()
+    /// Whether a finding of `kind` was seen.
+    pub fn has_finding(&self, kind: FindingKind) -> bool {
+        self.connections
             .iter()
-            .any(|(_, finding)| kinds.contains(&finding.kind()))
+            .flat_map(|connection| &connection.findings)
+            .any(|finding| finding.kind() == kind)
     }
 
     /// The pace figures as JSON fields.
