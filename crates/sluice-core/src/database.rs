@@ -230,6 +230,19 @@ pub enum StatementProblem {
     Writes,
 }
 
+/// What preparing a statement without running it found: its disagreements
+/// with the declaration, and the result it would return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatementCheck {
+    /// Disagreements with the declaration; none is an empty list.
+    pub problems: Vec<StatementProblem>,
+    /// The result's columns as the database describes the prepared statement
+    /// (names, kinds, type names, decimal shapes, nullability where known);
+    /// `None` where it cannot say before running (SQLite's values have no
+    /// declared types in expressions), empty for a statement without rows.
+    pub columns: Option<Schema>,
+}
+
 /// A query whose result is being read.
 pub trait RunningQuery: DynSource {
     /// Round trips to the database since the query started (0 where none are
@@ -328,14 +341,14 @@ pub trait Database: Send + Sync {
         request: QueryRequest<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn RunningQuery>, StartError>>;
 
-    /// Prepares `sql` without running it and compares it with the declared
-    /// parameter kinds; no problems is an empty list. A statement the database
+    /// Prepares `sql` without running it, compares it with the declared
+    /// parameter kinds and describes its result. A statement the database
     /// refuses is [`StartError::Query`].
     fn check_statement<'a>(
         &'a self,
         sql: &'a str,
         declared: &'a [DeclaredKind],
-    ) -> BoxFuture<'a, Result<Vec<StatementProblem>, StartError>>;
+    ) -> BoxFuture<'a, Result<StatementCheck, StartError>>;
 
     /// Sets up a session as ad-hoc SQL would be run (as `role`, with the login
     /// checked) and closes it: `Refused` says why ad-hoc SQL could not run here.

@@ -153,6 +153,10 @@ pub struct Column {
     /// How the values are spelled: text, unless the caller asked for binary
     /// values and the source sends this column so.
     pub encoding: Encoding,
+    /// Whether the column may hold NULL, where the database says (MariaDB's
+    /// result metadata does, outer joins included); `None` where it cannot
+    /// know (PostgreSQL describes a result's types, not its NULLs).
+    pub nullable: Option<bool>,
 }
 
 impl Column {
@@ -164,7 +168,14 @@ impl Column {
             type_name: type_name.into(),
             decimal: None,
             encoding: Encoding::Text,
+            nullable: None,
         }
+    }
+
+    /// The same column, said by its database to hold NULLs or not.
+    pub fn with_nullable(mut self, nullable: Option<bool>) -> Column {
+        self.nullable = nullable;
+        self
     }
 
     /// The same column with its values spelled as `encoding` says.

@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::config::{ConfigError, QueryConfig};
 use crate::db::{Database, Refusal, StartError, StatementProblem};
 use crate::state::AppState;
+use sluice_core::Schema;
 use sluice_formats::ParamType;
 
 /// How often the checks of a database that did not answer are tried again.
@@ -95,7 +96,11 @@ impl AppState {
             .values()
             .filter(|query| query.database == name)
         {
-            problems.extend(check_query(database, query, &config.file).await?);
+            let (query_problems, columns) = check_query(database, query, &config.file).await?;
+            problems.extend(query_problems);
+            if let Some(columns) = columns {
+                self.set_described_columns(&query.name, columns);
+            }
         }
         if let Some(sql) = config.sql.as_ref().filter(|sql| sql.database == name) {
             match database.kind().check_ad_hoc(sql.role.as_deref()).await {
@@ -154,27 +159,30 @@ fn refusal_message(refusal: &Refusal, database: &str) -> String {
     }
 }
 
-/// Prepares one named query and compares it with its declaration.
+/// Prepares one named query and compares it with its declaration: the
+/// problems, and the result's columns where the database describes them.
 async fn check_query(
     database: &Database,
     query: &QueryConfig,
     file: &str,
-) -> Result<Vec<ConfigError>, StartError> {
+) -> Result<(Vec<ConfigError>, Option<Schema>), StartError> {
     let key = format!("queries.{}", query.name);
     let declared: Vec<_> = query.params.iter().map(|param| param.ty.kind()).collect();
-    let problems = match database.kind().check_statement(&query.sql, &declared).await {
-        Ok(problems) => problems,
+    let checked = match database.kind().check_statement(&query.sql, &declared).await {
+        Ok(checked) => checked,
         Err(StartError::Query(error)) => {
-            return Ok(vec![ConfigError {
+            let problem = ConfigError {
                 file: file.to_owned(),
                 line: query.line,
                 key: format!("{key}.sql"),
                 message: format!("the database refuses this SQL: {error}"),
-            }])
+            };
+            return Ok((vec![problem], None));
         }
         Err(other) => return Err(other),
     };
-    Ok(problems
+    let problems = checked
+        .problems
         .into_iter()
         .map(|problem| {
             let (line, key, message) = match &problem {
@@ -207,7 +215,8 @@ async fn check_query(
                 message,
             }
         })
-        .collect())
+        .collect();
+    Ok((problems, checked.columns))
 }
 
 fn count_message(

@@ -2,10 +2,11 @@
 //! the tokens, the shutdown signal and the tasks still cancelling queries — and
 //! the health check over the databases. Handlers take it; it knows no routes.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sluice_core::Schema;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -27,6 +28,9 @@ struct Inner {
     auth: Auth,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// Each named query's result columns, as its database described them when
+    /// the start-up checks prepared it (missing until they have).
+    described: Mutex<HashMap<String, Arc<Schema>>>,
 }
 
 impl AppState {
@@ -63,6 +67,7 @@ impl AppState {
                 databases,
                 shutdown,
                 tracker,
+                described: Mutex::default(),
             }),
         }
     }
@@ -102,6 +107,24 @@ impl AppState {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Named query `name`'s result columns, once the start-up checks have
+    /// prepared it on a database that can describe them.
+    pub fn described_columns(&self, name: &str) -> Option<Arc<Schema>> {
+        self.described().get(name).cloned()
+    }
+
+    pub(crate) fn set_described_columns(&self, name: &str, columns: Schema) {
+        self.described().insert(name.to_owned(), Arc::new(columns));
+    }
+
+    fn described(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Schema>>> {
+        // The map is replaced whole per entry: a panic cannot leave it half written.
+        self.inner
+            .described
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Cancelled when the shutdown grace period is over: streams still running abort.

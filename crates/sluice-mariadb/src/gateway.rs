@@ -91,10 +91,10 @@ use std::time::{Duration, SystemTime};
 use sluice_core::connect::{Dialect, PoolOptions, Session};
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Query, QueryEnd, QueryRequest, Refusal,
-    RunningQuery, StartError, StatementProblem, Usage,
+    RunningQuery, StartError, StatementCheck, StatementProblem, Usage,
 };
 use sluice_core::pool::{Connector, SessionPool, Taken};
-use sluice_core::{Error, ErrorKind, Meter};
+use sluice_core::{Error, ErrorKind, Meter, Schema};
 use tokio::sync::oneshot;
 
 pub use crate::calls::param_text;
@@ -102,6 +102,7 @@ use crate::connection::TextResult;
 use crate::driver::{dialect_of_scheme, MariaDbSession};
 use crate::query::{queue_close, queue_prepare, read_prepare_answer};
 use crate::sql::identifier;
+use crate::types::described_column;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
 /// How long a `KILL QUERY` may take before it is given up.
@@ -316,10 +317,10 @@ impl MariaDbDatabase {
         &self,
         sql: &str,
         declared: &[DeclaredKind],
-    ) -> Result<Vec<StatementProblem>, StartError> {
+    ) -> Result<StatementCheck, StartError> {
         let (mut slot, mut connection) = self.pool.checkout().await?;
-        let counted = parameter_count(&mut connection, sql).await;
-        if counted
+        let described = describe(&mut connection, sql).await;
+        if described
             .as_ref()
             .map_or_else(|error| error.as_db_error().is_some(), |_| true)
         {
@@ -329,14 +330,18 @@ impl MariaDbDatabase {
         }
         // MariaDB describes every parameter as a string of unknown type, so
         // only the count can disagree with the declaration.
-        let found = counted.map_err(StartError::classify)?;
-        if found == declared.len() {
-            return Ok(Vec::new());
+        let (found, columns) = described.map_err(StartError::classify)?;
+        let mut problems = Vec::new();
+        if found != declared.len() {
+            problems.push(StatementProblem::Count {
+                found,
+                declared: declared.len(),
+            });
         }
-        Ok(vec![StatementProblem::Count {
-            found,
-            declared: declared.len(),
-        }])
+        Ok(StatementCheck {
+            problems,
+            columns: Some(columns),
+        })
     }
 
     async fn check_ad_hoc_session(&self, role: Option<&str>) -> Result<(), StartError> {
@@ -377,7 +382,7 @@ impl Database for MariaDbDatabase {
         &'a self,
         sql: &'a str,
         declared: &'a [DeclaredKind],
-    ) -> BoxFuture<'a, Result<Vec<StatementProblem>, StartError>> {
+    ) -> BoxFuture<'a, Result<StatementCheck, StartError>> {
         Box::pin(self.check(sql, declared))
     }
 
@@ -773,13 +778,14 @@ impl fmt::Display for Privileges {
 
 /// Prepares `sql` without running it (`COM_STMT_PREPARE`, then a
 /// `COM_STMT_CLOSE` that leaves with the next command): the number of
-/// parameters it takes.
-async fn parameter_count(connection: &mut Connection, sql: &str) -> Result<usize, Error> {
+/// parameters it takes and its result's columns.
+async fn describe(connection: &mut Connection, sql: &str) -> Result<(usize, Schema), Error> {
     queue_prepare(connection, sql);
     connection.wire.flush().await?;
     let prepared = read_prepare_answer(connection).await?;
     queue_close(connection, prepared.statement);
-    Ok(prepared.parameters)
+    let columns = prepared.columns.iter().map(described_column).collect();
+    Ok((prepared.parameters, Schema { columns }))
 }
 
 /// Kills the session's statement once `timeout` and a grace period have

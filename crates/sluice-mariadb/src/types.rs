@@ -55,6 +55,11 @@ const GEOMETRY: u8 = 255;
 
 // Column flags.
 const UNSIGNED_FLAG: u16 = 32;
+#[cfg(test)]
+const ZEROFILL_FLAG: u16 = 64;
+/// Set on a result column the server knows never holds NULL (it clears it for
+/// the inner side of an outer join, whatever the table says).
+const NOT_NULL_FLAG: u16 = 1;
 const ENUM_FLAG: u16 = 256;
 const SET_FLAG: u16 = 2048;
 
@@ -84,6 +89,13 @@ pub(crate) enum Decode {
     Time,
     /// SRID + WKB, written as WKT.
     Geometry,
+}
+
+/// A prepared statement's result column as its metadata describes it, with
+/// whether it may hold NULL.
+pub(crate) fn described_column(definition: &ColumnDefinition) -> Column {
+    let nullable = definition.flags & NOT_NULL_FLAG == 0;
+    column(definition).0.with_nullable(Some(nullable))
 }
 
 /// A result column: its schema entry and its decoder.
@@ -122,7 +134,9 @@ pub(crate) fn column(definition: &ColumnDefinition) -> (Column, Decode) {
     };
     let type_name = match (&definition.extended_type, unsigned) {
         (Some(extended), _) if !extended.is_empty() => extended.clone(),
-        (_, true) => format!("{type_name} unsigned"),
+        // The server flags every YEAR unsigned (and zero-filled); `year
+        // unsigned` is no type a user declared, and formats narrow `year`.
+        (_, true) if definition.column_type != YEAR => format!("{type_name} unsigned"),
         _ => type_name.to_owned(),
     };
     let shape = match kind {
@@ -532,5 +546,26 @@ mod tests {
         let mut double = definition(22, 31, 0);
         double.column_type = DOUBLE;
         assert_eq!(column(&double).0.decimal, None);
+    }
+
+    #[test]
+    fn names_say_unsigned_except_for_year_which_always_is() {
+        let definition = |column_type, flags| ColumnDefinition {
+            name: "n".into(),
+            character_set: BINARY_CHARSET,
+            length: 4,
+            column_type,
+            flags,
+            decimals: 0,
+            extended_type: None,
+            extended_format: None,
+        };
+        let name = |column_type, flags| column(&definition(column_type, flags)).0.type_name;
+        assert_eq!(name(YEAR, UNSIGNED_FLAG | ZEROFILL_FLAG), "year");
+        assert_eq!(name(SHORT, UNSIGNED_FLAG), "smallint unsigned");
+        assert_eq!(name(SHORT, 0), "smallint");
+        let described = described_column(&definition(LONG, NOT_NULL_FLAG));
+        assert_eq!(described.nullable, Some(false));
+        assert_eq!(described_column(&definition(LONG, 0)).nullable, Some(true));
     }
 }

@@ -28,7 +28,7 @@ use sluice_core::connect::{Dialect, Session};
 use sluice_core::database::Refusal;
 use sluice_core::database::{
     Access, BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
-    StartError, StatementProblem, Usage,
+    StartError, StatementCheck, StatementProblem, Usage,
 };
 use sluice_core::pool::{Connector, SessionPool, Taken};
 use sluice_core::{Error, ErrorKind, Meter, MeterSnapshot};
@@ -220,9 +220,9 @@ impl PostgresDatabase {
         &self,
         sql: &str,
         declared: &[DeclaredKind],
-    ) -> Result<Vec<StatementProblem>, StartError> {
+    ) -> Result<StatementCheck, StartError> {
         let (mut session, mut connection) = self.pool.checkout().await?;
-        let described = connection.parameter_types(sql).await;
+        let described = connection.describe(sql).await;
         if described.is_ok()
             || described
                 .as_ref()
@@ -232,7 +232,7 @@ impl PostgresDatabase {
             // SQL): back to the pool.
             session.connection = Some(connection);
         }
-        let types = described.map_err(StartError::classify)?;
+        let (types, columns) = described.map_err(StartError::classify)?;
         let mut problems = Vec::new();
         if types.len() != declared.len() {
             problems.push(StatementProblem::Count {
@@ -248,7 +248,10 @@ impl PostgresDatabase {
                 });
             }
         }
-        Ok(problems)
+        Ok(StatementCheck {
+            problems,
+            columns: Some(columns),
+        })
     }
 
     async fn check_ad_hoc_session(&self, role: Option<&str>) -> Result<(), StartError> {
@@ -288,7 +291,7 @@ impl Database for PostgresDatabase {
         &'a self,
         sql: &'a str,
         declared: &'a [DeclaredKind],
-    ) -> BoxFuture<'a, Result<Vec<StatementProblem>, StartError>> {
+    ) -> BoxFuture<'a, Result<StatementCheck, StartError>> {
         Box::pin(self.check(sql, declared))
     }
 

@@ -37,13 +37,10 @@ use sluice_gateway::RequestContext;
 use crate::stream::{respond, Answer, Output, Serving, HTTP};
 use crate::uri::{QueryPairs, RouteName};
 use sluice_core::database::{Access, RunningQuery};
-use std::sync::Arc;
 
 /// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
 /// serves it on a listener.
 pub fn app(state: AppState) -> Router {
-    // Made once per configuration: it describes the one in force.
-    let document = Arc::new(crate::openapi::document(&state));
     Router::new()
         .route("/queries/{name}", get(run_query))
         .route("/queries/{name}/batch", post(crate::batch::run_batch))
@@ -51,7 +48,7 @@ pub fn app(state: AppState) -> Router {
         .route("/tables/{name}", post(crate::ingest::ingest))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(move || openapi(document.clone())))
+        .route("/openapi.json", get(openapi))
         .fallback(not_found)
         .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn_with_state(
@@ -394,9 +391,12 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn openapi(document: Arc<serde_json::Value>) -> Response {
+/// Made per request, from the configuration in force and the rows its
+/// databases have described so far: a database that did not answer at start
+/// has its queries' rows typed once its checks have run.
+async fn openapi(State(state): State<AppState>) -> Response {
     simple_context("openapi").finish(200, "complete", 0, 0, 0, None);
-    Json(&*document).into_response()
+    Json(crate::openapi::document(&state)).into_response()
 }
 
 /// Checks every request makes before its route: without tokens, refuses

@@ -3,6 +3,11 @@
 //! calls written back to back, the answers read as they come), with one result
 //! line per input line, in input order, streamed back as NDJSON.
 //!
+//! The body may also be one JSON array of such calls (`Content-Type:
+//! application/json`), answered with one JSON array of the result lines
+//! ([`crate::batch_array`]): the form clients generated from the OpenAPI
+//! document use.
+//!
 //! A line is a JSON array (the n-th value is the n-th declared parameter) or an
 //! object keyed by the parameter names (or, for a query with one parameter, a
 //! single value). Values are checked by the declared types exactly as query-string
@@ -33,6 +38,7 @@
 //! aborts the body, so it never looks complete.
 
 use std::io;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -54,6 +60,7 @@ use sluice_gateway::config::QueryConfig;
 use sluice_gateway::AppState;
 use sluice_gateway::GatewayError;
 
+use crate::batch_array::{array_as_lines, framed_as_array, BodyForm, MAX_ARRAY_BODY_BYTES};
 use crate::error::AppError;
 use sluice_gateway::RequestContext;
 
@@ -166,7 +173,15 @@ pub async fn run_batch(
                 return Err(AppError::parameter(key, "given more than once"));
             }
         }
-        let (body, _) = crate::body::limited(&headers, body, state.config().max_body)?;
+        let form = BodyForm::of(&headers);
+        let body = match form {
+            BodyForm::Lines => crate::body::limited(&headers, body, state.config().max_body)?.0,
+            BodyForm::Array => {
+                let limit = state.config().max_body.min(MAX_ARRAY_BODY_BYTES);
+                let (body, overrun) = crate::body::limited(&headers, body, limit)?;
+                array_as_lines(body, &overrun).await?
+            }
+        };
         let database = state.database(&config.database)?;
         let Some(session) = database
             .session(config.limits.statement_timeout, !may_write)
@@ -178,10 +193,10 @@ pub async fn run_batch(
             )));
         };
         let session = session.map_err(|error| AppError::from_start(error, false))?;
-        Ok((config.clone(), session, mode.unwrap_or_default(), body))
+        Ok((config.clone(), session, mode.unwrap_or_default(), body, form))
     }
     .await;
-    let (config, session, mode, body) = match prepared {
+    let (config, session, mode, body, form) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             context.finish(
@@ -198,9 +213,17 @@ pub async fn run_batch(
     let (sender, receiver) = mpsc::channel::<Chunk>(CHANNEL_CHUNKS);
     let (ready, started) = oneshot::channel::<Result<(), AppError>>();
     let shutdown = state.shutdown_token();
+    let completed = Arc::new(AtomicBool::new(false));
+    let task = Pipeline {
+        config,
+        mode,
+        sender,
+        ready,
+        completed: completed.clone(),
+    };
     tokio::spawn(async move {
         tokio::select! {
-            () = pipeline_task(config, session, mode, body, sender, ready, context) => {}
+            () = pipeline_task(task, session, body, context) => {}
             // Dropping the task closes the session: the server rolls back what is open.
             () = shutdown.cancelled() => {}
         }
@@ -215,14 +238,18 @@ pub async fn run_batch(
             .into_response()
         }
     }
-    let body = futures_util::stream::unfold(receiver, |mut receiver| async move {
+    let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|chunk| (chunk, receiver))
     })
     .fuse();
-    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
+    let body = match form {
+        BodyForm::Lines => Body::from_stream(chunks),
+        BodyForm::Array => Body::from_stream(framed_as_array(chunks, completed)),
+    };
+    let mut response = (StatusCode::OK, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
+        HeaderValue::from_static(form.media_type()),
     );
     response
         .headers_mut()
@@ -230,17 +257,33 @@ pub async fn run_batch(
     response
 }
 
+/// What the pipeline task is given besides its session, body and log entry.
+struct Pipeline {
+    config: QueryConfig,
+    mode: Transaction,
+    /// Where the result lines go.
+    sender: mpsc::Sender<Chunk>,
+    /// Answered once the statement is prepared (or refused).
+    ready: oneshot::Sender<Result<(), AppError>>,
+    /// Set when every result has been sent and the batch ended well.
+    completed: Arc<AtomicBool>,
+}
+
 /// Prepares the statement (answering `ready`), runs the pipeline over the body's
 /// lines, sends the result lines, and logs the request.
 async fn pipeline_task(
-    config: QueryConfig,
+    task: Pipeline,
     mut session: Box<dyn Session>,
-    mode: Transaction,
     body: futures_util::stream::BoxStream<'static, io::Result<Bytes>>,
-    sender: mpsc::Sender<Chunk>,
-    ready: oneshot::Sender<Result<(), AppError>>,
     mut context: RequestContext,
 ) {
+    let Pipeline {
+        config,
+        mode,
+        sender,
+        ready,
+        completed,
+    } = task;
     let mut ready = Some(ready);
     let output = Arc::new(Mutex::new(Vec::new()));
     let reader = BufReader::with_capacity(64 * 1024, StreamReader::new(body));
@@ -306,6 +349,7 @@ async fn pipeline_task(
             let round_trips = session.round_trips();
             match flushed {
                 Ok(_) => {
+                    completed.store(true, std::sync::atomic::Ordering::Release);
                     session.close().await;
                     context.finish(200, "complete", summary.calls, 0, round_trips, None);
                 }

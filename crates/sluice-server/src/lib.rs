@@ -11,7 +11,8 @@
 //! - `uri`: the query string and the `{name}` in routes, decoded strictly;
 //! - `stream`: a result as a response body, its endings, its log line;
 //! - `ingest`: `POST /tables/{name}`, bulk import of a request body;
-//! - `batch`: `POST /queries/{name}/batch`, many calls of a named query, pipelined;
+//! - `batch`: `POST /queries/{name}/batch`, many calls of a named query, pipelined
+//!   (`batch_array`: its JSON-array form);
 //! - `app`: routes and handlers over the gateway's state; `error`: the error
 //!   responses; `auth`: the bearer token from the `Authorization` header, and
 //!   the `Host` check; `openapi`: `/openapi.json`;
@@ -27,6 +28,7 @@
 mod app;
 mod auth;
 mod batch;
+mod batch_array;
 mod body;
 mod connection;
 pub mod demo;

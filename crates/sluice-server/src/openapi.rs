@@ -9,6 +9,7 @@
 /// The book's page of routes, made from this document (a test keeps it current).
 #[cfg(test)]
 mod reference;
+mod rows;
 
 use serde_json::{json, Map, Value};
 
@@ -26,6 +27,11 @@ const ROW_MEDIA_TYPES: [&str; 4] = [
     "application/vnd.apache.arrow.stream",
 ];
 
+/// What `?format=` does, and what a client that names no format gets.
+const FORMAT_DESCRIPTION: &str = "The rows' format; overrides the Accept header. Without \
+    it, and with an Accept that names none of the formats (*/* included), NDJSON: one row \
+    per line. A client generated from this document parses JSON, so it passes format=json.";
+
 /// What `?complete=` does.
 const COMPLETE_DESCRIPTION: &str = "1: a complete NDJSON body ends with \
     {\"_complete\": true, \"rows\": N}, which a cut one never has. JSON and Arrow bodies \
@@ -38,12 +44,19 @@ const COMPLETE_DESCRIPTION: &str = "1: a complete NDJSON body ends with \
 pub fn document(state: &AppState) -> Value {
     let config = state.config();
     let mut paths = Map::new();
+    let mut row_schemas = Map::new();
     for query in config.queries.values() {
-        paths.insert(format!("/queries/{}", query.name), query_path(query));
+        let row = state.described_columns(&query.name).map(|columns| {
+            let name = format!("{}_row", query.name);
+            row_schemas.insert(name.clone(), rows::row_schema(&columns));
+            json!({"$ref": format!("#/components/schemas/{name}")})
+        });
         // Batches run on a session that may write: none on a read-only database.
         if writable(&config.databases[&query.database]) {
-            paths.insert(format!("/queries/{}/batch", query.name), batch_path(query));
+            let path = batch_path(query, row.clone());
+            paths.insert(format!("/queries/{}/batch", query.name), path);
         }
+        paths.insert(format!("/queries/{}", query.name), query_path(query, row));
     }
     if config.sql.is_some() {
         paths.insert("/sql".into(), sql_path(config, state));
@@ -67,6 +80,9 @@ pub fn document(state: &AppState) -> Value {
         "paths": paths,
         "components": components(),
     });
+    if let Some(schemas) = document["components"]["schemas"].as_object_mut() {
+        schemas.extend(row_schemas);
+    }
     if !config.tokens.is_empty() {
         document["components"]["securitySchemes"] =
             json!({"bearer": {"type": "http", "scheme": "bearer"}});
@@ -159,14 +175,15 @@ fn database_errors(responses: &mut Map<String, Value>) {
     }
 }
 
-/// `GET /queries/{name}`: the rows of one named query.
-fn query_path(query: &QueryConfig) -> Value {
+/// `GET /queries/{name}`: the rows of one named query, each described by
+/// `row` when its database described the result.
+fn query_path(query: &QueryConfig, row: Option<Value>) -> Value {
     let mut parameters: Vec<Value> = query.params.iter().map(query_parameter).collect();
     parameters.push(json!({
         "name": "format",
         "in": "query",
         "required": false,
-        "description": "The rows' format; overrides the Accept header.",
+        "description": FORMAT_DESCRIPTION,
         "schema": {"type": "string", "enum": ["ndjson", "json", "csv", "arrow"]},
     }));
     parameters.push(json!({
@@ -179,7 +196,10 @@ fn query_path(query: &QueryConfig) -> Value {
     let mut responses = Map::new();
     responses.insert(
         "200".into(),
-        rows_response("The rows, streamed. A failure after the first byte aborts the transfer."),
+        rows_response(
+            "The rows, streamed. A failure after the first byte aborts the transfer.",
+            row,
+        ),
     );
     database_errors(&mut responses);
     responses.insert("406".into(), response("NotAcceptable"));
@@ -192,21 +212,21 @@ fn query_path(query: &QueryConfig) -> Value {
     }})
 }
 
-/// A 200 of rows in every media type they are offered in.
-fn rows_response(description: &str) -> Value {
+/// A 200 of rows in every media type they are offered in, each row
+/// described by `row` (any object when the result's columns are not known).
+fn rows_response(description: &str, row: Option<Value>) -> Value {
+    let row = row.unwrap_or_else(|| json!({"type": "object"}));
     let content: Map<String, Value> = ROW_MEDIA_TYPES
         .iter()
-        .map(|media| (media.to_string(), row_schema(media)))
+        .map(|media| (media.to_string(), rows_in(media, &row)))
         .collect();
     json!({"description": description, "content": content})
 }
 
 /// The schema of a query's rows in `media`.
-fn row_schema(media: &str) -> Value {
+fn rows_in(media: &str, row: &Value) -> Value {
     match media {
-        "application/json" => {
-            json!({"schema": {"type": "array", "items": {"type": "object"}}})
-        }
+        "application/json" => json!({"schema": {"type": "array", "items": row}}),
         "application/vnd.apache.arrow.stream" => {
             json!({"schema": {"type": "string", "contentMediaType": media}})
         }
@@ -266,7 +286,7 @@ fn with_limits(description: Option<&str>, limits: &Limits) -> String {
 }
 
 /// `POST /queries/{name}/batch`: the query once per body line, pipelined.
-fn batch_path(query: &QueryConfig) -> Value {
+fn batch_path(query: &QueryConfig, row: Option<Value>) -> Value {
     let names: Vec<&str> = query
         .params
         .iter()
@@ -277,25 +297,37 @@ fn batch_path(query: &QueryConfig) -> Value {
         .iter()
         .map(|param| (param.name.clone(), value_schema(param.ty)))
         .collect();
+    let call = json!({"oneOf": [
+        {"type": "array", "maxItems": names.len(), "items": {}},
+        {"type": "object", "properties": values, "additionalProperties": false},
+    ]});
+    let result = batch_result(row);
     let mut responses = Map::new();
     responses.insert(
         "200".into(),
         json!({
-            "description": "One NDJSON line per body line, in order: {\"line\": N, \"rows\": […]}, \
+            "description": "One result per call, in order: {\"line\": N, \"rows\": […]}, \
                 {\"line\": N, \"affected\": K}, {\"line\": N, \"error\": {\"code\", \"message\", \
-                \"detail\"}} or {\"line\": N, \"rolled_back\": true}. A failure after the first \
-                byte aborts the transfer.",
-            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                \"detail\"}} or {\"line\": N, \"rolled_back\": true}; NDJSON lines for an NDJSON \
+                body, one JSON array for a JSON one. A failure after the first byte aborts the \
+                transfer.",
+            "content": {
+                "application/json": {"schema": {"type": "array", "items": result}},
+                "application/x-ndjson": {"schema": {"type": "string"}, "x-line-schema": result},
+            },
         }),
     );
     database_errors(&mut responses);
+    responses.insert("413".into(), response("PayloadTooLarge"));
     json!({"post": {
         "operationId": format!("{}_batch", query.name),
-        "summary": format!("Run query {} once per body line, pipelined", query.name),
+        "summary": format!("Run query {} once per call of the body, pipelined", query.name),
         "description": format!(
-            "Each NDJSON line of the body is one call's parameters: a JSON array in the \
-             declared order ({}), an object keyed by name, or, for a query of one parameter, \
-             the value alone. Writing needs a token of scope write.",
+            "Each call is one set of parameters: a JSON array in the declared order ({}), \
+             an object keyed by name, or, for a query of one parameter, the value alone. \
+             The body is NDJSON, one call per line, streamed (for batches of any size), or \
+             one JSON array of calls, read whole (at most 16 MiB). Writing needs a token of \
+             scope write.",
             names.join(", ")
         ),
         "parameters": [{
@@ -308,17 +340,38 @@ fn batch_path(query: &QueryConfig) -> Value {
         }],
         "requestBody": {
             "required": false,
-            "description": "NDJSON: one line per call; an empty body is no calls.",
-            "content": {"application/x-ndjson": {
-                "schema": {"type": "string"},
-                "x-line-schema": {"oneOf": [
-                    {"type": "array", "maxItems": names.len()},
-                    {"type": "object", "properties": values, "additionalProperties": false},
-                ]},
-            }},
+            "description": "The calls; an empty body (or array) is no calls.",
+            "content": {
+                "application/json": {"schema": {"type": "array", "items": call}},
+                "application/x-ndjson": {"schema": {"type": "string"}, "x-line-schema": call},
+            },
         },
         "responses": responses,
     }})
+}
+
+/// One call's result in a batch's answer.
+fn batch_result(row: Option<Value>) -> Value {
+    let row = row.unwrap_or_else(|| json!({"type": "object"}));
+    json!({
+        "type": "object",
+        "properties": {
+            "line": {"type": "integer", "description": "The call's 1-based place in the body."},
+            "rows": {"type": "array", "items": row},
+            "affected": {"type": "integer"},
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": ["string", "null"]},
+                    "message": {"type": "string"},
+                    "detail": {"type": ["string", "null"]},
+                },
+                "required": ["message"],
+            },
+            "rolled_back": {"type": "boolean"},
+        },
+        "required": ["line"],
+    })
 }
 
 /// True when the database takes writes (some are served read-only).
@@ -336,7 +389,7 @@ fn sql_path(config: &Config, state: &AppState) -> Value {
     let mut responses = Map::new();
     responses.insert(
         "200".into(),
-        rows_response("The rows, streamed, as for a named query."),
+        rows_response("The rows, streamed, as for a named query.", None),
     );
     database_errors(&mut responses);
     responses.insert("406".into(), response("NotAcceptable"));
@@ -350,7 +403,7 @@ fn sql_path(config: &Config, state: &AppState) -> Value {
         ),
         "parameters": [
             {"name": "format", "in": "query", "required": false,
-             "description": "The rows' format; overrides the Accept header.",
+             "description": FORMAT_DESCRIPTION,
              "schema": {"type": "string", "enum": ["ndjson", "json", "csv", "arrow"]}},
             {"name": "complete", "in": "query", "required": false,
              "description": COMPLETE_DESCRIPTION,
@@ -363,8 +416,10 @@ fn sql_path(config: &Config, state: &AppState) -> Value {
                 "type": "object",
                 "properties": {
                     "sql": {"type": "string"},
+                    // Any JSON value, said without a union of types, which
+                    // client generators cannot read.
                     "params": {"type": "array", "items": {
-                        "type": ["string", "number", "integer", "boolean", "null", "object", "array"],
+                        "description": "A JSON value, bound as what JSON says it is.",
                     }},
                 },
                 "required": ["sql"],

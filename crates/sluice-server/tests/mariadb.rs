@@ -726,3 +726,30 @@ scopes = ["write"]
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(json(response).await["n"], 1100);
 }
+
+#[tokio::test]
+async fn the_openapi_document_types_rows_with_mariadbs_nullability() {
+    let (_db, state) = setup();
+    let report = state.check_databases().await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let document = json(oneshot(&state, get("/openapi.json", &[])).await).await;
+    let properties = &document["components"]["schemas"]["events_row"]["properties"];
+    // MariaDB's result metadata says which columns never hold NULL.
+    assert_eq!(
+        properties["id"],
+        serde_json::json!({"type": "integer", "description": "int"})
+    );
+    assert_eq!(
+        properties["kind"]["type"],
+        serde_json::json!(["string", "null"])
+    );
+    assert_eq!(
+        properties["at"]["type"],
+        serde_json::json!(["string", "null"])
+    );
+    assert_eq!(
+        properties["paid"]["type"],
+        serde_json::json!(["integer", "null"])
+    );
+    assert_eq!(properties["amount"]["description"], "decimal");
+}

@@ -760,3 +760,97 @@ async fn a_database_dying_mid_stream_aborts_the_body() {
     let error = outcome.expect_err("a body cut by a dead database must not end cleanly");
     assert!(error.contains("connection"), "{error}");
 }
+
+#[tokio::test]
+async fn the_openapi_document_types_rows_from_the_prepared_statements() {
+    let (_db, state) = setup();
+    // Before the start-up checks have prepared the queries, rows are any object.
+    let document = json(oneshot(&state, get("/openapi.json", &[])).await).await;
+    let rows = &document["paths"]["/queries/events"]["get"]["responses"]["200"]["content"];
+    assert_eq!(
+        rows["application/json"]["schema"]["items"],
+        serde_json::json!({"type": "object"})
+    );
+
+    let report = state.check_databases().await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let document = json(oneshot(&state, get("/openapi.json", &[])).await).await;
+    let rows = &document["paths"]["/queries/events"]["get"]["responses"]["200"]["content"];
+    assert_eq!(
+        rows["application/json"]["schema"]["items"]["$ref"],
+        "#/components/schemas/events_row"
+    );
+    let row = &document["components"]["schemas"]["events_row"];
+    assert_eq!(
+        row["required"],
+        serde_json::json!(["id", "kind", "at", "amount", "note"])
+    );
+    let properties = &row["properties"];
+    // PostgreSQL says nothing of NULLs in a result: every column may hold one.
+    assert_eq!(
+        properties["id"],
+        serde_json::json!({"type": ["integer", "null"], "description": "int4"})
+    );
+    assert_eq!(
+        properties["at"]["type"],
+        serde_json::json!(["string", "null"])
+    );
+    assert_eq!(properties["amount"]["description"], "numeric");
+    assert_eq!(
+        properties["amount"]["anyOf"][0],
+        serde_json::json!({"type": "number"})
+    );
+    // The batch route's results carry the same rows.
+    let batch = &document["paths"]["/queries/events/batch"]["post"];
+    let result = &batch["responses"]["200"]["content"]["application/json"]["schema"]["items"];
+    assert_eq!(
+        result["properties"]["rows"]["items"]["$ref"],
+        "#/components/schemas/events_row"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_takes_a_json_array_and_answers_one() {
+    let (_db, state) = setup();
+    let request = |body: &str| {
+        Request::post("/queries/events/batch")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .unwrap()
+    };
+    let response = oneshot(
+        &state,
+        request(
+            "[[\"refund\", \"2024-01-01T00:00:00Z\", 3],\n {\"kind\": \"sale\", \"max_id\": 2}, 7]",
+        ),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+    let results = json(response).await;
+    let results = results.as_array().unwrap();
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[0]["line"], 1);
+    assert_eq!(results[0]["rows"][0]["id"], 3);
+    assert_eq!(results[1]["rows"].as_array().unwrap().len(), 2);
+    assert!(results[2]["error"]["message"].is_string(), "{results:?}");
+    assert_eq!(results[2]["line"], 3);
+
+    let empty = json(oneshot(&state, request("[]")).await).await;
+    assert_eq!(empty, serde_json::json!([]));
+    // Compressed, the body is polled once more after its end.
+    let mut compressed = request("[[\"sale\", \"2024-01-01T00:00:00Z\", 2]]");
+    compressed
+        .headers_mut()
+        .insert(header::ACCEPT_ENCODING, "gzip".parse().unwrap());
+    let response = oneshot(&state, compressed).await;
+    assert_eq!(response.headers()[header::CONTENT_ENCODING], "gzip");
+    assert!(!body(response).await.unwrap().is_empty());
+    let response = oneshot(&state, request("{\"kind\": \"sale\"}")).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let error = json(response).await;
+    assert!(
+        error["error"].as_str().unwrap().contains("one JSON array"),
+        "{error}"
+    );
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sluice_core::connect::Dialect;
 use sluice_core::database::{
     BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
-    StartError, StatementProblem, Usage,
+    StartError, StatementCheck, StatementProblem, Usage,
 };
 use sluice_core::{Error, ErrorKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -80,7 +80,7 @@ impl SqliteDatabase {
         &self,
         sql: &str,
         declared: &[DeclaredKind],
-    ) -> Result<Vec<StatementProblem>, StartError> {
+    ) -> Result<StatementCheck, StartError> {
         let path = self.path.clone();
         let sql = sql.to_owned();
         let (parameters, read_only) =
@@ -99,7 +99,12 @@ impl SqliteDatabase {
         if !read_only {
             problems.push(StatementProblem::Writes);
         }
-        Ok(problems)
+        // A column without a declared type takes the kind of its first value,
+        // which only running the statement tells.
+        Ok(StatementCheck {
+            problems,
+            columns: None,
+        })
     }
 }
 
@@ -173,7 +178,7 @@ impl Database for SqliteDatabase {
         &'a self,
         sql: &'a str,
         declared: &'a [DeclaredKind],
-    ) -> BoxFuture<'a, Result<Vec<StatementProblem>, StartError>> {
+    ) -> BoxFuture<'a, Result<StatementCheck, StartError>> {
         Box::pin(self.check(sql, declared))
     }
 

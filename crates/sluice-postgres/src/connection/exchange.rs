@@ -122,16 +122,30 @@ impl Connection {
     }
 
     /// Parses `sql` as the unnamed statement and returns the type OID the server
-    /// inferred for each of its parameters (`$1` first), leaving the session idle.
-    /// Nothing runs: this checks SQL and learns its parameters without side effects.
-    pub async fn parameter_types(&mut self, sql: &str) -> Result<Vec<crate::types::Oid>, Error> {
+    /// inferred for each of its parameters (`$1` first) and the schema of its
+    /// result (types outside the built-in table looked up in the catalog in the
+    /// same exchange), leaving the session idle. Nothing runs: this checks SQL
+    /// and learns its shape without side effects.
+    pub async fn describe(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Vec<crate::types::Oid>, sluice_core::Schema), Error> {
         let described = match self.prepare("", sql).await {
             // The connection itself failed: there is no exchange to end.
             Err(error) if error.kind() != ErrorKind::Database => return Err(error),
             described => described,
         };
-        let description = self.end_exchange(described).await?;
-        Ok(description.parameter_types)
+        let described = match described {
+            Ok(description) => {
+                let oids: Vec<_> = description.columns.iter().map(|column| column.1).collect();
+                crate::types::resolve(self, &oids).await.map(|catalog| {
+                    let schema = crate::types::schema_of(&description.columns, &catalog);
+                    (description.parameter_types, schema)
+                })
+            }
+            Err(error) => Err(error),
+        };
+        self.end_exchange(described).await
     }
 
     /// Reads a command's answers up to `ReadyForQuery` and returns the row count

@@ -31,3 +31,24 @@ create table uploads (
 create role :"login" login;
 grant usage on schema :"schema" to :"login";
 grant select on accounts to :"login";
+
+-- A value of every kind the JSON writer spells its own way, and NULL in each:
+-- schemathesis holds each row to the schema the server typed from the
+-- prepared statement (infinities, NaN, BC dates, nested arrays, composites).
+create type pair as (a int, b text);
+create view kinds as
+select * from (values
+    (1, true, 32767::int2, 9007199254740993::int8, 'NaN'::numeric, 'Infinity'::float8,
+     1.5::numeric(4, 2), '\x00ff'::bytea, 'infinity'::timestamptz, '0044-03-15 BC'::date,
+     '2024-02-29 13:14:15.5'::timestamp, '1 year 2 mons 3 days 04:05:06.789'::interval,
+     '13:14:15+05:30'::timetz, '{{1,2},{3,NULL}}'::int4[], row(1, 'x')::pair,
+     '{"a": [1, null]}'::json, 'text'::text, '127.0.0.1'::inet,
+     '{(1,2),(3,4);(5,6),(7,8)}'::box[]),
+    (2, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
+     null, null, null, null),
+    (3, false, -1::int2, -9007199254740993::int8, 123456789012345678901234567890.5::numeric,
+     -0.5::float8, -1.25::numeric(4, 2), ''::bytea, '-infinity'::timestamptz, 'infinity'::date,
+     '-infinity'::timestamp, '-1 days'::interval, '00:00:00-01'::timetz, '{}'::int4[],
+     row(null, null)::pair, 'null'::json, '', '::1'::inet, '{}'::box[])
+) as kinds(id, flag, small, big, exact, approximate, money_like, bytes, moment, day, local,
+           span, clock, grid, pair, document, label, address, boxes);

@@ -8,7 +8,9 @@
 # Every check is on (schemathesis.toml says where two do not apply, and why): no 5xx but the documented 503 and 504, every status,
 # content type, header and JSON body as the document says, invalid input
 # refused and valid input accepted, the token enforced; a request that takes
-# longer than request-timeout fails the run too.
+# longer than request-timeout fails the run too. Then a client generated from
+# the document by openapi-python-client calls a named query, a batch and
+# POST /sql (generated_client.py).
 #
 # The server is the debug binary `cargo test --workspace` built (SLUICE_BIN to
 # choose another); PostgreSQL is SLUICE_TEST_PG_URL, else the test kit's
@@ -146,6 +148,11 @@ params = [
   { name = "score", type = "float", default = "0" },
 ]
 
+[queries.kinds]
+description = "A value of every kind, and NULL in each"
+database = "main"
+sql = "select * from kinds order by id"
+
 [queries.cities]
 description = "Cities of at least a population (SQLite)"
 database = "lite"
@@ -202,6 +209,19 @@ SCHEMATHESIS_HOOKS=hooks PYTHONPATH="$here" "$venv/bin/st" --config-file "$here/
   --mode all --phases examples,coverage,fuzzing \
   --max-examples "$EXAMPLES" --seed "${SEED:-20261126}" --workers 1 \
   --no-color "$@" || status=$?
+# A client generated from the document must work: openapi-python-client
+# writes it, generated_client.py calls a named query, a batch and POST /sql.
+if (( status == 0 )); then
+  "$venv/bin/openapi-python-client" generate --path "$work/openapi.json" \
+    --output-path "$work/sluice_api" --meta none >"$work/generate.log" 2>&1 || {
+    cat "$work/generate.log" >&2
+    echo "schemathesis: openapi-python-client could not generate a client" >&2
+    status=1
+  }
+fi
+if (( status == 0 )); then
+  PYTHONPATH="$work" "$venv/bin/python" "$here/generated_client.py" "$address" "$token" || status=$?
+fi
 if ! kill -0 "$server_pid" 2>/dev/null; then
   echo "schemathesis: the server died; its log:" >&2
   cat "$work/server.log" >&2
