@@ -16,6 +16,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from decimal import Decimal
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -90,24 +91,44 @@ def payments(url):
 
 
 @pytest.fixture(scope="module")
-def server(url, payments, tmp_path_factory):
+def reader_url(url, payments):
+    """A login that may only read `payments` (ad-hoc SQL needs an unprivileged one)."""
+    role = f"{payments.split('.')[0]}_reader"
+    psql(url, f"create role {role} login password 'reader-password'; "
+              f"grant usage on schema {payments.split('.')[0]} to {role}; grant select on {payments} to {role}")
+    parts = urlsplit(url)
+    netloc = f"{role}:reader-password@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    yield urlunsplit(parts._replace(netloc=netloc))
+    psql(url, f"drop owned by {role}; drop role {role}")
+
+
+@pytest.fixture(scope="module")
+def server(url, payments, reader_url, tmp_path_factory):
     config = f"""
 [server]
 listen = "127.0.0.1:0"
 [databases.main]
 url = "{url}"
+[databases.adhoc]
+url = "{reader_url}"
+[sql]
+database = "adhoc"
 [queries.payments]
+database = "main"
 table = "{payments}"
 [queries.above]
+database = "main"
 sql = "select id, amount from {payments} where amount >= $1"
 params = [{{ name = "min", type = "numeric", required = true }}]
 split_by = "id"
 [queries.clock]
+database = "main"
 sql = "select time '12:30' as at"
 [[tokens]]
 name = "analyst"
 token = "{TOKEN}"
 queries = ["*"]
+scopes = ["sql"]
 [flight]
 listen = "127.0.0.1:0"
 partitions = 4
@@ -177,6 +198,13 @@ def test_parameters_reach_a_split_query(spark, server, payments, url):
     row = frame.agg(F.count("*"), F.sum("amount")).collect()[0]
     assert f"{row[0]}|{row[1]}" == expected
     assert frame.rdd.getNumPartitions() == 2
+
+
+def test_ad_hoc_sql_is_one_partition(spark, server, payments, url):
+    frame = load(spark, server, {"sql": f"select status, amount from {payments} where id <= 5000"})
+    assert frame.rdd.getNumPartitions() == 1
+    total = frame.agg(F.sum("amount")).collect()[0][0]
+    assert str(total) == psql(url, f"select sum(amount) from {payments} where id <= 5000")
 
 
 def test_a_task_that_fails_once_is_retried_and_the_sum_stays_exact(spark, server, payments, url):
