@@ -90,6 +90,13 @@ print(f"jdbc:postgresql://{url.hostname}:{url.port or 5432}{url.path or '/postgr
 PY
 )
 
+PGJDBC_VERSION=$("$PY" - "$PGJDBC_JAR" <<'PY'
+import sys, zipfile
+manifest = zipfile.ZipFile(sys.argv[1]).read("META-INF/MANIFEST.MF").decode()
+print(next((line.split(":", 1)[1].strip() for line in manifest.splitlines()
+            if line.startswith(("Bundle-Version:", "Implementation-Version:"))), "?"))
+PY
+)
 read -r EXPECTED_COUNT EXPECTED_SUM < <(pg -F ' ' -c "select count(*), sum(amount) from payment_events")
 export EXPECTED_COUNT EXPECTED_SUM PGJDBC_JAR
 export PYSPARK_PYTHON="$PY" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -102,7 +109,7 @@ REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
     echo
     echo "$(fmt_int "$ROWS") rows of payment_events; each Spark action timed alone (its planning, reads and aggregation, not Spark's start) in one local[4] session, median of $REPS interleaved runs, $(date -u '+%F %H:%M UTC')."
     echo
-    echo "| partitions | action | sluice.spark, whole table, s | sluice.spark, \`select id, amount\`, s | JDBC (pgjdbc $(basename "$(readlink -f "$PGJDBC_JAR")" .jar | sed 's/^postgresql-//')), s | whole table ÷ JDBC | \`id, amount\` ÷ JDBC |"
+    echo "| partitions | action | sluice.spark, whole table, s | sluice.spark, \`select id, amount\`, s | JDBC (pgjdbc $PGJDBC_VERSION), s | whole table ÷ JDBC | \`id, amount\` ÷ JDBC |"
     echo "|---:|---|---:|---:|---:|---:|---:|"
     for parts in $PARTS; do
         for action in count sum; do
@@ -121,9 +128,9 @@ REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
     echo "column. Spark's JDBC reader prunes to the columns the action needs (count():"
     echo "none) and reads id ranges, each in its own transaction."
     echo
-    machine_section --load-average
-    echo "- Spark: PySpark $(peer_version pyspark), $(java -version 2>&1 | head -n 1)"
+    echo "Spark: PySpark $(peer_version pyspark) on $(java -version 2>&1 | head -n 1), pgjdbc $PGJDBC_VERSION ($PGJDBC_JAR)."
     echo
+    machine_section --load-average
     reproduce_section spark.sh "ROWS=$ROWS REPS=$REPS PARTS=\"$PARTS\""
     echo
     echo "## Raw samples (s)"

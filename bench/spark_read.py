@@ -35,6 +35,7 @@ def session():
         .appName("sluice-bench-spark")
         .config("spark.jars", os.environ.get("PGJDBC_JAR", "/usr/share/java/postgresql.jar"))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.shuffle.partitions", "4")
         .getOrCreate()

@@ -60,8 +60,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from . import UsageError
-from . import _flight
+from . import UsageError, _flight
 from ._flight import FlightError
 
 __all__ = ["FlightError", "SluiceDataSource", "SluiceReader", "register", "spark_schema"]
@@ -116,9 +115,9 @@ class SluiceReader(DataSourceReader):
 
     def partitions(self) -> list[SluicePartition]:
         plan = _flight.plan(self.request.location, self.request.descriptor(), self.request.token)
-        # The plan's schema must still be the one the DataFrame was made with:
-        # a query changed on the server since `load()` is an error, not columns
-        # silently read as other types.
+        # The plan's columns must still be the DataFrame's: a query changed on
+        # the server since `load()` is an error, not values read under other
+        # columns' names (a changed type is cast safely in `read`, or fails).
         current = spark_schema(plan.schema)
         if [field.name for field in current] != [field.name for field in self.schema]:
             raise UsageError(
@@ -127,10 +126,13 @@ class SluiceReader(DataSourceReader):
             )
         return [SluicePartition(index, part) for index, part in enumerate(plan.parts)]
 
-    def read(self, partition: SluicePartition) -> Iterator[Any]:
+    def read(self, partition: SluicePartition | None) -> Iterator[Any]:
         """The endpoint's record batches, as the DataFrame's Arrow types."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        if partition is None:
+            # Spark reads a plan of no endpoints as one partition of None.
+            return
         target = to_arrow_schema(self.schema)
         for batch in _flight.read_part(partition.part):
             yield _as_target(batch, target)
