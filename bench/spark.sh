@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# bench/spark.sh — Spark actions over payment_events: sluice.spark (the
+# "sluice" Python data source reading `sluice serve`'s Arrow Flight plan, one
+# partition per endpoint) against Spark's own JDBC reader with pgjdbc.
+#
+# One command, run from anywhere:
+#
+#     bash bench/spark.sh                  # 5M rows
+#     ROWS=1000000 bash bench/spark.sh     # a quicker run
+#
+# Environment (all optional; see bench/lib/common.sh):
+#   SLUICE_BENCH_PG_URL, ROWS (5000000), REPS (3), SKIP_BUILD=1, SLUICE_BIN, PYTHON
+#   PARTS        the numbers of partitions (default "1 2 4")
+#   PGJDBC_JAR   pgjdbc (default /usr/share/java/postgresql.jar, Debian's
+#                libpostgresql-jdbc-java); java (17 or later) must be on PATH
+#
+# What it does:
+#   1. makes sure payment_events holds ROWS rows, builds sluice (release) and
+#      bench/.venv-spark with the pinned PySpark and pyarrow;
+#   2. starts `sluice serve` (release) with [flight] and two named queries:
+#      `payment_events` (the table, cut by its storage) and `payment_amounts`
+#      (`select id, amount`, cut by id), since a Python data source reads
+#      every column of its query while Spark's JDBC reader prunes them;
+#   3. in ONE Spark session (local[4]; its start is not timed), times the
+#      actions count() and sum(amount) alone, REPS interleaved repetitions of
+#      each reader and partition count, every result checked against psql's;
+#   4. prints a Markdown table of the medians and writes
+#      bench/results/spark-<rows>-<date>.md.
+
+set -euo pipefail
+
+LOG_PREFIX=spark
+ROWS=${ROWS:-5000000}
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=lib/payment_events.sh
+source "$BENCH/lib/payment_events.sh"
+PARTS=${PARTS:-1 2 4}
+PGJDBC_JAR=${PGJDBC_JAR:-/usr/share/java/postgresql.jar}
+require_positive_integers ROWS REPS
+
+command -v java >/dev/null || { echo "java is required: apt-get install openjdk-17-jre-headless" >&2; exit 2; }
+[[ -f $PGJDBC_JAR ]] || { echo "no pgjdbc at $PGJDBC_JAR: apt-get install libpostgresql-jdbc-java (or set PGJDBC_JAR)" >&2; exit 2; }
+
+SPARK_VENV="$BENCH/.venv-spark"
+PEER_PINS=(pyspark==4.1.4 pyarrow==21.0.0 pandas==2.3.3)
+LOAD_AVG_START=$(load_average)
+
+ensure_tables
+build_sluice
+ensure_peer_venv "$SPARK_VENV" "pyspark, pyarrow.flight, pandas" "${PEER_PINS[@]}"
+
+CONFIG="$WORK/sluice.toml"
+cat >"$CONFIG" <<TOML
+[server]
+listen = "127.0.0.1:0"
+[databases.main]
+url = "$PLAIN_URL"
+pool_size = 8
+[queries.payment_events]
+table = "payment_events"
+[queries.payment_amounts]
+sql = "select id, amount from payment_events"
+split_by = "id"
+[flight]
+listen = "127.0.0.1:0"
+TOML
+SERVER_LOG="$WORK/serve.log"
+"$SLUICE" serve --config "$CONFIG" 2>"$SERVER_LOG" &
+SERVER_PID=$!
+stop_background() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+LOCATION=
+for _ in $(seq 1 100); do
+    LOCATION=$(sed -n 's/.*Arrow Flight on \(grpc:\/\/[^,]*\),.*/\1/p' "$SERVER_LOG")
+    [[ -z $LOCATION ]] || break
+    sleep 0.1
+done
+[[ -n $LOCATION ]] || { log "sluice serve did not start:"; cat "$SERVER_LOG" >&2; exit 1; }
+log "sluice serve: Flight on $LOCATION"
+
+# pgjdbc's URL for the same server, user and database, on plain TCP.
+JDBC_URL=$("$PY" - "$URL" <<'PY'
+import sys
+from urllib.parse import quote, urlsplit
+url = urlsplit(sys.argv[1])
+query = f"user={quote(url.username or 'postgres')}&sslmode=disable"
+if url.password:
+    query += f"&password={quote(url.password)}"
+print(f"jdbc:postgresql://{url.hostname}:{url.port or 5432}{url.path or '/postgres'}?{query}")
+PY
+)
+
+PGJDBC_VERSION=$("$PY" - "$PGJDBC_JAR" <<'PY'
+import sys, zipfile
+manifest = zipfile.ZipFile(sys.argv[1]).read("META-INF/MANIFEST.MF").decode()
+print(next((line.split(":", 1)[1].strip() for line in manifest.splitlines()
+            if line.startswith(("Bundle-Version:", "Implementation-Version:"))), "?"))
+PY
+)
+read -r EXPECTED_COUNT EXPECTED_SUM < <(pg -F ' ' -c "select count(*), sum(amount) from payment_events")
+export EXPECTED_COUNT EXPECTED_SUM PGJDBC_JAR
+export PYSPARK_PYTHON="$PY" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+log "one Spark session: count() and sum(amount), $REPS repetitions of partitions $PARTS"
+"$PY" "$BENCH/spark_read.py" "$LOCATION" "$JDBC_URL" "$ROWS" "$REPS" "$PARTS" "$WORK"
+
+REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
+{
+    echo "# Spark: sluice.spark over Arrow Flight against Spark's JDBC reader"
+    echo
+    echo "$(fmt_int "$ROWS") rows of payment_events; each Spark action timed alone (its planning, reads and aggregation, not Spark's start) in one local[4] session, median of $REPS interleaved runs, $(date -u '+%F %H:%M UTC')."
+    echo
+    echo "| partitions | action | sluice.spark, whole table, s | sluice.spark, \`select id, amount\`, s | JDBC (pgjdbc $PGJDBC_VERSION), s | whole table ÷ JDBC | \`id, amount\` ÷ JDBC |"
+    echo "|---:|---|---:|---:|---:|---:|---:|"
+    for parts in $PARTS; do
+        for action in count sum; do
+            whole=$(median 1 "$WORK/sluice-$action-$parts.samples")
+            cols=$(median 1 "$WORK/sluice_cols-$action-$parts.samples")
+            jdbc=$(median 1 "$WORK/jdbc-$action-$parts.samples")
+            printf '| %s | %s | %.2f | %.2f | %.2f | %s | %s |\n' "$parts" "$action" "$whole" "$cols" "$jdbc" \
+                "$(ratio_of "$whole" "$jdbc")" "$(ratio_of "$cols" "$jdbc")"
+        done
+    done
+    echo
+    echo "sluice.spark's partitions are the endpoints of one Flight plan (storage ranges"
+    echo "of the table, or id ranges of \`payment_amounts\`) read in one exported snapshot,"
+    echo "each by a Python worker that hands Spark the Arrow record batches unchanged; a"
+    echo "Python data source cannot prune columns, so the whole-table query moves every"
+    echo "column. Spark's JDBC reader prunes to the columns the action needs (count():"
+    echo "none) and reads id ranges, each in its own transaction."
+    echo
+    echo "Spark: PySpark $(peer_version pyspark) on $(java -version 2>&1 | head -n 1), pgjdbc $PGJDBC_VERSION ($PGJDBC_JAR)."
+    echo
+    machine_section --load-average
+    reproduce_section spark.sh "ROWS=$ROWS REPS=$REPS PARTS=\"$PARTS\""
+    echo
+    echo "## Raw samples (s)"
+    echo
+    for file in "$WORK"/*.samples; do
+        echo "- $(basename "$file" .samples): $(paste -sd ' ' "$file")"
+    done
+} >"$REPORT"
+show_report "$REPORT"
