@@ -3,6 +3,8 @@ pyarrow.flight plans a named query and pulls its parts in parallel threads,
 DuckDB queries what they return; the parts are one read in the plan's snapshot
 while writes run, and clear Flight errors come back for bad tickets."""
 
+import datetime
+import decimal
 import os
 import re
 import subprocess
@@ -171,3 +173,43 @@ def test_adbc_flight_sql_runs_ad_hoc_sql(server, items):
         table = cursor.fetch_arrow_table()
     assert table.column("id").to_pylist() == [1, 2, 3, 4, 5]
     assert table.schema.field("amount").type == pa.decimal128(12, 2)
+
+
+def test_adbc_flight_sql_binds_parameters_of_prepared_statements(server, items, sql):
+    connection = flight_sql.connect(
+        server, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {TOKEN}"}
+    )
+    with connection, connection.cursor() as cursor:
+        cursor.execute(f"select id, amount, note from {items} where id between $1 and $2 order by id", (3, 6))
+        table = cursor.fetch_arrow_table()
+        assert table.column("id").to_pylist() == [3, 4, 5, 6]
+        # The same statement again with other values, and values of other types.
+        cursor.execute(f"select id, amount, note from {items} where id between $1 and $2 order by id", (10, 11))
+        assert cursor.fetch_arrow_table().column("id").to_pylist() == [10, 11]
+        cursor.execute(f"select count(*) as n from {items} where note = $1 and amount >= $2",
+                       ("n7", decimal.Decimal("0.07")))
+        assert cursor.fetch_arrow_table().column("n").to_pylist() == [1]
+        cursor.execute("select $1::date + 1 as next, $2::timestamptz as at",
+                       (datetime.date(2024, 2, 28), datetime.datetime(2024, 6, 1, 10, 0, 0, 250000,
+                                                                     tzinfo=datetime.timezone.utc)))
+        row = cursor.fetch_arrow_table().to_pylist()[0]
+        assert row["next"] == datetime.date(2024, 2, 29)
+        assert row["at"] == datetime.datetime(2024, 6, 1, 10, 0, 0, 250000, tzinfo=datetime.timezone.utc)
+
+
+def test_flight_sql_errors_say_what_the_database_said(server, items):
+    connection = flight_sql.connect(
+        server, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {TOKEN}"}
+    )
+    with connection, connection.cursor() as cursor:
+        # A data error is the statement's fault: INVALID_ARGUMENT, as POST /sql's 400.
+        with pytest.raises(Exception) as division:
+            cursor.execute("select 1/0 as x")
+            cursor.fetch_arrow_table()
+        assert "division by zero" in str(division.value)
+        assert "INVALID_ARGUMENT" in str(division.value), repr(division.value)
+        # A syntax error's position counts characters of the user's SQL.
+        with pytest.raises(Exception) as syntax:
+            cursor.execute("select 1 from items where id = = 1")
+            cursor.fetch_arrow_table()
+        assert "at character 32" in str(syntax.value), str(syntax.value)

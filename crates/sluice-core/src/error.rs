@@ -244,6 +244,24 @@ impl Error {
         self.kind
     }
 
+    /// The same error, for a statement that was run inside `wrapper_chars`
+    /// characters of SQL the user did not write: the position the database
+    /// gives is made to count from the start of the user's text, and dropped
+    /// when it points into the wrapper.
+    pub fn unwrapped_position(mut self, wrapper_chars: u32) -> Error {
+        if let Some(db) = self.db.as_deref_mut() {
+            let said = self.message == db.to_string();
+            db.position = db
+                .position
+                .and_then(|position| position.checked_sub(wrapper_chars))
+                .filter(|&position| position > 0);
+            if said {
+                self.message = db.to_string();
+            }
+        }
+        self
+    }
+
     /// The database's structured error, when the database reported it.
     pub fn as_db_error(&self) -> Option<&DbError> {
         self.db.as_deref()
@@ -341,5 +359,26 @@ mod tests {
         ] {
             assert_eq!(DbCause::of_sqlstate(code), cause, "{code}");
         }
+    }
+
+    #[test]
+    fn a_wrapped_statement_s_position_counts_from_the_user_s_text() {
+        let error = |position| {
+            Error::db(DbError {
+                severity: "ERROR".into(),
+                code: "42601".into(),
+                message: "syntax error at or near \"form\"".into(),
+                position,
+                ..DbError::default()
+            })
+        };
+        let moved = error(Some(24)).unwrapped_position(15);
+        assert_eq!(moved.as_db_error().unwrap().position, Some(9));
+        assert!(moved.to_string().ends_with("(at character 9)"), "{moved}");
+        let inside = error(Some(3)).unwrapped_position(15);
+        assert_eq!(inside.as_db_error().unwrap().position, None);
+        assert!(!inside.to_string().contains("character"), "{inside}");
+        let plain = Error::config("x").unwrapped_position(15);
+        assert_eq!(plain.to_string(), "x");
     }
 }

@@ -9,9 +9,10 @@
 //! - a path (`FlightDescriptor::new_path`): `["payments"]`, without parameters.
 //!
 //! A command may also be Flight SQL's `CommandStatementQuery` (a protobuf
-//! `Any`, as ADBC's and JDBC's Flight SQL drivers send it): ad-hoc SQL, served
-//! where `[sql]` allows it. Only that command of Flight SQL is read: sluice
-//! is no SQL catalog server.
+//! `Any`, as ADBC's and JDBC's Flight SQL drivers send it), or its
+//! `CommandPreparedStatementQuery` (a handle of [`crate::prepared`]): ad-hoc
+//! SQL, served where `[sql]` allows it. Only those commands of Flight SQL are
+//! read: sluice is no SQL catalog server.
 
 use arrow_flight::flight_descriptor::DescriptorType;
 use arrow_flight::FlightDescriptor;
@@ -45,16 +46,50 @@ pub enum Asked {
     Query(PlanRequest),
     /// Ad-hoc SQL (Flight SQL's `CommandStatementQuery`).
     Statement(String),
+    /// A prepared statement's handle (Flight SQL's
+    /// `CommandPreparedStatementQuery`), not yet opened.
+    Prepared(bytes::Bytes),
 }
 
-/// `google.protobuf.Any`, which carries every Flight SQL command.
+/// `google.protobuf.Any`, which carries every Flight SQL command. Flight
+/// SQL's few messages sluice reads are declared here rather than taken from
+/// arrow-flight's `flight-sql` feature, which would build five more Arrow
+/// crates for them.
 #[derive(Clone, PartialEq, prost::Message)]
-struct Any {
+pub struct Any {
+    /// Which message `value` is.
     #[prost(string, tag = "1")]
-    type_url: String,
+    pub type_url: String,
+    /// The message.
     #[prost(bytes = "bytes", tag = "2")]
-    value: bytes::Bytes,
+    pub value: bytes::Bytes,
 }
+
+impl Any {
+    /// `message` as the Flight SQL message `name` (`CommandStatementQuery`).
+    pub fn pack(name: &str, message: &impl prost::Message) -> Any {
+        Any {
+            type_url: format!("{FLIGHT_SQL_TYPES}{name}"),
+            value: message.encode_to_vec().into(),
+        }
+    }
+
+    /// The Flight SQL message's name, without its package.
+    pub fn name(&self) -> &str {
+        self.type_url.rsplit('.').next().unwrap_or("")
+    }
+}
+
+/// Flight SQL's `CommandPreparedStatementQuery`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommandPreparedStatementQuery {
+    /// The handle `CreatePreparedStatement` (or a `DoPut` of parameters) gave.
+    #[prost(bytes = "bytes", tag = "1")]
+    pub prepared_statement_handle: bytes::Bytes,
+}
+
+/// The package of Flight SQL's messages, as `Any` names them.
+pub const FLIGHT_SQL_TYPES: &str = "type.googleapis.com/arrow.flight.protocol.sql.";
 
 /// Flight SQL's `CommandStatementQuery` (without a transaction: sluice's
 /// ad-hoc SQL runs in a read-only transaction of its own).
@@ -65,8 +100,6 @@ struct CommandStatementQuery {
     #[prost(bytes = "bytes", optional, tag = "2")]
     transaction_id: Option<bytes::Bytes>,
 }
-
-const STATEMENT_QUERY: &str = "type.googleapis.com/arrow.flight.protocol.sql.CommandStatementQuery";
 
 /// Reads `descriptor`; the error says what is wrong, for the client.
 pub fn read_descriptor(descriptor: &FlightDescriptor) -> Result<Asked, String> {
@@ -79,16 +112,26 @@ pub fn read_descriptor(descriptor: &FlightDescriptor) -> Result<Asked, String> {
     }
 }
 
-/// A Flight SQL command: only `CommandStatementQuery` is served.
+/// A Flight SQL command: `CommandStatementQuery` and
+/// `CommandPreparedStatementQuery` are served.
 fn flight_sql(bytes: &[u8]) -> Result<Asked, String> {
     use prost::Message;
     let any = Any::decode(bytes).map_err(|_| {
         format!("the command is neither a query request such as {COMMAND_EXAMPLE} nor a Flight SQL command")
     })?;
-    if any.type_url != STATEMENT_QUERY {
-        let name = any.type_url.rsplit('.').next().unwrap_or("");
+    if !any.type_url.starts_with(FLIGHT_SQL_TYPES) {
+        return Err(format!("{} is no Flight SQL command", any.type_url));
+    }
+    if any.name() == "CommandPreparedStatementQuery" {
+        let command = CommandPreparedStatementQuery::decode(any.value)
+            .map_err(|error| format!("a malformed CommandPreparedStatementQuery: {error}"))?;
+        return Ok(Asked::Prepared(command.prepared_statement_handle));
+    }
+    if any.name() != "CommandStatementQuery" {
         return Err(format!(
-            "Flight SQL's {name} is not served: sluice serves CommandStatementQuery (ad-hoc SQL) and its named queries"
+            "Flight SQL's {} is not served: sluice serves CommandStatementQuery and prepared \
+             statements (ad-hoc SQL) and its named queries",
+            any.name()
         ));
     }
     let command = CommandStatementQuery::decode(any.value)
@@ -191,7 +234,8 @@ mod tests {
             type_url: type_url.into(),
             value: statement.encode_to_vec().into(),
         };
-        let descriptor = FlightDescriptor::new_cmd(any(STATEMENT_QUERY).encode_to_vec());
+        let statement_query = format!("{FLIGHT_SQL_TYPES}CommandStatementQuery");
+        let descriptor = FlightDescriptor::new_cmd(any(&statement_query).encode_to_vec());
         assert_eq!(
             read_descriptor(&descriptor),
             Ok(Asked::Statement("select 1".into()))

@@ -10,6 +10,7 @@
 //!   part, split in one exported snapshot where the query is configured to
 //!   split; [`plans`]: the snapshots held while a plan lives (its parts read as often as asked);
 //! - [`ticket`]: signed tickets any replica sharing the key can redeem;
+//!   [`prepared`]: Flight SQL's prepared statements, as signed handles;
 //! - [`part`]: `DoGet` — one part streamed by the gateway's Arrow engine;
 //!   [`ipc`]: the Arrow IPC stream cut into Flight messages;
 //! - [`service`]: the gRPC service over the gateway's state, tokens and
@@ -23,6 +24,7 @@ pub mod listener;
 pub mod part;
 pub mod plan;
 pub mod plans;
+pub mod prepared;
 pub mod service;
 pub mod ticket;
 

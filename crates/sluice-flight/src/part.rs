@@ -16,6 +16,7 @@ use std::time::Duration;
 use arrow_flight::FlightData;
 use sluice_core::database::RunningQuery;
 use sluice_core::{Encoder, Transfer, TransferError};
+use sluice_gateway::config::FlightConfig;
 use sluice_gateway::{hand_over, Front, NotTaken, RequestContext, Timing};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -34,10 +35,12 @@ const FILL_BYTES: usize = 96 << 10;
 /// enough that per-message costs vanish.
 pub const FLIGHT_BATCH_BYTES: usize = 2 << 20;
 
-/// The Arrow encoder a part is written with.
-pub fn encoder() -> Box<dyn Encoder> {
+/// The Arrow encoder a part is written with (`[flight] numeric_scale` gives
+/// undeclared decimals their scale).
+pub fn encoder(flight: &FlightConfig) -> Box<dyn Encoder> {
     let columnar = sluice_formats::ColumnarOptions {
         batch_bytes: FLIGHT_BATCH_BYTES,
+        numeric_scale: flight.numeric_scale,
         ..sluice_formats::ColumnarOptions::default()
     };
     sluice_formats::Format::Arrow.encoder(sluice_formats::OutputOptions {

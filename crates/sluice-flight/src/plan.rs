@@ -16,7 +16,7 @@ use sluice_core::connect::Session;
 use sluice_core::database::{Access, Param, RunningQuery};
 use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
 use sluice_core::{Meter, Transfer, TransferError};
-use sluice_formats::Format;
+use sluice_formats::{untyped_param, Format};
 use sluice_gateway::config::{FlightConfig, QueryConfig, QuerySplit, SqlConfig, MAX_PARTITIONS};
 use sluice_gateway::{AppState, GatewayError, Reading};
 
@@ -54,12 +54,17 @@ impl<'a> Runs<'a> {
         }
     }
 
-    /// Ad-hoc SQL, fenced as `POST /sql` fences it.
-    pub fn statement(statement: &'a str, sql: &'a SqlConfig) -> Runs<'a> {
+    /// Ad-hoc SQL, fenced as `POST /sql` fences it, its parameters bound as
+    /// `POST /sql` binds JSON values (each as what JSON says it is).
+    pub fn statement(
+        statement: &'a str,
+        params: &[serde_json::Value],
+        sql: &'a SqlConfig,
+    ) -> Runs<'a> {
         Runs {
             database: &sql.database,
             sql: statement,
-            params: Vec::new(),
+            params: params.iter().cloned().map(untyped_param).collect(),
             statement_timeout: sql.limits.statement_timeout,
             access: Access::AdHoc {
                 role: sql.role.as_deref(),
@@ -125,6 +130,7 @@ impl Planner<'_> {
             params: request.params.clone(),
             part,
             statement: None,
+            statement_params: Vec::new(),
             plan,
             index,
             expires,
@@ -191,21 +197,25 @@ impl Planner<'_> {
         }
     }
 
-    /// The plan of ad-hoc SQL (Flight SQL's `CommandStatementQuery`, where
-    /// `[sql]` allows): one endpoint, the statement itself, run as `POST /sql`
-    /// runs it.
+    /// The plan of ad-hoc SQL (Flight SQL's `CommandStatementQuery`, or a
+    /// prepared statement with its bound `params`, where `[sql]` allows): one
+    /// endpoint, the statement itself, run as `POST /sql` runs it.
     pub async fn plan_statement(
         &self,
         descriptor: FlightDescriptor,
         statement: &str,
+        params: Vec<serde_json::Value>,
         sql: &SqlConfig,
     ) -> Result<FlightInfo, GatewayError> {
-        let schema = self.schema(Runs::statement(statement, sql)).await?;
+        let schema = self
+            .schema(Runs::statement(statement, &params, sql))
+            .await?;
         let ticket = Ticket {
             query: String::new(),
             params: Vec::new(),
             part: None,
             statement: Some(statement.to_owned()),
+            statement_params: params,
             plan: plan_number(),
             index: 0,
             expires: unix_seconds(SystemTime::now() + self.flight.plan_timeout),
@@ -216,13 +226,18 @@ impl Planner<'_> {
     /// The Arrow schema `DoGet` will send: the statement run for no rows and
     /// encoded by the same encoder.
     pub async fn schema(&self, runs: Runs<'_>) -> Result<Bytes, GatewayError> {
+        // The user's text starts right after the wrapper's first line, so the
+        // database's error positions count from it once moved back.
         let sql = format!(
-            "select * from ({}) as sluice_schema limit 0",
-            runs.sql.trim().trim_end_matches(';')
+            "{SCHEMA_WRAPPER}{}) as sluice_schema limit 0",
+            runs.sql.trim_end().trim_end_matches(';')
         );
         let ad_hoc = matches!(runs.access, Access::AdHoc { .. });
-        let source = Runs { sql: &sql, ..runs }.start(self.state).await?;
-        let mut transfer = Transfer::new(source, crate::part::encoder());
+        let source = Runs { sql: &sql, ..runs }
+            .start(self.state)
+            .await
+            .map_err(unwrapped)?;
+        let mut transfer = Transfer::new(source, crate::part::encoder(self.flight));
         let mut stream = Vec::new();
         // The statement runs here for the first time: its errors (a write in
         // a read-only session, a bad column) are the database's, told as
@@ -231,7 +246,10 @@ impl Planner<'_> {
             .fill(&mut stream)
             .await
             .map_err(|error| match error {
-                TransferError::Source(error) => GatewayError::from_query(error, ad_hoc),
+                TransferError::Source(error) => GatewayError::from_query(
+                    error.unwrapped_position(SCHEMA_WRAPPER.len() as u32),
+                    ad_hoc,
+                ),
                 other => GatewayError::Internal(format!("reading the schema: {other}")),
             })?
         {}
@@ -282,6 +300,21 @@ impl Planner<'_> {
                 SPLIT_TIMEOUT.as_secs()
             ))),
         }
+    }
+}
+
+/// What the schema's read puts before the user's statement.
+const SCHEMA_WRAPPER: &str = "select * from (";
+
+/// A database's error met starting the schema's read, its position counted
+/// from the user's statement.
+fn unwrapped(error: GatewayError) -> GatewayError {
+    match error {
+        GatewayError::Database { error, ad_hoc } => GatewayError::Database {
+            error: error.unwrapped_position(SCHEMA_WRAPPER.len() as u32),
+            ad_hoc,
+        },
+        other => other,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The Flight service: `GetFlightInfo` and `GetSchema` plan a named query,
 //! `DoGet` reads one part (again, as often as asked, while the plan lives),
-//! `DoAction` ends a plan early (`CancelFlightInfo`, `release`); the rest of
+//! `DoAction` ends a plan early (`CancelFlightInfo`, `release`); Flight SQL's
+//! ad-hoc statements and prepared statements ([`crate::prepared`]: created
+//! and closed by `DoAction`, bound by `DoPut`) run as `POST /sql`; the rest of
 //! Flight's calls are refused as unimplemented. Each call takes the configuration current when it arrives
 //! (a SIGHUP reload applies to the next call), the same bearer tokens as HTTP
 //! (`authorization: Bearer …` in the call's metadata) and the same
@@ -23,14 +25,17 @@ use sluice_gateway::{AppState, Class, Credential, GatewayError, Live, RequestCon
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::descriptor::{plan_request, read_descriptor, Asked, PlanRequest};
+use crate::descriptor::{plan_request, read_descriptor, Any, Asked, PlanRequest};
 use crate::part::{logged, PartStream, FLIGHT};
 use crate::plan::{Planner, Runs};
 use crate::plans::Plans;
+use crate::prepared::{
+    bound_values, BindResult, CloseRequest, CreateRequest, CreateResult, Prepared,
+};
 use crate::ticket::{Refused, Ticket, TicketKey};
 
 /// The actions `DoAction` takes, as `ListActions` describes them.
-const ACTIONS: [(&str, &str); 2] = [
+const ACTIONS: [(&str, &str); 4] = [
     (
         "CancelFlightInfo",
         "Ends a plan early (body: a CancelFlightInfoRequest with the plan's FlightInfo): its \
@@ -39,6 +44,15 @@ const ACTIONS: [(&str, &str); 2] = [
     (
         "release",
         "Ends the plan of a ticket early (body: any ticket of the plan): its snapshot is released",
+    ),
+    (
+        "CreatePreparedStatement",
+        "Flight SQL: prepares ad-hoc SQL (ActionCreatePreparedStatementRequest); bind one row \
+         of parameters with DoPut, run it with GetFlightInfo",
+    ),
+    (
+        "ClosePreparedStatement",
+        "Flight SQL: closes a prepared statement (nothing is held on the server)",
     ),
 ];
 
@@ -98,7 +112,15 @@ impl Service {
         let request = match read_descriptor(&descriptor).map_err(Status::invalid_argument)? {
             Asked::Query(request) => request,
             Asked::Statement(statement) => {
-                return self.statement_info(metadata, descriptor, &statement).await
+                return self
+                    .statement_info(metadata, descriptor, &statement, Vec::new())
+                    .await
+            }
+            Asked::Prepared(handle) => {
+                let prepared = Prepared::open(&self.key, &handle).map_err(unknown_handle)?;
+                return self
+                    .statement_info(metadata, descriptor, &prepared.statement, prepared.values)
+                    .await;
             }
         };
         let state = self.live.state();
@@ -128,21 +150,21 @@ impl Service {
         finish(&context, planned.map_err(to_status), endpoints)
     }
 
-    /// The plan of ad-hoc SQL: allowed as `POST /sql` is (`[sql]`, a token
-    /// with scope `sql`).
+    /// The plan of ad-hoc SQL with its bound `values`: allowed as `POST /sql`
+    /// is (`[sql]`, a token with scope `sql`).
     async fn statement_info(
         &self,
         metadata: &tonic::metadata::MetadataMap,
         descriptor: FlightDescriptor,
         statement: &str,
+        values: Vec<serde_json::Value>,
     ) -> Result<FlightInfo, Status> {
         let state = self.live.state();
-        let mut context =
-            RequestContext::new(FLIGHT, "flight_sql", "", true, state.shutdown_token());
+        let mut context = self.sql_context(&state);
         let planned = async {
             let sql = Service::admit_statement(&state, metadata, &mut context)?;
             self.planner(&state)
-                .plan_statement(descriptor, statement, sql)
+                .plan_statement(descriptor, statement, values, sql)
                 .await
         }
         .await;
@@ -202,10 +224,15 @@ impl Service {
         action: &Action,
     ) -> Result<arrow_flight::Result, Status> {
         let tickets = match action.r#type.as_str() {
+            "CreatePreparedStatement" => return self.create_prepared(metadata, &action.body),
+            "ClosePreparedStatement" => return self.close_prepared(metadata, &action.body),
             "CancelFlightInfo" => {
-                let request = CancelFlightInfoRequest::decode(action.body.clone()).map_err(|error| {
-                    Status::invalid_argument(format!("CancelFlightInfo's body is no CancelFlightInfoRequest: {error}"))
-                })?;
+                let request =
+                    CancelFlightInfoRequest::decode(action.body.clone()).map_err(|error| {
+                        Status::invalid_argument(format!(
+                            "CancelFlightInfo's body is no CancelFlightInfoRequest: {error}"
+                        ))
+                    })?;
                 let info = request.info.unwrap_or_default();
                 info.endpoint
                     .into_iter()
@@ -218,7 +245,8 @@ impl Service {
             // CreatePreparedStatement, then runs the statement unprepared).
             other => {
                 return Err(Status::unimplemented(format!(
-                    "unknown action {other:?}: this server knows CancelFlightInfo and release (ListActions)"
+                    "unknown action {other:?}: this server knows CancelFlightInfo, release, \
+                     CreatePreparedStatement and ClosePreparedStatement (ListActions)"
                 )))
             }
         };
@@ -239,6 +267,108 @@ impl Service {
             _ => bytes::Bytes::from_static(if released { b"released" } else { b"not held" }),
         };
         Ok(arrow_flight::Result { body })
+    }
+
+    /// `CreatePreparedStatement`: a handle of the statement, for a token that
+    /// may run ad-hoc SQL. The statement is checked when it is run, as
+    /// `POST /sql`'s are.
+    fn create_prepared(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        body: &[u8],
+    ) -> Result<arrow_flight::Result, Status> {
+        let state = self.live.state();
+        let mut context = self.sql_context(&state);
+        let created = Service::admit_statement(&state, metadata, &mut context)
+            .map_err(to_status)
+            .and_then(|_| {
+                let request: CreateRequest = unpack(body, "ActionCreatePreparedStatementRequest")?;
+                if request.transaction_id.is_some() {
+                    return Err(Status::invalid_argument(
+                        "transactions are not served: each statement runs in its own read-only one",
+                    ));
+                }
+                let prepared = Prepared {
+                    statement: request.query,
+                    values: Vec::new(),
+                };
+                let result = CreateResult {
+                    prepared_statement_handle: prepared.handle(&self.key),
+                    dataset_schema: bytes::Bytes::new(),
+                    parameter_schema: bytes::Bytes::new(),
+                };
+                let any = Any::pack("ActionCreatePreparedStatementResult", &result);
+                Ok(arrow_flight::Result {
+                    body: any.encode_to_vec().into(),
+                })
+            });
+        finish(&context, created, 0)
+    }
+
+    /// `ClosePreparedStatement`: nothing is held, but the handle must be one
+    /// this server made.
+    fn close_prepared(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        body: &[u8],
+    ) -> Result<arrow_flight::Result, Status> {
+        let state = self.live.state();
+        let mut context = self.sql_context(&state);
+        let closed = Service::admit_statement(&state, metadata, &mut context)
+            .map_err(to_status)
+            .and_then(|_| {
+                let request: CloseRequest = unpack(body, "ActionClosePreparedStatementRequest")?;
+                Prepared::open(&self.key, &request.prepared_statement_handle)
+                    .map_err(unknown_handle)?;
+                Ok(arrow_flight::Result {
+                    body: bytes::Bytes::new(),
+                })
+            });
+        finish(&context, closed, 0)
+    }
+
+    /// `DoPut` of a prepared statement's parameters: one row of them, answered
+    /// with the handle that carries their values.
+    async fn bind(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        mut stream: Streaming<FlightData>,
+    ) -> Result<PutResult, Status> {
+        let state = self.live.state();
+        let mut context = self.sql_context(&state);
+        let bound = async {
+            Service::admit_statement(&state, metadata, &mut context).map_err(to_status)?;
+            let first = stream
+                .message()
+                .await?
+                .ok_or_else(|| Status::invalid_argument("DoPut sent no message"))?;
+            let descriptor = first.flight_descriptor.clone().unwrap_or_default();
+            let handle = match read_descriptor(&descriptor) {
+                Ok(Asked::Prepared(handle)) => handle,
+                _ => {
+                    return Err(Status::unimplemented(
+                        "DoPut binds the parameters of a Flight SQL prepared statement \
+                         (CommandPreparedStatementQuery); load tables through POST /tables",
+                    ))
+                }
+            };
+            let mut prepared = Prepared::open(&self.key, &handle).map_err(unknown_handle)?;
+            let batches = parameter_batches(first, stream).await?;
+            prepared.values = bound_values(&batches).map_err(Status::invalid_argument)?;
+            let result = BindResult {
+                prepared_statement_handle: Some(prepared.handle(&self.key)),
+            };
+            Ok(PutResult {
+                app_metadata: result.encode_to_vec().into(),
+            })
+        }
+        .await;
+        finish(&context, bound, 0)
+    }
+
+    /// The log entry of a Flight SQL call.
+    fn sql_context(&self, state: &AppState) -> RequestContext {
+        RequestContext::new(FLIGHT, "flight_sql", "", true, state.shutdown_token())
     }
 
     /// Releases the plan of one ticket for the asking token: true when it
@@ -273,12 +403,13 @@ impl Service {
         let ticket = self.key.open(wire).map_err(refused)?;
         let state = self.live.state();
         let mut context = match ticket.statement {
-            Some(_) => RequestContext::new(FLIGHT, "flight_sql", "", true, state.shutdown_token()),
+            Some(_) => self.sql_context(&state),
             None => self.context(&state, "flight", &ticket.query),
         };
         let started = match &ticket.statement {
             Some(statement) => {
-                self.start_statement(&state, metadata, statement, &mut context)
+                let values = &ticket.statement_params;
+                self.start_statement(&state, metadata, statement, values, &mut context)
                     .await
             }
             None => {
@@ -295,7 +426,7 @@ impl Service {
         }
         let part = PartStream {
             source,
-            encoder: crate::part::encoder(),
+            encoder: crate::part::encoder(&self.flight),
             limits: limits.transfer(),
             timing: state.config().timing(&limits),
             context,
@@ -311,10 +442,11 @@ impl Service {
         state: &AppState,
         metadata: &tonic::metadata::MetadataMap,
         statement: &str,
+        values: &[serde_json::Value],
         context: &mut RequestContext,
     ) -> Result<Started, Status> {
         let sql = Service::admit_statement(state, metadata, context).map_err(to_status)?;
-        let source = Runs::statement(statement, sql)
+        let source = Runs::statement(statement, values, sql)
             .start(state)
             .await
             .map_err(to_status)?;
@@ -442,6 +574,41 @@ pub fn to_status(error: GatewayError) -> Status {
     Status::new(code, error.client_message())
 }
 
+/// A Flight SQL message `name` in its `Any`, from an action's body.
+fn unpack<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
+    let any = Any::decode(body)
+        .ok()
+        .filter(|any| any.name() == name)
+        .ok_or_else(|| Status::invalid_argument(format!("the action's body is no {name}")))?;
+    M::decode(any.value)
+        .map_err(|error| Status::invalid_argument(format!("a malformed {name}: {error}")))
+}
+
+/// A prepared statement's handle this server will not read.
+fn unknown_handle(_: Refused) -> Status {
+    Status::not_found(
+        "unknown prepared statement: its handle was not made by this server (or a replica \
+         sharing its ticket_secret), or it was altered",
+    )
+}
+
+/// The record batches of a `DoPut` whose first message was `first`.
+async fn parameter_batches(
+    first: FlightData,
+    rest: Streaming<FlightData>,
+) -> Result<Vec<arrow_array::RecordBatch>, Status> {
+    use futures_util::{StreamExt, TryStreamExt};
+    let messages = futures_util::stream::once(async { Ok(first) })
+        .chain(rest)
+        .map_err(|status| arrow_flight::error::FlightError::Tonic(Box::new(status)));
+    arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(messages)
+        .try_collect()
+        .await
+        .map_err(|error| {
+            Status::invalid_argument(format!("the parameters could not be read: {error}"))
+        })
+}
+
 #[tonic::async_trait]
 impl FlightService for Service {
     type HandshakeStream = BoxStream<HandshakeResponse>;
@@ -508,11 +675,13 @@ impl FlightService for Service {
 
     async fn do_put(
         &self,
-        _request: Request<Streaming<FlightData>>,
+        request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        Err(Status::unimplemented(
-            "sluice's Flight service reads; load tables through POST /tables",
-        ))
+        let (metadata, _, stream) = request.into_parts();
+        let result = self.bind(&metadata, stream).await?;
+        Ok(Response::new(Box::pin(futures_util::stream::iter([Ok(
+            result,
+        )]))))
     }
 
     async fn do_exchange(

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// The length of a signature (HMAC-SHA256).
@@ -31,6 +32,10 @@ pub struct Ticket {
     /// empty.
     #[serde(default)]
     pub statement: Option<String>,
+    /// The ad-hoc SQL's parameters, bound from a prepared statement's
+    /// handle: JSON values, bound as `POST /sql` binds its `params`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statement_params: Vec<serde_json::Value>,
     /// The plan this part belongs to (random, so plans never collide across
     /// replicas).
     pub plan: u64,
@@ -87,29 +92,46 @@ impl TicketKey {
 
     /// The ticket's wire form.
     pub fn sign(&self, ticket: &Ticket) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec(ticket).expect("a ticket is always JSON");
+        self.sign_json(ticket)
+    }
+
+    /// The ticket in `bytes`, if this key signed it and it has not expired.
+    pub fn open(&self, bytes: &[u8]) -> Result<Ticket, Refused> {
+        let ticket: Ticket = self.open_json(bytes)?;
+        unexpired(ticket.expires)?;
+        Ok(ticket)
+    }
+
+    /// `value` as JSON followed by its signature: the wire form of tickets and
+    /// of Flight SQL's prepared-statement handles.
+    pub fn sign_json<T: Serialize>(&self, value: &T) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(value).expect("signed values are always JSON");
         let signature = hmac::sign(&self.key, &bytes);
         bytes.extend_from_slice(signature.as_ref());
         bytes
     }
 
-    /// The ticket in `bytes`, if this key signed it and it has not expired.
-    pub fn open(&self, bytes: &[u8]) -> Result<Ticket, Refused> {
+    /// The value in `bytes`, if this key signed it.
+    pub fn open_json<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, Refused> {
         let split = bytes
             .len()
             .checked_sub(SIGNATURE_BYTES)
             .ok_or(Refused::Unknown)?;
         let (payload, signature) = bytes.split_at(split);
         hmac::verify(&self.key, payload, signature).map_err(|_| Refused::Unknown)?;
-        let ticket: Ticket = serde_json::from_slice(payload).map_err(|_| Refused::Unknown)?;
-        let now = unix_seconds(SystemTime::now());
-        if now > ticket.expires {
-            return Err(Refused::Expired {
-                ago: Duration::from_secs(now - ticket.expires),
-            });
-        }
-        Ok(ticket)
+        serde_json::from_slice(payload).map_err(|_| Refused::Unknown)
     }
+}
+
+/// `Ok` until `expires` (seconds since the Unix epoch) has passed.
+pub fn unexpired(expires: u64) -> Result<(), Refused> {
+    let now = unix_seconds(SystemTime::now());
+    if now > expires {
+        return Err(Refused::Expired {
+            ago: Duration::from_secs(now - expires),
+        });
+    }
+    Ok(())
 }
 
 /// Seconds since the Unix epoch (0 before it).
@@ -142,6 +164,7 @@ mod tests {
                 snapshot: "00000003-0000001B-1".into(),
             }),
             statement: None,
+            statement_params: Vec::new(),
             plan: 7,
             index: 0,
             expires,

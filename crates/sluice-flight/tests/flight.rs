@@ -682,3 +682,48 @@ async fn one_token_cannot_take_every_plan_nor_a_database_more_than_its_pool() {
     );
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
 }
+
+#[tokio::test]
+async fn numeric_scale_gives_undeclared_decimals_a_scale_and_refuses_rounding() {
+    let db = TestDb::new();
+    items(&db, 100);
+    let role = db.create_role("flight_scale");
+    db.execute(&format!("grant select on items to {}", role.name));
+    let rest = format!(
+        "[databases.adhoc]\nurl = {}\n[sql]\ndatabase = \"adhoc\"\n\
+         [[tokens]]\nname = \"analyst\"\ntoken = \"analyst-token-0123456789\"\nqueries = [\"*\"]\nscopes = [\"sql\"]\n",
+        quoted(&role.url)
+    );
+    let server = start(config(db.url(), &rest, "numeric_scale = 2")).await;
+    let mut analyst = client(server.address, Some("analyst-token-0123456789")).await;
+    let info = analyst
+        .get_flight_info(statement_query(
+            "select sum(v::numeric / 4) as total from items",
+        ))
+        .await
+        .unwrap();
+    let batches = read(&mut analyst, &info.endpoint[0]).await;
+    let total = batches[0].column(0);
+    assert_eq!(
+        total.data_type(),
+        &arrow_schema::DataType::Decimal128(38, 2)
+    );
+    let expected = db.query_text("select sum(v::numeric / 4)::numeric(38, 2) from items");
+    let decimals = total
+        .as_any()
+        .downcast_ref::<arrow_array::Decimal128Array>()
+        .unwrap();
+    assert_eq!(decimals.value_as_string(0), expected.trim());
+    // A value with more digits than the scale is an error, not a rounded value.
+    let info = analyst
+        .get_flight_info(statement_query("select 1.005::numeric as x"))
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let failed: Result<Vec<_>, _> = match analyst.do_get(ticket).await {
+        Ok(stream) => stream.try_collect().await,
+        Err(error) => Err(error),
+    };
+    let status = tonic_status(failed.err().unwrap());
+    assert!(status.message().contains("x"), "{status:?}");
+}

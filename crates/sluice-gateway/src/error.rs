@@ -200,9 +200,14 @@ impl GatewayError {
                     tracing::error!(%error, "query failed");
                     "the query failed on the database".into()
                 } else {
-                    error
-                        .as_db_error()
-                        .map_or_else(|| error.to_string(), |db| db.message.clone())
+                    error.as_db_error().map_or_else(
+                        || error.to_string(),
+                        |db| match db.position {
+                            // Where in the client's own SQL the database points.
+                            Some(position) => format!("{} (at character {position})", db.message),
+                            None => db.message.clone(),
+                        },
+                    )
                 }
             }
             GatewayError::Internal(message) => {

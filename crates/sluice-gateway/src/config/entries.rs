@@ -248,6 +248,17 @@ impl<'a> Entries<'a> {
             .map_err(|message| self.error(name, value.span(), message))
     }
 
+    /// A [`Type::Scale`] key: the digits after a decimal's point.
+    pub(super) fn scale(&self, name: &str) -> Result<Option<i8>, ConfigError> {
+        let Some(value) = self.given(name, |ty| ty == Type::Scale)? else {
+            return Ok(None);
+        };
+        match value.get_ref().as_integer() {
+            Some(scale @ 0..=38) => Ok(Some(scale as i8)),
+            _ => Err(self.error(name, value.span(), "must be between 0 and 38")),
+        }
+    }
+
     /// A [`Type::Count`] or [`Type::Positive`] key; its default when absent.
     pub(super) fn count(&self, name: &str) -> Result<Option<u64>, ConfigError> {
         let key = self.section.key(name);

@@ -46,6 +46,9 @@ pub struct FlightConfig {
     /// Signs tickets so every replica can trust them; `None`: a random key
     /// per process (only this process redeems its tickets).
     pub ticket_secret: Option<Vec<u8>>,
+    /// The scale of `Decimal128(38, scale)` for decimals whose type declares
+    /// none (`sum`, `avg`); `None`: their exact text.
+    pub numeric_scale: Option<i8>,
 }
 
 impl std::fmt::Debug for FlightConfig {
@@ -57,6 +60,7 @@ impl std::fmt::Debug for FlightConfig {
             .field("max_plans_per_token", &self.max_plans_per_token)
             .field("locations", &self.locations)
             .field("ticket_secret", &self.ticket_secret.as_ref().map(|_| "…"))
+            .field("numeric_scale", &self.numeric_scale)
             .finish()
     }
 }
@@ -115,6 +119,14 @@ pub(super) static SECTION: Section = Section {
             example: Some("\"${SLUICE_FLIGHT_SECRET}\""),
             old_names: &[],
         },
+        Key {
+            name: "numeric_scale",
+            ty: Type::Scale,
+            default: KeyDefault::Absent("exact text (`Utf8`, field metadata `sluice.text: numeric`)"),
+            meaning: "Decimals without a declared scale (`sum`, `avg`, literals) as `Decimal128(38, numeric_scale)`; a value that would need rounding fails its stream, naming row and column.",
+            example: Some("2"),
+            old_names: &[],
+        },
     ],
 };
 
@@ -133,6 +145,7 @@ pub(super) fn flight_section(entries: &Entries<'_>) -> Result<FlightConfig, Conf
         plan_timeout: entries.duration("plan_timeout")?.unwrap_or_default(),
         max_plans_per_token: count("max_plans_per_token")?,
         ticket_secret: ticket_secret(entries, !locations.is_empty())?,
+        numeric_scale: entries.scale("numeric_scale")?,
         locations,
     })
 }

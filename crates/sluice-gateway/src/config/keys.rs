@@ -25,6 +25,8 @@ pub enum Type {
     Count(usize),
     /// A positive integer.
     Positive,
+    /// A decimal scale: an integer from 0 to 38 (Arrow's `Decimal128`).
+    Scale,
     /// A number, integer or fraction.
     Number,
     /// `true` or `false`.
@@ -136,6 +138,7 @@ pub fn type_name(ty: Type) -> String {
         Type::Size => "size".into(),
         Type::Count(most) => format!("integer from 1 to {most}"),
         Type::Positive => "positive integer".into(),
+        Type::Scale => "integer from 0 to 38".into(),
         Type::Number => "number".into(),
         Type::Flag => "boolean".into(),
         Type::Scalar => "text, number or boolean".into(),

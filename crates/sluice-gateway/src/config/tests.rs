@@ -334,6 +334,13 @@ fn flight_takes_its_defaults_and_needs_a_shared_secret_for_replicas() {
     assert_eq!(flight.plan_timeout, Duration::from_secs(600));
     assert_eq!(flight.max_plans_per_token, DEFAULT_MAX_PLANS_PER_TOKEN);
     assert!(flight.locations.is_empty() && flight.ticket_secret.is_none());
+    assert_eq!(flight.numeric_scale, None);
+    let scaled = format!("{base}numeric_scale = 0\n");
+    let flight_scaled = Config::parse(&scaled, "good.toml").unwrap().flight.unwrap();
+    assert_eq!(flight_scaled.numeric_scale, Some(0));
+    let too_fine = error_for(&format!("{base}numeric_scale = 39\n"));
+    assert_eq!(too_fine.key, "flight.numeric_scale");
+    assert!(too_fine.message.contains("between 0 and 38"), "{too_fine}");
 
     let replicas = format!("{base}locations = [\"grpc://10.0.0.1:8815\"]\n");
     assert_eq!(error_for(&replicas).key, "flight.ticket_secret");
