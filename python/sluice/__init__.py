@@ -112,7 +112,8 @@ _ERROR_BY_EXIT_CODE = {1: DatabaseError, 2: UsageError, 3: ConnectionFailed, 5: 
 @dataclass(frozen=True)
 class Stats:
     """What the last call moved: rows, bytes of the Arrow stream, round trips to
-    the database (connecting included), wire bytes, and wall seconds."""
+    the database (connecting included), wire bytes, wall seconds, and for a read
+    in parts (``jobs=N``) each part's rows."""
 
     rows: int
     bytes: int
@@ -122,6 +123,7 @@ class Stats:
     wire_bytes_received: int
     elapsed: float
     peak_memory_bytes: int | None
+    part_rows: tuple[int, ...] = ()
 
     @classmethod
     def from_report(cls, report: Mapping[str, Any]) -> Stats:
@@ -135,6 +137,7 @@ class Stats:
             wire_bytes_received=report["wire_bytes_received"],
             elapsed=report["elapsed_seconds"],
             peak_memory_bytes=report.get("peak_memory_bytes"),
+            part_rows=tuple(report.get("part_rows", ())),
         )
 
 
@@ -277,13 +280,17 @@ def _flags(settings: Mapping[str, Any]) -> list[str]:
     return flags
 
 
-def _export_arguments(url: str, query: str, params: Sequence[Any] | None, settings: Mapping[str, Any]) -> list[str]:
+def _export_arguments(
+    url: str, query: str | None, params: Sequence[Any] | None, settings: Mapping[str, Any]
+) -> list[str]:
+    if (query is None) == (settings.get("table") is None):
+        raise UsageError("give a query, or table= to read every row of a table (not both)")
     # `--name=value` keeps a value that starts with `-` (a negative number, a
     # query opening with a comment) from being read as a flag.
     return [
         "export",
         f"--db={url}",
-        f"--query={query}",
+        *([f"--query={query}"] if query is not None else []),
         *(f"--param={_parameter(value)}" for value in params or ()),
         "--format=arrow",
         "--stats",
@@ -292,13 +299,18 @@ def _export_arguments(url: str, query: str, params: Sequence[Any] | None, settin
 
 
 def read_batches(
-    url: str, query: str, params: Sequence[Any] | None = None, batch_rows: int = 65536, **settings: Any
+    url: str, query: str | None = None, params: Sequence[Any] | None = None, batch_rows: int = 65536, **settings: Any
 ) -> Iterator["pyarrow.RecordBatch"]:
     """Streams the query's rows as ``pyarrow.RecordBatch`` es of at most
     ``batch_rows`` rows, one at a time: memory holds one batch. ``$1``, ``$2`` …
     in the query are bound from ``params``; ``settings`` are ``sluice export``
     flags by name (``fetch_size=1000``, ``timeout="30s"``, ``numeric_scale=2``).
-    Closing the iterator early ends the query on the server."""
+    Closing the iterator early ends the query on the server.
+
+    ``table="name"`` reads every row of a table instead of a query, and
+    ``jobs=N`` reads in N parts of one snapshot at once (PostgreSQL): a table is
+    cut by its storage, a query by ``split_by="an_integer_column"``. The parts'
+    batches arrive interleaved: rows keep no order with ``jobs`` above 1."""
     import pyarrow.ipc
 
     run = _Run(_export_arguments(url, query, params, {"batch_rows": batch_rows, **settings}), reads=True)
@@ -308,7 +320,9 @@ def read_batches(
         yield from reader
 
 
-def read_arrow(url: str, query: str, params: Sequence[Any] | None = None, **settings: Any) -> "pyarrow.Table":
+def read_arrow(
+    url: str, query: str | None = None, params: Sequence[Any] | None = None, **settings: Any
+) -> "pyarrow.Table":
     """The query's rows as a ``pyarrow.Table`` (see :func:`read_batches`)."""
     import pyarrow.ipc
 
@@ -322,7 +336,7 @@ def read_arrow(url: str, query: str, params: Sequence[Any] | None = None, **sett
 
 def read_pandas(
     url: str,
-    query: str,
+    query: str | None = None,
     params: Sequence[Any] | None = None,
     dtype_backend: str | None = None,
     **settings: Any,
@@ -520,7 +534,9 @@ def _arrow_backed(arrow_type: "pyarrow.DataType") -> bool:
     )
 
 
-def read_polars(url: str, query: str, params: Sequence[Any] | None = None, **settings: Any) -> "polars.DataFrame":
+def read_polars(
+    url: str, query: str | None = None, params: Sequence[Any] | None = None, **settings: Any
+) -> "polars.DataFrame":
     """The query's rows as a polars DataFrame, built from the Arrow columns
     without copying where polars can, every value exact.
 

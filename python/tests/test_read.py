@@ -195,3 +195,27 @@ def test_pandas_dtype_backends_are_pandas_own(url):
 def test_an_unknown_dtype_backend_is_refused_before_the_query_runs(url):
     with pytest.raises(sluice.UsageError, match="dtype_backend"):
         sluice.read_pandas(url, "select pg_sleep(30)", dtype_backend="numpy")
+
+
+def test_jobs_read_a_table_or_a_split_query_in_parts_of_one_snapshot(url, schema, sql):
+    sql(f"create table {schema}.parts (id int8 primary key, amount numeric(12,2)); "
+        f"insert into {schema}.parts select g, g / 100.0 from generate_series(1, 20000) g; "
+        f"analyze {schema}.parts")
+    whole = sluice.read_arrow(url, f"select * from {schema}.parts order by id")
+    in_parts = sluice.read_arrow(url, table=f"{schema}.parts", jobs=3)
+    assert in_parts.schema == whole.schema
+    assert in_parts.sort_by("id").equals(whole)
+    parts = sluice.last_stats().part_rows
+    assert len(parts) == 3 and sum(parts) == 20000
+
+    frame = sluice.read_pandas(url, f"select id, amount from {schema}.parts where id > $1", [10],
+                               jobs=2, split_by="id")
+    assert len(frame) == 19990
+    assert sum(frame["amount"]) == decimal.Decimal("2000099.45")
+    polars_frame = sluice.read_polars(url, table=f"{schema}.parts", jobs=2)
+    assert polars_frame.height == 20000
+
+    with pytest.raises(sluice.UsageError, match="table="):
+        sluice.read_arrow(url)
+    with pytest.raises(sluice.Error, match="split-by"):
+        sluice.read_arrow(url, f"select * from {schema}.parts", jobs=2)

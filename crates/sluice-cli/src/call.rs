@@ -200,6 +200,7 @@ async fn call(arguments: &CallArgs, interrupt: &Interrupt) -> Result<u8, Error> 
                 ("succeeded", summary.succeeded),
                 ("failed", summary.failed),
             ],
+            part_rows: Vec::new(),
             rows: summary.calls,
             connect: connected,
             operation: meter.snapshot() - connected,

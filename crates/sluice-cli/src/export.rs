@@ -1,4 +1,6 @@
-//! `sluice export`: one query, streamed to a file or standard output.
+//! `sluice export`: one query (or one table), streamed to a file or standard
+//! output; with `--jobs N`, read in N parts of one snapshot at once
+//! ([`crate::parts`]) and written as one output ([`Interleaved`]).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -6,8 +8,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use sluice_core::connect::ExportOptions;
-use sluice_core::{pump, Error, ErrorKind, Meter, Progress};
+use sluice_core::connect::{Canceller, Export, ExportOptions};
+use sluice_core::interleave::Interleaved;
+use sluice_core::split::{SplitRequest, SplitSource};
+use sluice_core::{pump, Batch, BatchSource, Chunk, Error, ErrorKind, Meter, Progress, Schema};
 use sluice_formats::{
     BytesEncoding, ColumnarOptions, Format, JsonOptions, OutputOptions, ParquetCompression,
 };
@@ -15,6 +19,7 @@ use sluice_formats::{
 use crate::interrupt::Interrupt;
 use crate::machine;
 use crate::output::{BlockingWriter, StagedFile};
+use crate::parts::{open_parts, PartSessions};
 use crate::report::{error_text, exit_code, print_error, ProgressLine, Stats};
 use crate::vocabulary::{query_help, ReadDatabase};
 use crate::wait::WaitArgs;
@@ -25,12 +30,28 @@ pub struct ExportArgs {
     #[command(flatten)]
     database: ReadDatabase,
 
-    #[arg(long, value_name = "SQL", help = query_help())]
-    query: String,
+    #[arg(long, value_name = "SQL", help = query_help(), required_unless_present = "table")]
+    query: Option<String>,
+
+    /// Every row of this table (as SQL names it, optionally schema-qualified)
+    /// instead of --query; with --jobs, cut into ranges of its storage.
+    #[arg(long, value_name = "TABLE", conflicts_with = "query")]
+    table: Option<String>,
+
+    /// Read in N parts at once, each on a connection of its own, all in one
+    /// snapshot (PostgreSQL): the output holds every row once, the parts'
+    /// batches interleaved (rows keep no order; --jobs 1 keeps the query's).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: u16,
+
+    /// With --jobs and --query: the integer column whose value ranges make the
+    /// parts (a --table is cut by its storage unless this names a column).
+    #[arg(long, value_name = "COLUMN", requires = "jobs")]
+    split_by: Option<String>,
 
     /// A value for the next parameter, as text the server converts to the
     /// parameter's type. Repeat for each parameter.
-    #[arg(long = "param", value_name = "VALUE")]
+    #[arg(long = "param", value_name = "VALUE", requires = "query")]
     params: Vec<String>,
 
     /// Output format: ndjson, json, csv, arrow (Arrow IPC stream), arrow-file
@@ -99,6 +120,37 @@ fn parse_compression(text: &str) -> Result<ParquetCompression, String> {
 }
 
 impl ExportArgs {
+    /// The statement the export runs: the query, or every row of the table.
+    fn statement(&self) -> String {
+        match (&self.query, &self.table) {
+            (Some(query), _) => query.clone(),
+            (None, Some(table)) => format!("select * from {table}"),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// What `--jobs` splits: the table by its storage (or `--split-by`), or
+    /// the query by `--split-by`.
+    fn split_request(&self) -> Result<SplitRequest, Error> {
+        let source =
+            match (&self.table, &self.query) {
+                (Some(table), _) => SplitSource::Table(table.clone()),
+                (None, Some(query)) if self.split_by.is_some() => SplitSource::Query {
+                    sql: query.clone(),
+                    params: self.params.iter().cloned().map(Some).collect(),
+                },
+                _ => return Err(Error::config(
+                    "--jobs with --query needs --split-by COLUMN, an integer column whose value \
+                     ranges make the parts (or export a --table, cut by its storage)",
+                )),
+            };
+        Ok(SplitRequest {
+            source,
+            parts: usize::from(self.jobs),
+            split_by: self.split_by.clone(),
+        })
+    }
+
     /// The encoder settings the flags give, once they are checked to fit the
     /// format and the output.
     fn output_options(&self) -> Result<OutputOptions, Error> {
@@ -124,6 +176,9 @@ impl ExportArgs {
     /// Refuses flags of another format, Parquet without `--output`, and
     /// binary output to a terminal.
     fn check_format_flags(&self) -> Result<(), Error> {
+        if self.split_by.is_some() && self.jobs == 1 {
+            return Err(Error::config("--split-by goes with --jobs N (N above 1)"));
+        }
         let parquet_only = self.row_group_rows.is_some() || self.compression.is_some();
         if parquet_only && self.format != Format::Parquet {
             return Err(Error::config(
@@ -192,9 +247,9 @@ pub async fn run(arguments: ExportArgs) -> u8 {
     if machine::enabled() {
         let text = error_text(&error);
         let message = note.map_or(text.clone(), |note| format!("{text}; {note}"));
-        machine::print_error(&error, &message, &arguments.query);
+        machine::print_error(&error, &message, &arguments.statement());
     } else {
-        print_error(&error, &arguments.query, note.as_deref());
+        print_error(&error, &arguments.statement(), note.as_deref());
     }
     exit_code(&error)
 }
@@ -258,7 +313,19 @@ async fn export(
         binary_values: arguments.format.reads_binary_values(),
         ..ExportOptions::default()
     };
-    let mut stream = session.export(arguments.query.clone(), options).await?;
+    let mut stream = if arguments.jobs > 1 {
+        let sessions = PartSessions {
+            source: &*target,
+            meter: &meter,
+            wait: &arguments.wait,
+            interrupt: Some(interrupt),
+        };
+        let request = arguments.split_request()?;
+        let parts = open_parts(session, &sessions, &request, &options).await?;
+        Rows::Parts(Interleaved::start(parts))
+    } else {
+        Rows::One(session.export(arguments.statement(), options).await?)
+    };
     let mut encoder = arguments.format.encoder(output_options);
     let progress = Arc::new(Progress::new());
     let progress_line = ProgressLine::start(progress.clone(), None);
@@ -276,17 +343,17 @@ async fn export(
         Err(error) if error.kind() == ErrorKind::OutputClosed && output_file.is_none() => {
             // The reader has all it wanted (`| head`): stop the server's work and
             // leave quietly, as Unix tools do.
-            let _ = cancel.cancel().await;
-            drop(stream);
+            stream.cancel(&cancel).await;
             return Ok(());
         }
         Err(error) => {
             if error.kind() != ErrorKind::Database {
-                let _ = cancel.cancel().await;
+                stream.cancel(&cancel).await;
             }
             return Err(error);
         }
     };
+    let rows_per_part = stream.rows_per_part();
     stream.close().await;
     if let Some(file) = output_file {
         writer
@@ -297,6 +364,7 @@ async fn export(
     if arguments.stats {
         Stats {
             figures: vec![("rows", summary.rows), ("output bytes", summary.bytes)],
+            part_rows: rows_per_part,
             rows: summary.rows,
             connect: connected,
             operation: meter.snapshot() - connected,
@@ -307,4 +375,60 @@ async fn export(
         .print();
     }
     Ok(())
+}
+
+/// What the export reads: one query, or the parts of a split read.
+enum Rows {
+    One(Box<dyn Export>),
+    Parts(Interleaved),
+}
+
+impl Rows {
+    /// After the last row: ends the sessions cleanly.
+    async fn close(self) {
+        match self {
+            Rows::One(export) => export.close().await,
+            Rows::Parts(parts) => parts.close().await,
+        }
+    }
+
+    /// Stops the server's work: the query is cancelled, or the parts'
+    /// sessions are dropped (each server session ends its query when its
+    /// connection closes).
+    async fn cancel(self, canceller: &std::sync::Arc<dyn Canceller>) {
+        if let Rows::One(_) = self {
+            let _ = canceller.cancel().await;
+        }
+    }
+
+    /// Rows from each part (none for one query).
+    fn rows_per_part(&self) -> Vec<u64> {
+        match self {
+            Rows::One(_) => Vec::new(),
+            Rows::Parts(parts) => parts.rows_per_part().to_vec(),
+        }
+    }
+}
+
+impl BatchSource for Rows {
+    fn schema(&self) -> &Schema {
+        match self {
+            Rows::One(export) => export.schema(),
+            Rows::Parts(parts) => parts.schema(),
+        }
+    }
+
+    async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+        match self {
+            Rows::One(export) => export.next_batch().await,
+            Rows::Parts(parts) => parts.next_batch().await,
+        }
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, Error> {
+        match self {
+            Rows::One(export) => export.next_chunk().await,
+            Rows::Parts(parts) => parts.next_chunk().await,
+        }
+    }
 }

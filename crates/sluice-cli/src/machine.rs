@@ -90,6 +90,7 @@ pub fn print_error(error: &Error, message: &str, sql: &str) {
 /// seconds and peak memory.
 pub fn print_stats(
     figures: &[(&'static str, u64)],
+    part_rows: &[u64],
     round_trips: (u64, u64),
     wire_bytes: (u64, u64),
     elapsed: Duration,
@@ -97,6 +98,9 @@ pub fn print_stats(
     let mut fields = Map::new();
     for (name, value) in figures {
         fields.insert(name.replace(' ', "_"), (*value).into());
+    }
+    if !part_rows.is_empty() {
+        fields.insert("part_rows".into(), part_rows.into());
     }
     let (connecting, operation) = round_trips;
     let (sent, received) = wire_bytes;

@@ -18,6 +18,7 @@ mod interrupt;
 mod lab;
 mod machine;
 mod output;
+mod parts;
 mod proxy;
 #[cfg(test)]
 mod reference;

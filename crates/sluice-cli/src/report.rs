@@ -175,6 +175,9 @@ fn mebibytes(bytes: u64) -> String {
 pub struct Stats {
     /// The operation's own figures (rows, bytes, …), in order.
     pub figures: Vec<(&'static str, u64)>,
+    /// Rows of each part of a split read (`--jobs`), in part order; empty
+    /// for one read.
+    pub part_rows: Vec<u64>,
     /// Rows for the rate.
     pub rows: u64,
     /// Traffic of connecting.
@@ -196,6 +199,7 @@ impl Stats {
         if crate::machine::enabled() {
             crate::machine::print_stats(
                 &self.figures,
+                &self.part_rows,
                 (self.connect.round_trips, self.operation.round_trips),
                 (total.bytes_sent, total.bytes_received),
                 self.elapsed,
@@ -204,6 +208,9 @@ impl Stats {
         }
         for (key, value) in &self.figures {
             err_line!("{key}: {value}");
+        }
+        for (part, rows) in self.part_rows.iter().enumerate() {
+            err_line!("part {} rows: {rows}", part + 1);
         }
         err_line!("round trips: {}", total.round_trips);
         err_line!("round trips connecting: {}", self.connect.round_trips);

@@ -37,6 +37,7 @@ pub mod decode;
 pub mod duration;
 pub mod error;
 pub mod host;
+pub mod interleave;
 pub mod load;
 pub mod meter;
 pub mod pool;

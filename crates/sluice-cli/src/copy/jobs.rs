@@ -27,13 +27,14 @@ use sluice_core::{Error, ErrorKind, Meter, Progress};
 use tokio::task::JoinHandle;
 
 use super::{fill, on, spec_of, CopyArgs, Failure, Plan};
+use crate::parts::PartSessions;
 use crate::report::{ProgressLine, Side};
 use crate::wait::WaitArgs;
 
 /// The parts' exports, started in the snapshot, and the table `--create`
 /// would make of the source.
 pub(super) async fn open_parts(
-    mut coordinator: Box<dyn Session>,
+    coordinator: Box<dyn Session>,
     source: &dyn Target,
     meter: &Meter,
     arguments: &CopyArgs,
@@ -52,32 +53,20 @@ pub(super) async fn open_parts(
         parts: plan.jobs,
         split_by: plan.split_by.clone(),
     };
-    let split = coordinator
-        .split_read(&request)
+    let sessions = PartSessions {
+        source,
+        meter,
+        wait: &arguments.wait,
+        interrupt: None,
+    };
+    let options = ExportOptions {
+        native_values: plan.native,
+        ..ExportOptions::default()
+    };
+    let dialect = coordinator.dialect();
+    let exports = crate::parts::open_parts(coordinator, &sessions, &request, &options)
         .await
         .map_err(on(Side::Source))?;
-    let mut exports = Vec::with_capacity(split.parts.len());
-    for part in split.parts {
-        let mut session = source.connect(meter).await.map_err(on(Side::Source))?;
-        arguments
-            .wait
-            .apply(&mut *session)
-            .map_err(on(Side::Source))?;
-        let options = ExportOptions {
-            params: part.params,
-            snapshot: Some(split.snapshot.clone()),
-            native_values: plan.native,
-            ..ExportOptions::default()
-        };
-        let export = session
-            .export(part.sql, options)
-            .await
-            .map_err(on(Side::Source))?;
-        exports.push(export);
-    }
-    let dialect = coordinator.dialect();
-    // Every part has joined the snapshot: the coordinator may let it go.
-    coordinator.close().await;
     let spec = spec_of(exports[0].schema(), described.as_ref(), dialect);
     Ok((exports, spec))
 }
