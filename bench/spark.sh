@@ -13,6 +13,8 @@
 #   PARTS        the numbers of partitions (default "1 2 4")
 #   PGJDBC_JAR   pgjdbc (default /usr/share/java/postgresql.jar, Debian's
 #                libpostgresql-jdbc-java); java (17 or later) must be on PATH
+#   TIMING=0     skip the timing: the consistency run alone
+#   ACCOUNTS (100000), READS (5)   the consistency run's table and reads
 #
 # What it does:
 #   1. makes sure payment_events holds ROWS rows, builds sluice (release) and
@@ -24,8 +26,12 @@
 #   3. in ONE Spark session (local[4]; its start is not timed), times the
 #      actions count() and sum(amount) alone, REPS interleaved repetitions of
 #      each reader and partition count, every result checked against psql's;
-#   4. prints a Markdown table of the medians and writes
-#      bench/results/spark-<rows>-<date>.md.
+#   4. while a writer commits transfers between the accounts of
+#      bench_accounts, reads it READS times with each reader in 4 partitions
+#      and records the totals (a consistent read always totals 100 × ACCOUNTS);
+#   5. prints Markdown tables of the medians and the totals and writes
+#      bench/results/spark-<rows>-<date>.md (TIMING=0:
+#      bench/results/spark-consistency-<date>.md).
 
 set -euo pipefail
 
@@ -36,8 +42,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=lib/payment_events.sh
 source "$BENCH/lib/payment_events.sh"
 PARTS=${PARTS:-1 2 4}
+TIMING=${TIMING:-1}           # TIMING=0: the consistency run alone
+ACCOUNTS=${ACCOUNTS:-100000}  # accounts of the consistency run
+READS=${READS:-5}             # reads of each reader while the writer runs
 PGJDBC_JAR=${PGJDBC_JAR:-/usr/share/java/postgresql.jar}
-require_positive_integers ROWS REPS
+require_positive_integers ROWS REPS ACCOUNTS READS
 
 command -v java >/dev/null || { echo "java is required: apt-get install openjdk-17-jre-headless" >&2; exit 2; }
 [[ -f $PGJDBC_JAR ]] || { echo "no pgjdbc at $PGJDBC_JAR: apt-get install libpostgresql-jdbc-java (or set PGJDBC_JAR)" >&2; exit 2; }
@@ -62,6 +71,8 @@ table = "payment_events"
 [queries.payment_amounts]
 sql = "select id, amount from payment_events"
 split_by = "id"
+[queries.accounts]
+table = "bench_accounts"
 [flight]
 listen = "127.0.0.1:0"
 TOML
@@ -100,13 +111,60 @@ PY
 read -r EXPECTED_COUNT EXPECTED_SUM < <(pg -F ' ' -c "select count(*), sum(amount) from payment_events")
 export EXPECTED_COUNT EXPECTED_SUM PGJDBC_JAR
 export PYSPARK_PYTHON="$PY" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-log "one Spark session: count() and sum(amount), $REPS repetitions of partitions $PARTS"
-"$PY" "$BENCH/spark_read.py" "$LOCATION" "$JDBC_URL" "$ROWS" "$REPS" "$PARTS" "$WORK"
+if (( TIMING )); then
+    log "one Spark session: count() and sum(amount), $REPS repetitions of partitions $PARTS"
+    "$PY" "$BENCH/spark_read.py" "$LOCATION" "$JDBC_URL" "$ROWS" "$REPS" "$PARTS" "$WORK"
+fi
+
+# Consistency: READS reads of bench_accounts by each reader while transfers commit.
+pg -c "drop table if exists bench_accounts, bench_stop;
+       create table bench_accounts (id int8 primary key, balance int8 not null);
+       insert into bench_accounts select g, 100 from generate_series(1, $ACCOUNTS) g;
+       create table bench_stop (now bool); analyze bench_accounts"
+pg -c "do \$\$ declare i int8 := 0; begin
+         loop
+           i := i + 1;
+           update bench_accounts set balance = balance - 1 where id = (i * 7919) % $ACCOUNTS + 1;
+           update bench_accounts set balance = balance + 1 where id = (i * 104729) % $ACCOUNTS + 1;
+           commit;
+           exit when exists (select 1 from bench_stop);
+         end loop; end \$\$" &
+WRITER_PID=$!
+log "consistency: $READS reads of bench_accounts by each reader while transfers commit"
+(cd "$BENCH" && "$PY" spark_consistency.py "$LOCATION" "$JDBC_URL" "$ACCOUNTS" "$READS" "$WORK/consistency.out")
+pg -c "insert into bench_stop values (true)"
+wait "$WRITER_PID"
+TRANSFERS=$(pg -c "select count(*) from bench_accounts where balance <> 100")
+pg -c "drop table bench_accounts, bench_stop"
+
+# consistency_section: the totals each reader saw, against the one a consistent read sees.
+consistency_section() {
+    local expected=$(( ACCOUNTS * 100 ))
+    echo "## Under concurrent writes"
+    echo
+    echo "$(fmt_int "$ACCOUNTS") accounts of 100 each (every consistent read totals $(fmt_int "$expected")), read $READS times by each reader in 4 partitions while a writer commits transfers between them ($(fmt_int "$TRANSFERS") accounts had moved from 100 by the end)."
+    echo
+    echo "| reader | reads | reads totalling $(fmt_int "$expected") | totals seen |"
+    echo "|---|---:|---:|---|"
+    for reader in jdbc sluice; do
+        awk -v r="$reader" -v want="$expected" -v label="$([[ $reader == jdbc ]] && echo "Spark's JDBC reader (a query per partition)" || echo "sluice.spark (one snapshot)")" '
+            $1 == r { n++; if ($3 == want) ok++; seen = seen (seen ? ", " : "") $3 }
+            END { printf "| %s | %d | %d | %s |\n", label, n, ok, seen }' "$WORK/consistency.out"
+    done
+    echo
+}
 
 REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
+(( TIMING )) || REPORT="$RESULTS/spark-consistency-$(date -u +%F).md"
 {
     echo "# Spark: sluice.spark over Arrow Flight against Spark's JDBC reader"
     echo
+    if (( ! TIMING )); then
+        consistency_section
+        machine_section --load-average
+        reproduce_section spark.sh "TIMING=0 ACCOUNTS=$ACCOUNTS READS=$READS"
+        exit 0
+    fi
     echo "$(fmt_int "$ROWS") rows of payment_events; each Spark action timed alone (its planning, reads and aggregation, not Spark's start) in one local[4] session, median of $REPS interleaved runs, $(date -u '+%F %H:%M UTC')."
     echo
     echo "| partitions | action | sluice.spark, whole table, s | sluice.spark, \`select id, amount\`, s | JDBC (pgjdbc $PGJDBC_VERSION), s | whole table ÷ JDBC | \`id, amount\` ÷ JDBC |"
@@ -130,6 +188,7 @@ REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
     echo
     echo "Spark: PySpark $(peer_version pyspark) on $(java -version 2>&1 | head -n 1), pgjdbc $PGJDBC_VERSION ($PGJDBC_JAR)."
     echo
+    consistency_section
     machine_section --load-average
     reproduce_section spark.sh "ROWS=$ROWS REPS=$REPS PARTS=\"$PARTS\""
     echo

@@ -1,11 +1,16 @@
 """Fixtures of the Python package's tests: the PostgreSQL to test against
 (SLUICE_TEST_PG_URL; python/tests/run.sh starts one when it is not set), SQL run
-with psql beside the code under test, and a schema of each test's own so tests
-run in parallel."""
+with psql beside the code under test, a schema of each test's own so tests
+run in parallel, and `sluice serve` with Arrow Flight for the Flight, Spark and
+Dask tests."""
 
 import os
+import re
 import subprocess
+import threading
+import time
 import uuid
+from contextlib import contextmanager
 
 import pytest
 
@@ -54,3 +59,31 @@ def running(url: str, marker: str) -> int:
             f"and state = 'active' and query like '%{marker}%'",
         )
     )
+
+
+@contextmanager
+def flight_server(config_text, directory):
+    """`sluice serve` with the given configuration (which has a `[flight]`
+    section); yields its grpc:// location, and stops it afterwards."""
+    config = directory / "sluice.toml"
+    config.write_text(config_text)
+    process = subprocess.Popen(
+        [os.environ["SLUICE_BIN"], "serve", "--config", str(config)], stderr=subprocess.PIPE, text=True
+    )
+    location = None
+    deadline = time.monotonic() + 30
+    while location is None and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        found = re.search(r"Arrow Flight on (grpc://\S+),", line)
+        location = found.group(1) if found else None
+    # Keep reading its log so the server never blocks on a full pipe.
+    threading.Thread(target=process.stderr.read, daemon=True).start()
+    try:
+        if location is None:
+            pytest.fail("sluice serve did not say where Flight listens")
+        yield location
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

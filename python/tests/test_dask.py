@@ -4,19 +4,13 @@ groupby sums on the threaded scheduler and on a distributed LocalCluster of
 two worker processes, compute() twice on one DataFrame, ad-hoc SQL, a
 released plan and a wrong token as clear errors."""
 
-import os
-import re
-import subprocess
-import threading
-import time
 import uuid
-from contextlib import contextmanager
 from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from conftest import psql
+from conftest import flight_server, psql
 
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
@@ -27,33 +21,6 @@ import sluice.dask  # noqa: E402
 
 TOKEN = "dask-test-token-0123456789"
 ROWS = 40000
-
-
-@contextmanager
-def flight_server(config_text, directory):
-    """`sluice serve` with the given configuration; yields its grpc:// location."""
-    config = directory / "sluice.toml"
-    config.write_text(config_text)
-    process = subprocess.Popen(
-        [os.environ["SLUICE_BIN"], "serve", "--config", str(config)], stderr=subprocess.PIPE, text=True
-    )
-    location = None
-    deadline = time.monotonic() + 30
-    while location is None and time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        found = re.search(r"Arrow Flight on (grpc://\S+),", line)
-        location = found.group(1) if found else None
-    # Keep reading its log so the server never blocks on a full pipe.
-    threading.Thread(target=process.stderr.read, daemon=True).start()
-    try:
-        if location is None:
-            pytest.fail("sluice serve did not say where Flight listens")
-        yield location
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

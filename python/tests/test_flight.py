@@ -5,11 +5,6 @@ while writes run, and clear Flight errors come back for bad tickets."""
 
 import datetime
 import decimal
-import os
-import re
-import subprocess
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,6 +13,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+
+from conftest import flight_server
 
 TOKEN = "flight-test-token-0123456789"
 
@@ -47,8 +44,7 @@ def reader_url(url, schema, items, sql):
 @pytest.fixture
 def server(url, reader_url, items, tmp_path):
     """`sluice serve` with Flight on a free port; yields its grpc:// location."""
-    config = tmp_path / "sluice.toml"
-    config.write_text(
+    text = (
         f"""
 [server]
 listen = "127.0.0.1:0"
@@ -76,28 +72,8 @@ listen = "127.0.0.1:0"
 partitions = 4
 """
     )
-    process = subprocess.Popen(
-        [os.environ["SLUICE_BIN"], "serve", "--config", str(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    location = None
-    deadline = time.monotonic() + 30
-    while location is None and time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        found = re.search(r"Arrow Flight on (grpc://\S+),", line)
-        if found:
-            location = found.group(1)
-    # Keep reading its log so the server never blocks on a full pipe.
-    threading.Thread(target=process.stderr.read, daemon=True).start()
-    if location is None:
-        process.kill()
-        pytest.fail("sluice serve did not say where Flight listens")
-    yield location
-    process.terminate()
-    process.wait(timeout=30)
+    with flight_server(text, tmp_path) as location:
+        yield location
 
 
 def options():

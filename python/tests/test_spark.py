@@ -8,19 +8,14 @@ One Spark session and one served table for the module: starting Spark is
 slow. `local[2,2]` lets a failed task be tried once more."""
 
 import os
-import re
-import subprocess
 import sys
-import threading
-import time
 import uuid
-from contextlib import contextmanager
 from decimal import Decimal
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from conftest import psql
+from conftest import flight_server, psql
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark import TaskContext  # noqa: E402
@@ -40,33 +35,6 @@ import sluice.spark  # noqa: E402
 
 TOKEN = "spark-test-token-0123456789"
 ROWS = 60000
-
-
-@contextmanager
-def flight_server(config_text, directory):
-    """`sluice serve` with the given configuration; yields its grpc:// location."""
-    config = directory / "sluice.toml"
-    config.write_text(config_text)
-    process = subprocess.Popen(
-        [os.environ["SLUICE_BIN"], "serve", "--config", str(config)], stderr=subprocess.PIPE, text=True
-    )
-    location = None
-    deadline = time.monotonic() + 30
-    while location is None and time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        found = re.search(r"Arrow Flight on (grpc://\S+),", line)
-        location = found.group(1) if found else None
-    # Keep reading its log so the server never blocks on a full pipe.
-    threading.Thread(target=process.stderr.read, daemon=True).start()
-    try:
-        if location is None:
-            pytest.fail("sluice serve did not say where Flight listens")
-        yield location
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -181,21 +181,6 @@ fn a_failing_part_leaves_no_file() {
             "--format",
             "parquet",
             "--output",
-        ],
-    );
-    // `--output` without its value is refused by the parser before anything runs.
-    assert_exit(&output, 2);
-    let output = export(
-        db.url(),
-        "select id, 1 / (id - 45000) as x from items",
-        &[
-            "--split-by",
-            "id",
-            "--jobs",
-            "3",
-            "--format",
-            "parquet",
-            "--output",
             path.to_str().unwrap(),
         ],
     );

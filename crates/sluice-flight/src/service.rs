@@ -277,32 +277,27 @@ impl Service {
         metadata: &tonic::metadata::MetadataMap,
         body: &[u8],
     ) -> Result<arrow_flight::Result, Status> {
-        let state = self.live.state();
-        let mut context = self.sql_context(&state);
-        let created = Service::admit_statement(&state, metadata, &mut context)
-            .map_err(to_status)
-            .and_then(|_| {
-                let request: CreateRequest = unpack(body, "ActionCreatePreparedStatementRequest")?;
-                if request.transaction_id.is_some() {
-                    return Err(Status::invalid_argument(
-                        "transactions are not served: each statement runs in its own read-only one",
-                    ));
-                }
-                let prepared = Prepared {
-                    statement: request.query,
-                    values: Vec::new(),
-                };
-                let result = CreateResult {
-                    prepared_statement_handle: prepared.handle(&self.key),
-                    dataset_schema: bytes::Bytes::new(),
-                    parameter_schema: bytes::Bytes::new(),
-                };
-                let any = Any::pack("ActionCreatePreparedStatementResult", &result);
-                Ok(arrow_flight::Result {
-                    body: any.encode_to_vec().into(),
-                })
-            });
-        finish(&context, created, 0)
+        self.admitted_sql_call(metadata, || {
+            let request: CreateRequest = unpack(body, "ActionCreatePreparedStatementRequest")?;
+            if request.transaction_id.is_some() {
+                return Err(Status::invalid_argument(
+                    "transactions are not served: each statement runs in its own read-only one",
+                ));
+            }
+            let prepared = Prepared {
+                statement: request.query,
+                values: Vec::new(),
+            };
+            let result = CreateResult {
+                prepared_statement_handle: prepared.handle(&self.key),
+                dataset_schema: bytes::Bytes::new(),
+                parameter_schema: bytes::Bytes::new(),
+            };
+            let any = Any::pack("ActionCreatePreparedStatementResult", &result);
+            Ok(arrow_flight::Result {
+                body: any.encode_to_vec().into(),
+            })
+        })
     }
 
     /// `ClosePreparedStatement`: nothing is held, but the handle must be one
@@ -312,19 +307,29 @@ impl Service {
         metadata: &tonic::metadata::MetadataMap,
         body: &[u8],
     ) -> Result<arrow_flight::Result, Status> {
+        self.admitted_sql_call(metadata, || {
+            let request: CloseRequest = unpack(body, "ActionClosePreparedStatementRequest")?;
+            Prepared::open(&self.key, &request.prepared_statement_handle)
+                .map_err(unknown_handle)?;
+            Ok(arrow_flight::Result {
+                body: bytes::Bytes::new(),
+            })
+        })
+    }
+
+    /// A Flight SQL call that reaches no database: `answer` runs once the
+    /// token is admitted as ad-hoc SQL, and the call is logged.
+    fn admitted_sql_call<T>(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        answer: impl FnOnce() -> Result<T, Status>,
+    ) -> Result<T, Status> {
         let state = self.live.state();
         let mut context = self.sql_context(&state);
-        let closed = Service::admit_statement(&state, metadata, &mut context)
+        let answered = Service::admit_statement(&state, metadata, &mut context)
             .map_err(to_status)
-            .and_then(|_| {
-                let request: CloseRequest = unpack(body, "ActionClosePreparedStatementRequest")?;
-                Prepared::open(&self.key, &request.prepared_statement_handle)
-                    .map_err(unknown_handle)?;
-                Ok(arrow_flight::Result {
-                    body: bytes::Bytes::new(),
-                })
-            });
-        finish(&context, closed, 0)
+            .and_then(|_| answer());
+        finish(&context, answered, 0)
     }
 
     /// `DoPut` of a prepared statement's parameters: one row of them, answered

@@ -560,20 +560,27 @@ fn statement_query(sql: &str) -> FlightDescriptor {
     FlightDescriptor::new_cmd(any.encode_to_vec())
 }
 
-#[tokio::test]
-async fn flight_sql_statements_run_as_post_sql_does() {
-    let db = TestDb::new();
-    items(&db, 100);
+/// A server over 100 `items` whose `[sql]` runs as a login that may only
+/// read them, with the token `analyst-token-0123456789` of scope `sql`, `rest`
+/// and `[flight]` with `flight`.
+async fn ad_hoc_server(db: &TestDb, rest: &str, flight: &str) -> Server {
+    items(db, 100);
     let role = db.create_role("flight_reader");
     db.execute(&format!("grant select on items to {}", role.name));
     let rest = format!(
         "[databases.adhoc]\nurl = {}\n[sql]\ndatabase = \"adhoc\"\n\
-         [queries.items]\ndatabase = \"main\"\ntable = \"items\"\n\
-         [[tokens]]\nname = \"analyst\"\ntoken = \"analyst-token-0123456789\"\nqueries = [\"*\"]\nscopes = [\"sql\"]\n\
-         [[tokens]]\nname = \"reader\"\ntoken = \"reader-token-0123456789\"\nqueries = [\"*\"]\n",
+         [[tokens]]\nname = \"analyst\"\ntoken = \"analyst-token-0123456789\"\nqueries = [\"*\"]\nscopes = [\"sql\"]\n{rest}",
         quoted(&role.url)
     );
-    let server = start(config(db.url(), &rest, "")).await;
+    start(config(db.url(), &rest, flight)).await
+}
+
+#[tokio::test]
+async fn flight_sql_statements_run_as_post_sql_does() {
+    let db = TestDb::new();
+    let rest = "[queries.items]\ndatabase = \"main\"\ntable = \"items\"\n\
+         [[tokens]]\nname = \"reader\"\ntoken = \"reader-token-0123456789\"\nqueries = [\"*\"]\n";
+    let server = ad_hoc_server(&db, rest, "").await;
     let mut analyst = client(server.address, Some("analyst-token-0123456789")).await;
     let info = analyst
         .get_flight_info(statement_query("select id, v from items where id <= 7"))
@@ -686,15 +693,7 @@ async fn one_token_cannot_take_every_plan_nor_a_database_more_than_its_pool() {
 #[tokio::test]
 async fn numeric_scale_gives_undeclared_decimals_a_scale_and_refuses_rounding() {
     let db = TestDb::new();
-    items(&db, 100);
-    let role = db.create_role("flight_scale");
-    db.execute(&format!("grant select on items to {}", role.name));
-    let rest = format!(
-        "[databases.adhoc]\nurl = {}\n[sql]\ndatabase = \"adhoc\"\n\
-         [[tokens]]\nname = \"analyst\"\ntoken = \"analyst-token-0123456789\"\nqueries = [\"*\"]\nscopes = [\"sql\"]\n",
-        quoted(&role.url)
-    );
-    let server = start(config(db.url(), &rest, "numeric_scale = 2")).await;
+    let server = ad_hoc_server(&db, "", "numeric_scale = 2").await;
     let mut analyst = client(server.address, Some("analyst-token-0123456789")).await;
     let info = analyst
         .get_flight_info(statement_query(
