@@ -59,6 +59,12 @@ ensure_tables
 build_sluice
 ensure_peer_venv "$SPARK_VENV" "pyspark, pyarrow.flight, pandas" "${PEER_PINS[@]}"
 
+# The consistency run's accounts (the server's start-up checks prepare its query).
+pg -c "drop table if exists bench_accounts, bench_stop;
+       create table bench_accounts (id int8 primary key, balance int8 not null);
+       insert into bench_accounts select g, 100 from generate_series(1, $ACCOUNTS) g;
+       create table bench_stop (now bool); analyze bench_accounts"
+
 CONFIG="$WORK/sluice.toml"
 cat >"$CONFIG" <<TOML
 [server]
@@ -117,10 +123,6 @@ if (( TIMING )); then
 fi
 
 # Consistency: READS reads of bench_accounts by each reader while transfers commit.
-pg -c "drop table if exists bench_accounts, bench_stop;
-       create table bench_accounts (id int8 primary key, balance int8 not null);
-       insert into bench_accounts select g, 100 from generate_series(1, $ACCOUNTS) g;
-       create table bench_stop (now bool); analyze bench_accounts"
 pg -c "do \$\$ declare i int8 := 0; begin
          loop
            i := i + 1;
