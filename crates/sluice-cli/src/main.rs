@@ -49,6 +49,49 @@ pub mod exit {
     pub const FINDINGS: u8 = 6;
     /// Interrupted by Ctrl-C (128 + SIGINT).
     pub const INTERRUPTED: u8 = 130;
+
+    /// Every exit code and what it means to a user: the book's table of exit
+    /// codes is made from this (a test keeps docs/src/errors.md current).
+    pub const MEANINGS: [(u8, &str); 8] = [
+        (0, "success, or the reader closed the output early (`| head`)"),
+        (
+            DATABASE,
+            "the database reported an error for the statement (bad SQL, wrong parameter type, \
+             division by zero mid-stream, a row the table refuses on import, …)",
+        ),
+        (
+            USAGE,
+            "invalid arguments or connection settings (unparseable URL, wrong number of \
+             `--param` values), or a command the database cannot serve (`sluice import` into a \
+             SQLite file, `--jobs` above 1 on MariaDB)",
+        ),
+        (
+            CONNECTION,
+            "the server could not be reached, refused the login, broke the protocol (e.g. asked \
+             for a local file sluice did not offer), or went away (including a session it ended \
+             with a `FATAL` error, e.g. `pg_terminate_backend` or a shutdown, a connection cut or \
+             reset mid-way, and a server silent for longer than `--timeout`)",
+        ),
+        (
+            IO,
+            "reading or writing a file failed (including an input cut off mid-way)",
+        ),
+        (
+            BAD_INPUT,
+            "import: the input holds a bad record (malformed JSON, unknown key, invalid UTF-8, \
+             line too long) and `--on-error` is `abort`, or its CSV header does not name the \
+             columns it must (`--columns`, `--header match`)",
+        ),
+        (
+            FINDINGS,
+            "`sluice proxy --fail-on`: the traffic showed a finding of a listed kind ([Findings \
+             as data](proxy.md#findings-as-data-and---fail-on))",
+        ),
+        (
+            INTERRUPTED,
+            "interrupted with Ctrl-C (the query was cancelled)",
+        ),
+    ];
 }
 
 #[derive(Parser)]

@@ -1,9 +1,10 @@
 //! The command reference of the book (`docs/src/commands.md`),
 //! generated from the one clap definition of the commands: every command's
-//! `--help`. Tests fail when the checked-in page is stale (`SLUICE_BLESS=1
-//! cargo test -p sluice-cli --bin sluice reference` writes it anew), and when
-//! a `sluice …` command line in README.md or the book does not parse — an
-//! example with a flag that no longer exists cannot ship.
+//! `--help`; and the table of exit codes in `docs/src/errors.md`, from
+//! [`crate::exit::MEANINGS`]. Tests fail when the checked-in pages are stale
+//! (`SLUICE_BLESS=1 cargo test -p sluice-cli --bin sluice reference` writes
+//! them anew), and when a `sluice …` command line in README.md or the book
+//! does not parse — an example with a flag that no longer exists cannot ship.
 
 use clap::CommandFactory;
 
@@ -35,6 +36,29 @@ pub fn commands_page() -> String {
         page.push_str(&section(&name, sub));
     }
     page
+}
+
+/// The lines that open and close the generated table in `errors.md`.
+const EXIT_CODES_BEGIN: &str = "<!-- exit codes: made from exit::MEANINGS (crates/sluice-cli/src/main.rs) -->";
+const EXIT_CODES_END: &str = "<!-- end of exit codes -->";
+
+/// The table of exit codes, between its markers.
+pub fn exit_codes_table() -> String {
+    let mut table = format!("{EXIT_CODES_BEGIN}\n| exit code | meaning |\n|---|---|\n");
+    for (code, meaning) in crate::exit::MEANINGS {
+        // A pipe inside a table cell ends the cell unless escaped.
+        table.push_str(&format!("| {code} | {} |\n", meaning.replace('|', "\\|")));
+    }
+    table.push_str(EXIT_CODES_END);
+    table
+}
+
+/// `page` with the exit-code table between its markers replaced by
+/// [`exit_codes_table`]; `None` when the markers are missing.
+pub fn with_exit_codes(page: &str) -> Option<String> {
+    let start = page.find(EXIT_CODES_BEGIN)?;
+    let end = page[start..].find(EXIT_CODES_END)? + start + EXIT_CODES_END.len();
+    Some(format!("{}{}{}", &page[..start], exit_codes_table(), &page[end..]))
 }
 
 fn section(name: &str, command: &mut clap::Command) -> String {
@@ -70,6 +94,22 @@ mod tests {
         assert!(
             current == page,
             "{} is stale: run SLUICE_BLESS=1 cargo test -p sluice-cli --bin sluice reference",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn the_exit_code_table_is_current() {
+        let path = root().join("docs/src/errors.md");
+        let read = || std::fs::read_to_string(&path).unwrap();
+        let page = with_exit_codes(&read()).expect("errors.md has the exit-code markers");
+        if std::env::var_os("SLUICE_BLESS").is_some() {
+            std::fs::write(&path, &page).unwrap();
+        }
+        let current = read();
+        assert!(
+            current == page,
+            "{}'s exit codes are stale: run SLUICE_BLESS=1 cargo test -p sluice-cli --bin sluice reference",
             path.display()
         );
     }
