@@ -62,11 +62,24 @@ def running(url: str, marker: str) -> int:
 
 
 @contextmanager
-def flight_server(config_text, directory):
-    """`sluice serve` with the given configuration (which has a `[flight]`
-    section); yields its grpc:// location, and stops it afterwards."""
+def flight_server(config_text, directory, token):
+    """`sluice serve` with the given configuration, the token `token` (named
+    analyst, every query, scope sql) and Flight in 4 parts; yields its grpc://
+    location, and stops it afterwards."""
     config = directory / "sluice.toml"
-    config.write_text(config_text)
+    config.write_text(
+        config_text
+        + f"""
+[[tokens]]
+name = "analyst"
+token = "{token}"
+queries = ["*"]
+scopes = ["sql"]
+[flight]
+listen = "127.0.0.1:0"
+partitions = 4
+"""
+    )
     process = subprocess.Popen(
         [os.environ["SLUICE_BIN"], "serve", "--config", str(config)], stderr=subprocess.PIPE, text=True
     )

@@ -65,16 +65,8 @@ database = "adhoc"
 [queries.payments]
 database = "main"
 table = "{table}"
-[[tokens]]
-name = "analyst"
-token = "{TOKEN}"
-queries = ["*"]
-scopes = ["sql"]
-[flight]
-listen = "127.0.0.1:0"
-partitions = 4
 """
-    with flight_server(config, tmp_path_factory.mktemp("dask-serve")) as location:
+    with flight_server(config, tmp_path_factory.mktemp("dask-serve"), TOKEN) as location:
         yield location
 
 

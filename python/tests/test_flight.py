@@ -62,17 +62,9 @@ database = "main"
 sql = "select id, v from {items} where v >= $1"
 params = [{{ name = "min", type = "bigint", required = true }}]
 split_by = "id"
-[[tokens]]
-name = "analyst"
-token = "{TOKEN}"
-queries = ["*"]
-scopes = ["sql"]
-[flight]
-listen = "127.0.0.1:0"
-partitions = 4
 """
     )
-    with flight_server(text, tmp_path) as location:
+    with flight_server(text, tmp_path, TOKEN) as location:
         yield location
 
 

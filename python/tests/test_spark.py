@@ -92,16 +92,8 @@ split_by = "id"
 [queries.clock]
 database = "main"
 sql = "select time '12:30' as at"
-[[tokens]]
-name = "analyst"
-token = "{TOKEN}"
-queries = ["*"]
-scopes = ["sql"]
-[flight]
-listen = "127.0.0.1:0"
-partitions = 4
 """
-    with flight_server(config, tmp_path_factory.mktemp("spark-serve")) as location:
+    with flight_server(config, tmp_path_factory.mktemp("spark-serve"), TOKEN) as location:
         yield location
 
 
