@@ -53,7 +53,10 @@ pub mod exit {
     /// Every exit code and what it means to a user: the book's table of exit
     /// codes is made from this (a test keeps docs/src/errors.md current).
     pub const MEANINGS: [(u8, &str); 8] = [
-        (0, "success, or the reader closed the output early (`| head`)"),
+        (
+            0,
+            "success, or the reader closed the output early (`| head`)",
+        ),
         (
             DATABASE,
             "the database reported an error for the statement (bad SQL, wrong parameter type, \

@@ -39,7 +39,8 @@ pub fn commands_page() -> String {
 }
 
 /// The lines that open and close the generated table in `errors.md`.
-const EXIT_CODES_BEGIN: &str = "<!-- exit codes: made from exit::MEANINGS (crates/sluice-cli/src/main.rs) -->";
+const EXIT_CODES_BEGIN: &str =
+    "<!-- exit codes: made from exit::MEANINGS (crates/sluice-cli/src/main.rs) -->";
 const EXIT_CODES_END: &str = "<!-- end of exit codes -->";
 
 /// The table of exit codes, between its markers.
@@ -58,7 +59,12 @@ pub fn exit_codes_table() -> String {
 pub fn with_exit_codes(page: &str) -> Option<String> {
     let start = page.find(EXIT_CODES_BEGIN)?;
     let end = page[start..].find(EXIT_CODES_END)? + start + EXIT_CODES_END.len();
-    Some(format!("{}{}{}", &page[..start], exit_codes_table(), &page[end..]))
+    Some(format!(
+        "{}{}{}",
+        &page[..start],
+        exit_codes_table(),
+        &page[end..]
+    ))
 }
 
 fn section(name: &str, command: &mut clap::Command) -> String {
