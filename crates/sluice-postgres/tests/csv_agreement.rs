@@ -3,6 +3,11 @@
 //! and empty string apart), or both refuse it. The text is drawn from the
 //! characters CSV gives meaning to, so quoting, line breaks inside quotes,
 //! `\r\n`, the end-of-data marker `\.` and short and long records all come up.
+//!
+//! One difference is meant: a line `\.` inside a quoted field is data to sluice
+//! (as RFC 4180 reads it), while PostgreSQL 15 takes it for the end of the data
+//! and refuses the field left open. Such inputs are left out of the
+//! comparison and pinned by a test of their own; anywhere else the two agree.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -101,6 +106,49 @@ proptest! {
         let db = TestDb::new();
         let ours = sluice_rows(text.as_bytes());
         let theirs = postgres_rows(&db, text.as_bytes());
-        prop_assert_eq!(ours, theirs, "input {:?}", text);
+        // Where PostgreSQL stopped at a marker inside quotes, sluice read on
+        // (the test below pins what it makes); elsewhere they agree.
+        if !(theirs.is_none() && marker_inside_quotes(&text)) {
+            prop_assert_eq!(ours, theirs, "input {:?}", text);
+        }
     }
+}
+
+/// Whether a line of `text` that is exactly `\.` lies inside a quoted field
+/// (a quote opens and closes a field; `""` inside one is an escaped quote,
+/// which toggling twice reads the same).
+fn marker_inside_quotes(text: &str) -> bool {
+    let mut quoted = false;
+    let mut line_start = true;
+    let bytes = text.as_bytes();
+    for (index, &byte) in bytes.iter().enumerate() {
+        if line_start && quoted && bytes[index..].starts_with(b"\\.") {
+            let after = &bytes[index + 2..];
+            if after.is_empty() || after[0] == b'\n' || after[0] == b'\r' {
+                return true;
+            }
+        }
+        line_start = byte == b'\n' || byte == b'\r';
+        if byte == b'"' {
+            quoted = !quoted;
+        }
+    }
+    false
+}
+
+#[test]
+fn a_marker_line_inside_quotes_is_data_to_sluice_and_the_end_to_postgresql() {
+    let db = TestDb::new();
+    let text = "\"\n\\.\n\",,\"\"";
+    assert!(marker_inside_quotes(text));
+    assert!(!marker_inside_quotes("a\n\\.\nb"));
+    assert_eq!(
+        sluice_rows(text.as_bytes()),
+        Some(vec![vec![
+            Value::String("\n\\.\n".into()),
+            Value::Null,
+            Value::String(String::new())
+        ]])
+    );
+    assert_eq!(postgres_rows(&db, text.as_bytes()), None);
 }
