@@ -69,6 +69,10 @@ pub enum DbCause {
     /// The server cannot serve now: its connection, its resources, an
     /// operator (classes `08`, `53`, `57`).
     Unavailable,
+    /// The snapshot a part of a split read was to join is no longer held (its
+    /// coordinating session ended): the read must be planned again. Set by
+    /// the driver that joins the snapshot, which alone knows the statement.
+    SnapshotGone,
 }
 
 impl DbCause {
@@ -258,6 +262,16 @@ impl Error {
             if said {
                 self.message = db.to_string();
             }
+        }
+        self
+    }
+
+    /// The same error, its database error filed under `cause`: for a driver
+    /// that knows more of what a code means where it ran the statement than
+    /// the code alone says.
+    pub fn with_db_cause(mut self, cause: DbCause) -> Error {
+        if let Some(db) = self.db.as_deref_mut() {
+            db.cause = cause;
         }
         self
     }

@@ -536,8 +536,8 @@ fn finish<T>(context: &RequestContext, result: Result<T, Status>, rows: u64) -> 
 /// words.
 fn start_failed(error: GatewayError, in_snapshot: bool) -> Status {
     if let (GatewayError::Database { error, .. }, true) = (&error, in_snapshot) {
-        // 22023 invalid_parameter_value: "invalid snapshot identifier".
-        if error.code() == Some("22023") && error.to_string().contains("snapshot") {
+        let cause = error.as_db_error().map(|db| db.cause);
+        if cause == Some(sluice_core::DbCause::SnapshotGone) {
             return Status::failed_precondition(
                 "the plan's snapshot is no longer held (the plan was released, timed out, or \
                  gave its place to a newer plan after every part had been read): ask for a new \

@@ -263,7 +263,8 @@ fn database_class(error: &Error, ad_hoc: bool) -> Class {
         // A named query that writes, run by a token without scope `write`.
         DbCause::ReadOnly => Class::Forbidden,
         DbCause::StatementTimeout => Class::TimedOut,
-        DbCause::Unavailable | DbCause::LostRace => Class::Unavailable,
+        // Plan again: the snapshot the part was to read is gone.
+        DbCause::Unavailable | DbCause::LostRace | DbCause::SnapshotGone => Class::Unavailable,
         DbCause::Statement | DbCause::TransactionState | DbCause::Other => Class::Internal,
     }
 }

@@ -187,7 +187,7 @@ impl PostgresDatabase {
                 connection
                     .simple_command(&setup)
                     .await
-                    .map_err(StartError::classify)?;
+                    .map_err(|error| StartError::classify(snapshot_gone(error)))?;
             }
         }
         let meter = connection.meter().clone();
@@ -360,6 +360,16 @@ fn ad_hoc_setup(statement_timeout: Option<Duration>, role: Option<&str>) -> Stri
     }
     sql.push_str(&QUERY);
     sql
+}
+
+/// `SET TRANSACTION SNAPSHOT` refuses a snapshot no session exports any more
+/// with 22023 (invalid_parameter_value): for the caller, the plan is gone,
+/// not the request's data at fault.
+fn snapshot_gone(error: Error) -> Error {
+    match error.code() {
+        Some("22023") => error.with_db_cause(sluice_core::DbCause::SnapshotGone),
+        _ => error,
+    }
 }
 
 /// The statements that open a part's transaction in `snapshot`, with its
