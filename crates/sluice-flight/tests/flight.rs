@@ -609,18 +609,11 @@ async fn flight_sql_statements_run_as_post_sql_does() {
     assert!(status.message().contains("read-only"), "{status:?}");
     // A data error met while streaming is the client's (INVALID_ARGUMENT,
     // 400 over HTTP), not the server's (INTERNAL).
-    let info = analyst
-        .get_flight_info(statement_query(
-            "select id, 1 / (id - 50) as v from items order by id",
-        ))
-        .await
-        .unwrap();
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let failed: Result<Vec<_>, _> = match analyst.do_get(ticket).await {
-        Ok(stream) => stream.try_collect().await,
-        Err(error) => Err(error),
-    };
-    let status = tonic_status(failed.err().unwrap());
+    let status = failed_stream(
+        &mut analyst,
+        "select id, 1 / (id - 50) as v from items order by id",
+    )
+    .await;
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("division by zero"), "{status:?}");
     // Only tokens with scope "sql".
@@ -714,15 +707,21 @@ async fn numeric_scale_gives_undeclared_decimals_a_scale_and_refuses_rounding() 
         .unwrap();
     assert_eq!(decimals.value_as_string(0), expected.trim());
     // A value with more digits than the scale is an error, not a rounded value.
-    let info = analyst
-        .get_flight_info(statement_query("select 1.005::numeric as x"))
-        .await
-        .unwrap();
+    let status = failed_stream(&mut analyst, "select 1.005::numeric as x").await;
+    assert!(
+        status.message().contains("would need rounding"),
+        "{status:?}"
+    );
+}
+
+/// The status that ends the stream of ad-hoc `sql`, planned and read to its
+/// failure.
+async fn failed_stream(client: &mut FlightClient, sql: &str) -> tonic::Status {
+    let info = client.get_flight_info(statement_query(sql)).await.unwrap();
     let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let failed: Result<Vec<_>, _> = match analyst.do_get(ticket).await {
+    let failed: Result<Vec<_>, _> = match client.do_get(ticket).await {
         Ok(stream) => stream.try_collect().await,
         Err(error) => Err(error),
     };
-    let status = tonic_status(failed.err().unwrap());
-    assert!(status.message().contains("x"), "{status:?}");
+    tonic_status(failed.expect_err("the stream fails"))
 }
