@@ -615,7 +615,6 @@ scale_section() {
     SECTION_VERDICT=${verdict:-no data}
 }
 
-SERVER_VERSION=$(mdb -e 'select version()')
 BUFFER_POOL_MB=$(mdb -e 'select @@innodb_buffer_pool_size div 1048576')
 FLUSH_METHOD=$(mdb -e 'select @@innodb_flush_method')
 TABLE_MB=$(table_mb payment_events)
@@ -664,35 +663,8 @@ fi
         IMPORT_SCALE_VERDICT=$SECTION_VERDICT
     fi
 
-    dirty=""
-    if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then dirty=" (with uncommitted changes)"; fi
-    cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-    echo "## Machine"
-    echo
-    echo "- CPUs (nproc): $(nproc)${cpu:+ — $cpu}"
-    echo "- memory: $(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GiB"
-    echo "- kernel: $(uname -sr)"
-    echo "- load average (1/5/15 min) at start: $LOAD_AVG_START; at end: $(load_average)"
-    echo "- MariaDB server: $SERVER_VERSION at $URL_SHOWN (client and server on the same machine unless the URL says otherwise); $(mdb -e "select concat_ws(', ',
-        concat('innodb_buffer_pool_size=', @@innodb_buffer_pool_size div 1048576, 'MB'),
-        concat('innodb_flush_method=', @@innodb_flush_method),
-        concat('innodb_flush_log_at_trx_commit=', @@innodb_flush_log_at_trx_commit),
-        concat('innodb_log_file_size=', @@innodb_log_file_size div 1048576, 'MB'),
-        concat('max_allowed_packet=', @@max_allowed_packet),
-        concat('local_infile=', @@local_infile),
-        concat('have_ssl=', @@have_ssl),
-        concat('log_bin=', @@log_bin))")"
-    echo "- mariadb client: $(mariadb --version)"
-    echo "- sluice: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")$dirty, ${SLUICE#"$ROOT"/}"
-    echo "- Python: $("$MPY" --version 2>&1), PyMySQL ${PYMYSQL_VERSION:-?}, mysqlclient ${MYSQLCLIENT_VERSION:-not installed}, ConnectorX ${CONNECTORX_VERSION:-?}, pyarrow ${PYARROW_VERSION:-?} (${MDB_VENV#"$ROOT"/})"
-    echo
-    echo "## Reproduce"
-    echo
-    echo '```'
-    reproduce="SLUICE_BENCH_MARIADB_URL='$URL_SHOWN' $SETTINGS"
-    if [[ -n ${SLUICE_BIN:-} ]]; then reproduce+=" SLUICE_BIN='$SLUICE_BIN'"; fi
-    echo "$reproduce bash bench/mariadb.sh"
-    echo '```'
+    mdb_machine_section "$("$MPY" --version 2>&1), PyMySQL ${PYMYSQL_VERSION:-?}, mysqlclient ${MYSQLCLIENT_VERSION:-not installed}, ConnectorX ${CONNECTORX_VERSION:-?}, pyarrow ${PYARROW_VERSION:-?} (${MDB_VENV#"$ROOT"/})"
+    mdb_reproduce_section mariadb.sh "$SETTINGS"
     echo
     echo "## Commands timed"
     echo

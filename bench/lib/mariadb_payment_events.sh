@@ -17,7 +17,8 @@
 #
 # Defines: MDB_URL, MDB_URL_SHOWN, MDB_SCHEME, MDB_HOST, MDB_PORT, MDB_USER,
 # MDB_DB, SURL, SLUICE_SURL, MDB_ARGS, mdb, mdb_check_server, table_marker,
-# table_exists, table_mb, MDB_GEN_VERSION and ensure_mdb_table NAME N (the
+# table_exists, table_mb, MDB_GEN_VERSION, mdb_machine_section,
+# mdb_reproduce_section and ensure_mdb_table NAME N (the
 # table's definition and values are described in bench/mariadb.sh's header).
 
 MDB_URL=${SLUICE_BENCH_MARIADB_URL:-mariadb://root@127.0.0.1:3306/test}
@@ -178,4 +179,47 @@ ALTER TABLE $table COMMENT = '$marker';
 ANALYZE TABLE $table;
 SQL
     log "MariaDB table $table: $(table_mb "$table") MB on disk"
+}
+
+# ------------------------------------------------------------- reports --
+
+# mdb_machine_section PYTHON: "## Machine" for a run against MariaDB: CPUs,
+# memory, kernel, load (LOAD_AVG_START), the server and its settings that
+# bear on speed, the mariadb client, sluice (SLUICE) and PYTHON, a line about
+# the Python peers.
+mdb_machine_section() {
+    local dirty="" cpu
+    if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then dirty=" (with uncommitted changes)"; fi
+    cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+    echo "## Machine"
+    echo
+    echo "- CPUs (nproc): $(nproc)${cpu:+ — $cpu}"
+    echo "- memory: $(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GiB"
+    echo "- kernel: $(uname -sr)"
+    echo "- load average (1/5/15 min) at start: $LOAD_AVG_START; at end: $(load_average)"
+    echo "- MariaDB server: $(mdb -e 'select version()') at $MDB_URL_SHOWN (client and server on the same machine unless the URL says otherwise); $(mdb -e "select concat_ws(', ',
+        concat('innodb_buffer_pool_size=', @@innodb_buffer_pool_size div 1048576, 'MB'),
+        concat('innodb_flush_method=', @@innodb_flush_method),
+        concat('innodb_flush_log_at_trx_commit=', @@innodb_flush_log_at_trx_commit),
+        concat('innodb_log_file_size=', @@innodb_log_file_size div 1048576, 'MB'),
+        concat('max_allowed_packet=', @@max_allowed_packet),
+        concat('local_infile=', @@local_infile),
+        concat('have_ssl=', @@have_ssl),
+        concat('log_bin=', @@log_bin))")"
+    echo "- mariadb client: $(mariadb --version)"
+    echo "- sluice: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")$dirty, ${SLUICE#"$ROOT"/}"
+    echo "- Python: $1"
+    echo
+}
+
+# mdb_reproduce_section SCRIPT SETTINGS: "## Reproduce" with the command line
+# that repeats this run: the masked URL, SETTINGS, SLUICE_BIN if set.
+mdb_reproduce_section() {
+    local line="SLUICE_BENCH_MARIADB_URL='$MDB_URL_SHOWN' $2"
+    if [[ -n ${SLUICE_BIN:-} ]]; then line+=" SLUICE_BIN='$SLUICE_BIN'"; fi
+    echo "## Reproduce"
+    echo
+    echo '```'
+    echo "$line bash bench/$1"
+    echo '```'
 }

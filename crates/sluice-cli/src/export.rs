@@ -4,6 +4,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,14 +12,17 @@ use clap::Args;
 use sluice_core::connect::{Canceller, Export, ExportOptions};
 use sluice_core::interleave::Interleaved;
 use sluice_core::split::{SplitRequest, SplitSource};
-use sluice_core::{pump, Batch, BatchSource, Chunk, Error, ErrorKind, Meter, Progress, Schema};
+use sluice_core::{
+    pump, Batch, BatchSource, Chunk, Error, ErrorKind, Meter, Progress, PumpSummary, Schema,
+};
 use sluice_formats::{
     BytesEncoding, ColumnarOptions, Format, JsonOptions, OutputOptions, ParquetCompression,
 };
+use tokio::task::JoinSet;
 
 use crate::interrupt::Interrupt;
 use crate::machine;
-use crate::output::{BlockingWriter, StagedFile};
+use crate::output::{BlockingWriter, StagedDirectory, StagedFile};
 use crate::parts::{open_parts, PartSessions};
 use crate::report::{error_text, exit_code, print_error, ProgressLine, Stats};
 use crate::vocabulary::{query_help, ReadDatabase};
@@ -62,12 +66,19 @@ pub struct ExportArgs {
     /// Write to this file instead of standard output. The rows go to a temporary
     /// file beside it, renamed to FILE once the export has succeeded: a failed
     /// export removes it and leaves an existing FILE untouched.
-    #[arg(long, short = 'o')]
+    #[arg(long, short = 'o', conflicts_with = "output_dir")]
     output: Option<PathBuf>,
 
-    /// When the export fails, keep what was written as FILE.partial instead of
-    /// removing it.
-    #[arg(long, requires = "output")]
+    /// Write one file per part (part-00000.parquet, …) into this new or empty
+    /// directory, for engines that read a directory of parts: with --jobs N,
+    /// N files written at once. The files go to a temporary directory beside
+    /// DIR, renamed to DIR once every part has succeeded.
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+
+    /// When the export fails, keep what was written as FILE.partial (or
+    /// DIR.partial) instead of removing it.
+    #[arg(long)]
     keep_partial: bool,
 
     /// Fetch this many rows per round trip through a portal. By default the whole
@@ -191,13 +202,19 @@ impl ExportArgs {
                 "--batch-rows and --numeric-scale go with --format arrow, arrow-file or parquet",
             ));
         }
-        if self.format == Format::Parquet && self.output.is_none() {
+        let to_files = self.output.is_some() || self.output_dir.is_some();
+        if self.keep_partial && !to_files {
+            return Err(Error::config(
+                "--keep-partial goes with --output FILE or --output-dir DIR",
+            ));
+        }
+        if self.format == Format::Parquet && !to_files {
             return Err(Error::config(
                 "--format parquet needs --output FILE: a Parquet file is read from its footer, \
                  written last, so it goes to a file rather than a pipe",
             ));
         }
-        if self.format.is_binary() && self.output.is_none() && std::io::stdout().is_terminal() {
+        if self.format.is_binary() && !to_files && std::io::stdout().is_terminal() {
             return Err(Error::config(
                 "Arrow output is binary: redirect standard output to a file or a pipe, or use --output FILE",
             ));
@@ -229,6 +246,8 @@ enum Written {
     Unstaged,
     /// The output file, staged until the export succeeds.
     Staged(Arc<StagedFile>),
+    /// The directory of parts, staged until every part succeeds.
+    Directory(Arc<StagedDirectory>),
 }
 
 /// Runs the export and returns the process exit code.
@@ -243,6 +262,7 @@ pub async fn run(arguments: ExportArgs) -> u8 {
         Written::Nothing => None,
         Written::Unstaged => Some("the output is incomplete".to_owned()),
         Written::Staged(staged) => staged.abandon(arguments.keep_partial),
+        Written::Directory(staged) => staged.abandon(arguments.keep_partial),
     };
     if machine::enabled() {
         let text = error_text(&error);
@@ -260,6 +280,20 @@ fn cannot_write(path: &Path, error: std::io::Error) -> Error {
         format!("cannot write {}: {error}", path.display()),
     )
     .with_source(error)
+}
+
+/// Stages `--output-dir`; like a staged file, the Ctrl-C handler abandons it.
+fn open_directory(
+    directory: &Path,
+    keep_partial: bool,
+    interrupt: &Interrupt,
+) -> Result<Arc<StagedDirectory>, Error> {
+    let staged = Arc::new(
+        StagedDirectory::create(directory).map_err(|error| cannot_write(directory, error))?,
+    );
+    let abandoned = staged.clone();
+    interrupt.on_interrupt(move || abandoned.abandon(keep_partial));
+    Ok(staged)
 }
 
 /// Opens the output; a staged file is also handed to the Ctrl-C handler, which
@@ -281,9 +315,9 @@ fn open_output(
     Ok((writer, staged))
 }
 
-/// Exports; `written` learns of the output file as soon as there is one (for
-/// the caller to abandon on failure; success commits it), and of rows streamed
-/// anywhere else.
+/// Exports; `written` learns of the output file (or directory) as soon as
+/// there is one (for the caller to abandon on failure; success commits it),
+/// and of rows streamed anywhere else.
 async fn export(
     arguments: &ExportArgs,
     interrupt: &Interrupt,
@@ -292,10 +326,14 @@ async fn export(
     let started = Instant::now();
     let output_options = arguments.output_options()?;
     let target = sluice_drivers::all().open(&arguments.database.url)?;
-    let (mut writer, output_file) = open_output(arguments, interrupt)?;
-    if let Some(file) = &output_file {
-        *written = Written::Staged(file.clone());
-    }
+    let directory = match &arguments.output_dir {
+        Some(directory) => {
+            let staged = open_directory(directory, arguments.keep_partial, interrupt)?;
+            *written = Written::Directory(staged.clone());
+            Some(staged)
+        }
+        None => None,
+    };
 
     let meter = Meter::new();
     let mut session = target.connect(&meter).await?;
@@ -313,7 +351,7 @@ async fn export(
         binary_values: arguments.format.reads_binary_values(),
         ..ExportOptions::default()
     };
-    let mut stream = if arguments.jobs > 1 {
+    let parts = if arguments.jobs > 1 {
         let sessions = PartSessions {
             source: &*target,
             meter: &meter,
@@ -321,51 +359,43 @@ async fn export(
             interrupt: Some(interrupt),
         };
         let request = arguments.split_request()?;
-        let parts = open_parts(session, &sessions, &request, &options).await?;
-        Rows::Parts(Interleaved::start(parts))
+        open_parts(session, &sessions, &request, &options).await?
     } else {
-        Rows::One(session.export(arguments.statement(), options).await?)
+        vec![session.export(arguments.statement(), options).await?]
     };
-    let mut encoder = arguments.format.encoder(output_options);
     let progress = Arc::new(Progress::new());
-    let progress_line = ProgressLine::start(progress.clone(), None);
-    if output_file.is_none() {
-        *written = Written::Unstaged;
-    }
-    let result = pump(&mut stream, &mut encoder, &mut writer, &progress).await;
-    progress_line.finish();
-    let summary = match result {
-        Err(_) if interrupt.happened() => {
-            // The server reports the cancel as an error; it is the user's Ctrl-C.
-            return Err(interrupt.wait_for_cancel().await);
+    let written_out = match directory {
+        Some(directory) => {
+            let files = PartFiles {
+                arguments,
+                directory: &directory,
+                interrupt,
+                progress: &progress,
+            };
+            files.write(parts, output_options).await?
         }
-        Ok(summary) => summary,
-        Err(error) if error.kind() == ErrorKind::OutputClosed && output_file.is_none() => {
-            // The reader has all it wanted (`| head`): stop the server's work and
-            // leave quietly, as Unix tools do.
-            stream.cancel(&cancel).await;
-            return Ok(());
-        }
-        Err(error) => {
-            if error.kind() != ErrorKind::Database {
-                stream.cancel(&cancel).await;
+        None => {
+            let output = Output {
+                arguments,
+                interrupt,
+                cancel: &cancel,
+                progress: &progress,
+            };
+            match output.write(parts, output_options, written).await? {
+                Some(written_out) => written_out,
+                // The reader of standard output stopped reading.
+                None => return Ok(()),
             }
-            return Err(error);
         }
     };
-    let rows_per_part = stream.rows_per_part();
-    stream.close().await;
-    if let Some(file) = output_file {
-        writer
-            .sync()
-            .and_then(|()| file.commit())
-            .map_err(|error| cannot_write(file.target(), error))?;
-    }
     if arguments.stats {
         Stats {
-            figures: vec![("rows", summary.rows), ("output bytes", summary.bytes)],
-            part_rows: rows_per_part,
-            rows: summary.rows,
+            figures: vec![
+                ("rows", written_out.summary.rows),
+                ("output bytes", written_out.summary.bytes),
+            ],
+            part_rows: written_out.part_rows,
+            rows: written_out.summary.rows,
             connect: connected,
             operation: meter.snapshot() - connected,
             elapsed: started.elapsed(),
@@ -375,6 +405,194 @@ async fn export(
         .print();
     }
     Ok(())
+}
+
+/// What an export wrote.
+struct WrittenOut {
+    summary: PumpSummary,
+    /// Rows from each part (empty for one query).
+    part_rows: Vec<u64>,
+}
+
+/// Writing to one output: standard output or `--output FILE`.
+struct Output<'a> {
+    arguments: &'a ExportArgs,
+    interrupt: &'a Interrupt,
+    cancel: &'a Arc<dyn Canceller>,
+    progress: &'a Arc<Progress>,
+}
+
+impl Output<'_> {
+    /// Writes every part's rows to the one output, the parts' batches
+    /// interleaved; `None` when standard output's reader stopped reading.
+    async fn write(
+        self,
+        mut parts: Vec<Box<dyn Export>>,
+        output_options: OutputOptions,
+        written: &mut Written,
+    ) -> Result<Option<WrittenOut>, Error> {
+        let arguments = self.arguments;
+        let (mut writer, output_file) = open_output(arguments, self.interrupt)?;
+        match &output_file {
+            Some(file) => *written = Written::Staged(file.clone()),
+            None => *written = Written::Unstaged,
+        }
+        let (mut stream, progress_line) = if arguments.jobs > 1 {
+            let parts = Interleaved::start(parts);
+            let line = ProgressLine::start_jobs(
+                self.progress.clone(),
+                parts.running(),
+                usize::from(arguments.jobs),
+            );
+            (Rows::Parts(parts), line)
+        } else {
+            let one = parts.pop().expect("one query");
+            (
+                Rows::One(one),
+                ProgressLine::start(self.progress.clone(), None),
+            )
+        };
+        let mut encoder = arguments.format.encoder(output_options);
+        let result = pump(&mut stream, &mut encoder, &mut writer, self.progress).await;
+        progress_line.finish();
+        let summary = match result {
+            Err(_) if self.interrupt.happened() => {
+                // The server reports the cancel as an error; it is the user's Ctrl-C.
+                return Err(self.interrupt.wait_for_cancel().await);
+            }
+            Ok(summary) => summary,
+            Err(error) if error.kind() == ErrorKind::OutputClosed && output_file.is_none() => {
+                // The reader has all it wanted (`| head`): stop the server's work and
+                // leave quietly, as Unix tools do.
+                stream.cancel(self.cancel).await;
+                return Ok(None);
+            }
+            Err(error) => {
+                if error.kind() != ErrorKind::Database {
+                    stream.cancel(self.cancel).await;
+                }
+                return Err(error);
+            }
+        };
+        let part_rows = stream.rows_per_part();
+        stream.close().await;
+        if let Some(file) = output_file {
+            writer
+                .sync()
+                .and_then(|()| file.commit())
+                .map_err(|error| cannot_write(file.target(), error))?;
+        }
+        Ok(Some(WrittenOut { summary, part_rows }))
+    }
+}
+
+/// Writing to `--output-dir`: a file per part.
+struct PartFiles<'a> {
+    arguments: &'a ExportArgs,
+    directory: &'a StagedDirectory,
+    interrupt: &'a Interrupt,
+    progress: &'a Arc<Progress>,
+}
+
+impl PartFiles<'_> {
+    /// Writes each part to a file of its own, all at once, and renames the
+    /// directory into place once every part has succeeded. The first part to
+    /// fail stops the others (dropping a part ends its server session's
+    /// query).
+    async fn write(
+        self,
+        parts: Vec<Box<dyn Export>>,
+        output_options: OutputOptions,
+    ) -> Result<WrittenOut, Error> {
+        let count = parts.len();
+        let running = Arc::new(AtomicUsize::new(count));
+        let progress_line = ProgressLine::start_jobs(self.progress.clone(), running.clone(), count);
+        let mut tasks = JoinSet::new();
+        let extension = self.arguments.format.file_extension();
+        for (index, part) in parts.into_iter().enumerate() {
+            let path = self
+                .directory
+                .part_path(index, extension)
+                .ok_or_else(|| Error::new(ErrorKind::Io, "the output directory was abandoned"))?;
+            let file = PartFile {
+                path,
+                format: self.arguments.format,
+                options: output_options,
+                progress: self.progress.clone(),
+                running: running.clone(),
+            };
+            tasks.spawn(async move { (index, file.write(part).await) });
+        }
+        let mut summary = PumpSummary::default();
+        let mut part_rows = vec![0; count];
+        let mut exports = Vec::with_capacity(count);
+        let result = loop {
+            let Some(joined) = tasks.join_next().await else {
+                break Ok(());
+            };
+            // A part's task ends only by returning or by a panic, a bug to pass on.
+            let (index, written) =
+                joined.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
+            match written {
+                Ok((part, export)) => {
+                    summary.rows += part.rows;
+                    summary.bytes += part.bytes;
+                    part_rows[index] = part.rows;
+                    exports.push(export);
+                }
+                Err(error) => break Err(error),
+            }
+        };
+        progress_line.finish();
+        // On failure the other parts are dropped with their tasks, which are
+        // waited for so that none writes into the directory once it is removed.
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        if let Err(error) = result {
+            if self.interrupt.happened() {
+                // The server reports the cancel as an error; it is the user's Ctrl-C.
+                return Err(self.interrupt.wait_for_cancel().await);
+            }
+            return Err(error);
+        }
+        for export in exports {
+            export.close().await;
+        }
+        self.directory
+            .commit()
+            .map_err(|error| cannot_write(self.directory.target(), error))?;
+        Ok(WrittenOut { summary, part_rows })
+    }
+}
+
+/// One part's file of `--output-dir`.
+struct PartFile {
+    path: PathBuf,
+    format: Format,
+    options: OutputOptions,
+    progress: Arc<Progress>,
+    /// Parts still writing, for the progress line.
+    running: Arc<AtomicUsize>,
+}
+
+impl PartFile {
+    /// Writes `part` to the file and syncs it; gives the export back, read
+    /// to its end, for its session to be closed.
+    async fn write(
+        self,
+        mut part: Box<dyn Export>,
+    ) -> Result<(PumpSummary, Box<dyn Export>), Error> {
+        let mut writer = BlockingWriter::new_file(&self.path)
+            .map_err(|error| cannot_write(&self.path, error))?;
+        let mut encoder = self.format.encoder(self.options);
+        let summary = pump(&mut part, &mut encoder, &mut writer, &self.progress).await;
+        self.running.fetch_sub(1, Ordering::Relaxed);
+        let summary = summary?;
+        writer
+            .sync()
+            .map_err(|error| cannot_write(&self.path, error))?;
+        Ok((summary, part))
+    }
 }
 
 /// What the export reads: one query, or the parts of a split read.

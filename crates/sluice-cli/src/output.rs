@@ -66,6 +66,14 @@ impl BlockingWriter {
         })
     }
 
+    /// A new file at `path`, written directly (a part of a staged directory,
+    /// which is staged as a whole).
+    pub fn new_file(path: &Path) -> io::Result<BlockingWriter> {
+        Ok(BlockingWriter {
+            file: File::create_new(path)?,
+        })
+    }
+
     /// Makes what was written durable, so the rename that follows cannot outlive
     /// the data in a crash.
     pub fn sync(&self) -> io::Result<()> {
@@ -190,4 +198,117 @@ impl StagedFile {
             ),
         })
     }
+}
+
+/// `--output-dir DIR`: one file per part, written in a temporary directory
+/// beside DIR and renamed to DIR once every part has succeeded, so an engine
+/// that reads a directory of parts (Spark, DuckDB, Dask) never finds some
+/// parts without the others, and a failed export leaves no DIR. DIR must not
+/// exist or be empty: parts of an earlier export left beside new ones would
+/// be read as rows of this one.
+pub struct StagedDirectory {
+    target: PathBuf,
+    temporary: Mutex<Option<PathBuf>>,
+}
+
+impl StagedDirectory {
+    /// Creates the temporary directory beside `target`, after checking that
+    /// `target` is new or an empty directory.
+    pub fn create(target: &Path) -> io::Result<StagedDirectory> {
+        match std::fs::read_dir(target) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "the directory is not empty (its files would be read as parts of this \
+                         export): name a new or empty directory",
+                    ));
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        let Some(name) = target.file_name() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the path names no directory to create",
+            ));
+        };
+        let parent = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let temporary = tempfile::Builder::new()
+            .prefix(&format!(".{}.", name.to_string_lossy()))
+            .suffix(".tmp")
+            // As a new directory gets: 0777 less the umask (the default would be 0700).
+            .permissions(Permissions::from_mode(0o777))
+            .tempdir_in(parent)?
+            .keep();
+        Ok(StagedDirectory {
+            target: target.to_path_buf(),
+            temporary: Mutex::new(Some(temporary)),
+        })
+    }
+
+    /// Where the directory goes.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Where a part's file is written until the commit: `part-00000.EXT` in
+    /// the temporary directory (`None` once committed or abandoned).
+    pub fn part_path(&self, part: usize, extension: &str) -> Option<PathBuf> {
+        let temporary = self.temporary.lock().unwrap_or_else(|e| e.into_inner());
+        Some(temporary.as_ref()?.join(part_name(part, extension)))
+    }
+
+    fn take(&self) -> Option<PathBuf> {
+        self.temporary
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Renames the complete directory to the target (over an empty one, which
+    /// rename(2) replaces atomically). Each file was synced by its writer.
+    pub fn commit(&self) -> io::Result<()> {
+        let Some(temporary) = self.take() else {
+            return Ok(());
+        };
+        std::fs::rename(&temporary, &self.target).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&temporary);
+        })
+    }
+
+    /// Removes the incomplete directory, or with `keep` renames it to
+    /// `DIR.partial`; returns what happened, in words for the error line.
+    pub fn abandon(&self, keep: bool) -> Option<String> {
+        let temporary = self.take()?;
+        let target = self.target.display();
+        if keep {
+            let mut name = self.target.file_name().unwrap_or_default().to_os_string();
+            name.push(".partial");
+            let partial = self.target.with_file_name(name);
+            if std::fs::rename(&temporary, &partial).is_ok() {
+                return Some(format!(
+                    "the output was incomplete and is kept as {} ({target} not written)",
+                    partial.display()
+                ));
+            }
+        }
+        let removed = match std::fs::remove_dir_all(&temporary) {
+            Ok(()) => "has been removed".to_owned(),
+            Err(error) => format!("could not be removed ({error})"),
+        };
+        Some(format!(
+            "the output was incomplete and {removed} ({target} not written)"
+        ))
+    }
+}
+
+/// A part's file name: `part-00000.parquet`, numbered from 0 as Spark and
+/// Hive name the parts of a directory, so they sort in part order.
+pub fn part_name(part: usize, extension: &str) -> String {
+    format!("part-{part:05}.{extension}")
 }

@@ -2,7 +2,8 @@
 //! and a query cut by a column's values give every row once (in CSV, NDJSON
 //! and an Arrow stream, read back with arrow-rs), in one snapshot while writes
 //! run, with each part's rows in `--stats`; a failing part leaves no file, and
-//! what cannot be split is refused before anything runs.
+//! what cannot be split is refused before anything runs. `--output-dir`
+//! writes a file per part, and a directory appears whole or not at all.
 
 mod support;
 
@@ -222,4 +223,150 @@ fn what_cannot_be_split_is_refused_before_anything_runs() {
     let output = export_table(mariadb.url(), &["--table", "t", "--jobs", "2"]);
     let stderr = assert_exit(&output, 2);
     assert!(stderr.contains("parallel parts"), "{stderr}");
+}
+
+/// A directory for one test's output, removed when the test ends.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let path = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch(path)
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn parquet_ids(path: &std::path::Path) -> Vec<i64> {
+    use arrow_array::cast::AsArray;
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(file, 8192)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    reader
+        .flat_map(|batch| {
+            let batch = batch.unwrap();
+            batch
+                .column(0)
+                .as_primitive::<arrow_array::types::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn a_directory_holds_a_complete_file_per_part() {
+    let db = TestDb::new();
+    items(&db);
+    let scratch = Scratch::new("export-dir");
+    let directory = scratch.0.join("items");
+    let output = export_table(
+        db.url(),
+        &[
+            "--table",
+            "items",
+            "--jobs",
+            "3",
+            "--format",
+            "parquet",
+            "--output-dir",
+            directory.to_str().unwrap(),
+            "--stats",
+        ],
+    );
+    let stderr = assert_exit(&output, 0);
+    assert!(stderr.contains("part 2 rows: "), "{stderr}");
+    assert_eq!(scratch.names(), ["items"], "no staging directory is left");
+    let mut names: Vec<String> = std::fs::read_dir(&directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "part-00000.parquet",
+            "part-00001.parquet",
+            "part-00002.parquet"
+        ]
+    );
+    let mut ids = Vec::new();
+    for name in &names {
+        let part = parquet_ids(&directory.join(name));
+        assert!(!part.is_empty(), "{name} holds rows");
+        ids.extend(part);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=60000).collect::<Vec<i64>>());
+
+    // One query without --jobs is one part; an empty directory may be named.
+    let empty = scratch.0.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let output = export(
+        db.url(),
+        "select id from items where id <= 10",
+        &["--format", "csv", "--output-dir", empty.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let csv = std::fs::read_to_string(empty.join("part-00000.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 11, "a header and ten rows");
+}
+
+#[test]
+fn a_failing_part_leaves_no_directory_and_a_full_one_is_refused() {
+    let db = TestDb::new();
+    items(&db);
+    let scratch = Scratch::new("export-dir-fails");
+    let directory = scratch.0.join("out");
+    let failing = |extra: &[&str]| {
+        let mut arguments = vec![
+            "--split-by",
+            "id",
+            "--jobs",
+            "3",
+            "--format",
+            "arrow-file",
+            "--output-dir",
+            directory.to_str().unwrap(),
+        ];
+        arguments.extend_from_slice(extra);
+        export(
+            db.url(),
+            "select id, 1 / (id - 45000) as x from items",
+            &arguments,
+        )
+    };
+    let stderr = assert_exit(&failing(&[]), 1);
+    assert!(stderr.contains("division by zero"), "{stderr}");
+    assert!(stderr.contains("has been removed"), "{stderr}");
+    assert!(scratch.names().is_empty(), "{:?}", scratch.names());
+
+    let stderr = assert_exit(&failing(&["--keep-partial"]), 1);
+    assert!(stderr.contains("is kept as"), "{stderr}");
+    assert_eq!(scratch.names(), ["out.partial"]);
+
+    // A directory that holds anything would mix its files with the parts.
+    let full = scratch.0.join("out.partial");
+    let output = export(
+        db.url(),
+        "select 1",
+        &["--output-dir", full.to_str().unwrap()],
+    );
+    let stderr = assert_exit(&output, 4);
+    assert!(stderr.contains("is not empty"), "{stderr}");
 }

@@ -9,6 +9,7 @@
 //! are never mixed with another part's. Memory is the channel's few batches
 //! plus each part's own.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Mutex};
@@ -94,6 +95,8 @@ pub struct Interleaved {
     tasks: JoinSet<(usize, Box<dyn Export>)>,
     /// Rows handed on from each part.
     rows: Vec<u64>,
+    /// Parts still reading.
+    running: Arc<AtomicUsize>,
 }
 
 impl Interleaved {
@@ -108,8 +111,15 @@ impl Interleaved {
         let turn = Arc::new(Mutex::new(()));
         let mut tasks = JoinSet::new();
         let count = parts.len();
+        let running = Arc::new(AtomicUsize::new(count));
         for (index, part) in parts.into_iter().enumerate() {
-            tasks.spawn(read_part(index, part, sender.clone(), turn.clone()));
+            let running = running.clone();
+            let read = read_part(index, part, sender.clone(), turn.clone());
+            tasks.spawn(async move {
+                let ended = read.await;
+                running.fetch_sub(1, Ordering::Relaxed);
+                ended
+            });
         }
         Interleaved {
             schema,
@@ -117,7 +127,13 @@ impl Interleaved {
             held: None,
             tasks,
             rows: vec![0; count],
+            running,
         }
+    }
+
+    /// How many parts are still reading (for a progress line), shared.
+    pub fn running(&self) -> Arc<AtomicUsize> {
+        self.running.clone()
     }
 
     /// Rows handed on so far from each part, in part order.

@@ -114,6 +114,17 @@ impl Format {
         }
     }
 
+    /// The extension a file of this format takes (`part-00000.parquet`): the
+    /// format's name, but `arrows` for the Arrow stream and `arrow` for
+    /// Arrow's file format, as Arrow's own documentation names them.
+    pub fn file_extension(self) -> &'static str {
+        match self {
+            Format::Arrow => "arrows",
+            Format::ArrowFile => "arrow",
+            other => other.name(),
+        }
+    }
+
     /// The encoder for this format.
     pub fn encoder(self, options: impl Into<OutputOptions>) -> Box<dyn Encoder> {
         let options = options.into();

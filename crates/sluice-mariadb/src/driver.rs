@@ -242,6 +242,7 @@ impl Session for MariaDbSession {
                 params: options.params,
                 fetch_size: options.fetch_size,
                 zero_dates: self.config.zero_dates,
+                binary_values: options.binary_values,
             };
             let stream = QueryStream::start(self.connection, &sql, options).await?;
             let slot = self.slot;

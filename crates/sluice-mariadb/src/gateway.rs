@@ -294,6 +294,7 @@ impl MariaDbDatabase {
             params: request.params.iter().map(param_text).collect(),
             fetch_size: None,
             zero_dates: self.config.zero_dates,
+            binary_values: request.binary_values,
         };
         let stream = QueryStream::start(connection, request.sql, options)
             .await

@@ -12,7 +12,7 @@
 //! that many rows.
 
 use mysql_common::constants::StatusFlags;
-use sluice_core::{Batch, BatchSource, Chunk, Error, ErrorKind, Schema};
+use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, ErrorKind, Schema};
 
 use crate::config::ZeroDates;
 use crate::connection::Connection;
@@ -46,6 +46,11 @@ pub struct QueryOptions {
     pub fetch_size: Option<u32>,
     /// What zero dates become.
     pub zero_dates: ZeroDates,
+    /// Hand over integers (but `BIGINT UNSIGNED`), floats, dates and
+    /// datetimes in the binary forms of [`sluice_core::value`], marked
+    /// [`Encoding::Binary`], for formats that store numbers as numbers.
+    /// Default: false, every value in canonical text.
+    pub binary_values: bool,
 }
 
 /// Where the stream is.
@@ -113,7 +118,16 @@ impl QueryStream {
             connection.wire.flush().await?;
         }
         let (definitions, status) = read_result_head(&mut connection).await?;
-        let (columns, decoders): (Vec<_>, Vec<_>) = definitions.iter().map(column).unzip();
+        let (columns, decoders): (Vec<_>, Vec<_>) = definitions
+            .iter()
+            .map(column)
+            .map(|(column, decode)| match decode.in_binary() {
+                Some(binary) if options.binary_values => {
+                    (column.with_encoding(Encoding::Binary), binary)
+                }
+                _ => (column, decode),
+            })
+            .unzip();
         let width = columns.len();
         let state = match status {
             _ if width == 0 => State::Done,
@@ -352,10 +366,16 @@ async fn value_bytes(
     decode: Decode,
 ) -> Result<Vec<u8>, Error> {
     match decode {
-        Decode::Integer { width, .. } => row.take(wire, usize::from(width)).await,
-        Decode::Float32 => row.take(wire, 4).await,
-        Decode::Float64 => row.take(wire, 8).await,
-        Decode::Date | Decode::DateTime { .. } | Decode::Time => {
+        Decode::Integer { width, .. } | Decode::BinaryInteger { width, .. } => {
+            row.take(wire, usize::from(width)).await
+        }
+        Decode::Float32 | Decode::BinaryFloat32 => row.take(wire, 4).await,
+        Decode::Float64 | Decode::BinaryFloat64 => row.take(wire, 8).await,
+        Decode::Date
+        | Decode::DateTime { .. }
+        | Decode::Time
+        | Decode::BinaryDate
+        | Decode::BinaryDateTime => {
             let mut encoded = row.take(wire, 1).await?;
             let length = usize::from(encoded[0]);
             encoded.extend(row.take(wire, length).await?);

@@ -89,6 +89,40 @@ pub(crate) enum Decode {
     Time,
     /// SRID + WKB, written as WKT.
     Geometry,
+    /// The wire values of `Integer`, `Float32`, `Float64`, `Date` and
+    /// `DateTime`, handed over in the binary forms of [`sluice_core::value`]
+    /// (big-endian numbers, days and microseconds from 2000-01-01) for a
+    /// format that stores numbers as numbers: rendering them as text only
+    /// for the format to parse the text again costs both sides CPU per value.
+    BinaryInteger {
+        width: u8,
+        unsigned: bool,
+    },
+    BinaryFloat32,
+    BinaryFloat64,
+    BinaryDate,
+    BinaryDateTime,
+}
+
+impl Decode {
+    /// The decoder that reads the same wire values into their binary form,
+    /// if the kind has one that holds every value: `BIGINT UNSIGNED` has
+    /// none (the binary form's integers are signed), `TIME` (an interval of
+    /// up to 838 hours), decimals and strings stay text.
+    pub(crate) fn in_binary(self) -> Option<Decode> {
+        Some(match self {
+            Decode::Integer {
+                width: 8,
+                unsigned: true,
+            } => return None,
+            Decode::Integer { width, unsigned } => Decode::BinaryInteger { width, unsigned },
+            Decode::Float32 => Decode::BinaryFloat32,
+            Decode::Float64 => Decode::BinaryFloat64,
+            Decode::Date => Decode::BinaryDate,
+            Decode::DateTime { .. } => Decode::BinaryDateTime,
+            _ => return None,
+        })
+    }
 }
 
 /// A prepared statement's result column as its metadata describes it, with
@@ -202,6 +236,17 @@ pub(crate) fn read_value(
             let bytes = take(input, usize::from(width))?;
             push_integer(bytes, unsigned, batch);
         }
+        Decode::BinaryInteger { width, unsigned } => {
+            let bytes = take(input, usize::from(width))?;
+            push_binary_integer(bytes, unsigned, batch);
+        }
+        Decode::BinaryFloat32 => batch.push_value(&reversed::<4>(take(input, 4)?)),
+        Decode::BinaryFloat64 => batch.push_value(&reversed::<8>(take(input, 8)?)),
+        Decode::BinaryDate | Decode::BinaryDateTime => {
+            let length = usize::from(*take(input, 1)?.first().expect("1 byte"));
+            let fields = take(input, length)?;
+            push_binary_moment(decode, fields, batch, column, zero_dates)?;
+        }
         Decode::Float32 => {
             let bytes = take(input, 4)?;
             let value = f32::from_le_bytes(bytes.try_into().expect("4 bytes"));
@@ -257,6 +302,33 @@ fn push_integer(bytes: &[u8], unsigned: bool, batch: &mut Batch) {
         digits.format(((raw << shift) as i64) >> shift)
     };
     batch.push_value(text.as_bytes());
+}
+
+/// A little-endian integer of 1, 2, 4 or 8 bytes as a big-endian one of the
+/// binary form's widths (2, 4 or 8 bytes), wide enough for every value of its
+/// type: an unsigned value takes the next width up.
+fn push_binary_integer(bytes: &[u8], unsigned: bool, batch: &mut Batch) {
+    let mut wide = [0u8; 8];
+    wide[..bytes.len()].copy_from_slice(bytes);
+    let raw = u64::from_le_bytes(wide);
+    let value = if unsigned {
+        raw as i64
+    } else {
+        let shift = 64 - 8 * bytes.len() as u32;
+        ((raw << shift) as i64) >> shift
+    };
+    match (bytes.len(), unsigned) {
+        (1, _) | (2, false) => batch.push_value(&(value as i16).to_be_bytes()),
+        (2, true) | (4, false) => batch.push_value(&(value as i32).to_be_bytes()),
+        _ => batch.push_value(&value.to_be_bytes()),
+    }
+}
+
+/// `N` little-endian bytes in big-endian order.
+fn reversed<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out: [u8; N] = bytes.try_into().expect("N bytes");
+    out.reverse();
+    out
 }
 
 /// A float's canonical text: ryu's shortest form without a `.0` that the
@@ -331,6 +403,67 @@ fn push_moment(
     }
     batch.end_value(start);
     Ok(())
+}
+
+/// `DATE`, `DATETIME`, `TIMESTAMP` as days or microseconds from 2000-01-01
+/// (`TIMESTAMP` values arrive in the session's UTC). A day the month does not
+/// have (stored under `ALLOW_INVALID_DATES`) is refused: no count of days
+/// means it.
+fn push_binary_moment(
+    decode: Decode,
+    fields: &[u8],
+    batch: &mut Batch,
+    column: &Column,
+    zero_dates: ZeroDates,
+) -> Result<(), Error> {
+    let mut all = [0u8; 11];
+    all[..fields.len().min(11)].copy_from_slice(&fields[..fields.len().min(11)]);
+    let year = u16::from_le_bytes([all[0], all[1]]);
+    let (month, day) = (all[2], all[3]);
+    if month == 0 || day == 0 {
+        return zero_date(year, month, day, batch, column, zero_dates);
+    }
+    let days = days_from_2000(year, month, day).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Data,
+            format!(
+                "column {} holds {year:04}-{month:02}-{day:02}, a day its month does not have",
+                column.name
+            ),
+        )
+    })?;
+    if decode == Decode::BinaryDate {
+        batch.push_value(&(days as i32).to_be_bytes());
+        return Ok(());
+    }
+    let seconds = i64::from(all[4]) * 3600 + i64::from(all[5]) * 60 + i64::from(all[6]);
+    let micros = (days * 86_400 + seconds) * 1_000_000 + i64::from(micros(&all[7..11]));
+    batch.push_value(&micros.to_be_bytes());
+    Ok(())
+}
+
+/// Days from 2000-01-01 to a day of the proleptic Gregorian calendar, or
+/// `None` if the month has no such day (Howard Hinnant's `days_from_civil`).
+fn days_from_2000(year: u16, month: u8, day: u8) -> Option<i64> {
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    let month_days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    if day > month_days {
+        return None;
+    }
+    let year = i64::from(year) - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let shifted_month = (i64::from(month) + 9) % 12;
+    let day_of_year = (153 * shifted_month + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    // 730_425 days lie between 0000-03-01 (day 0 of this count) and 2000-01-01.
+    Some(era * 146_097 + day_of_era - 730_425)
 }
 
 fn zero_date(
@@ -440,6 +573,120 @@ mod tests {
 
     fn text(decode: Decode, wire: &[u8]) -> String {
         String::from_utf8(decoded(decode, wire, ZeroDates::Error).unwrap().unwrap()).unwrap()
+    }
+
+    fn binary(decode: Decode, wire: &[u8]) -> Vec<u8> {
+        decoded(decode, wire, ZeroDates::Error).unwrap().unwrap()
+    }
+
+    #[test]
+    fn binary_integers_are_big_endian_and_wide_enough_for_their_type() {
+        let form = |width, unsigned| {
+            Decode::Integer { width, unsigned }
+                .in_binary()
+                .expect("a binary form")
+        };
+        assert_eq!(binary(form(1, false), &[0xFF]), (-1i16).to_be_bytes());
+        assert_eq!(binary(form(1, true), &[0xFF]), 255i16.to_be_bytes());
+        assert_eq!(
+            binary(form(2, false), &0x8000u16.to_le_bytes()),
+            i16::MIN.to_be_bytes()
+        );
+        assert_eq!(
+            binary(form(2, true), &0xFFFFu16.to_le_bytes()),
+            65_535i32.to_be_bytes()
+        );
+        assert_eq!(
+            binary(form(4, false), &i32::MIN.to_le_bytes()),
+            i32::MIN.to_be_bytes()
+        );
+        assert_eq!(
+            binary(form(4, true), &u32::MAX.to_le_bytes()),
+            i64::from(u32::MAX).to_be_bytes()
+        );
+        assert_eq!(
+            binary(form(8, false), &i64::MIN.to_le_bytes()),
+            i64::MIN.to_be_bytes()
+        );
+        assert_eq!(
+            Decode::Integer {
+                width: 8,
+                unsigned: true
+            }
+            .in_binary(),
+            None,
+            "BIGINT UNSIGNED does not fit the binary form's i64"
+        );
+        assert_eq!(Decode::Time.in_binary(), None);
+        assert_eq!(Decode::Verbatim.in_binary(), None);
+    }
+
+    #[test]
+    fn binary_floats_are_their_bits_big_endian() {
+        assert_eq!(
+            binary(Decode::BinaryFloat32, &0.1f32.to_le_bytes()),
+            0.1f32.to_be_bytes()
+        );
+        assert_eq!(
+            binary(Decode::BinaryFloat64, &(-1e308f64).to_le_bytes()),
+            (-1e308f64).to_be_bytes()
+        );
+    }
+
+    #[test]
+    fn binary_moments_count_from_2000() {
+        let date = |year: u16, month, day| {
+            let mut wire = vec![4];
+            wire.extend(year.to_le_bytes());
+            wire.extend([month, day]);
+            i32::from_be_bytes(binary(Decode::BinaryDate, &wire).try_into().unwrap())
+        };
+        assert_eq!(date(2000, 1, 1), 0);
+        assert_eq!(date(1999, 12, 31), -1);
+        assert_eq!(date(2000, 3, 1), 60);
+        assert_eq!(date(1970, 1, 1), -10_957);
+        assert_eq!(
+            date(2100, 3, 1) - date(2100, 2, 28),
+            1,
+            "2100 is no leap year"
+        );
+        assert_eq!(date(1, 1, 1), -730_119);
+        assert_eq!(date(9999, 12, 31), 2_921_939);
+
+        let mut moment = vec![11];
+        moment.extend(1999u16.to_le_bytes());
+        moment.extend([12, 31, 23, 59, 58]);
+        moment.extend(500_000u32.to_le_bytes());
+        assert_eq!(
+            binary(Decode::BinaryDateTime, &moment),
+            (-1_500_000i64).to_be_bytes()
+        );
+        let mut midnight = vec![4];
+        midnight.extend(2000u16.to_le_bytes());
+        midnight.extend([1, 2]);
+        assert_eq!(
+            binary(Decode::BinaryDateTime, &midnight),
+            86_400_000_000i64.to_be_bytes()
+        );
+    }
+
+    #[test]
+    fn binary_moments_refuse_days_their_month_lacks_and_keep_zero_dates_rules() {
+        let mut wire = vec![4];
+        wire.extend(2023u16.to_le_bytes());
+        wire.extend([2, 29]);
+        let error = decoded(Decode::BinaryDate, &wire, ZeroDates::Null).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("column d holds 2023-02-29, a day its month does not have"),
+            "{error}"
+        );
+        assert_eq!(
+            decoded(Decode::BinaryDateTime, &[0], ZeroDates::Null).unwrap(),
+            None
+        );
+        assert!(decoded(Decode::BinaryDate, &[0], ZeroDates::Error).is_err());
     }
 
     #[test]

@@ -377,3 +377,78 @@ async fn rows_over_sixteen_mebibytes_cross_several_packets() {
         assert_eq!(trips, 1);
     }
 }
+
+/// Asked for binary values, integers (but `BIGINT UNSIGNED`), floats, dates
+/// and datetimes arrive in core's binary forms, and a format that stores
+/// numbers as numbers writes exactly what it writes from their text: the
+/// Arrow stream of every type is the same byte for byte either way.
+#[tokio::test]
+async fn binary_values_give_the_arrow_stream_the_text_gives() {
+    let db = TestMariaDb::new();
+    db.execute(ALL_TYPES);
+    db.execute(
+        "insert into all_types (id, da, dt, dt0, ts, yr) values
+         (4, '0001-01-01', '1969-12-31 23:59:59.999999', '2000-02-29 00:00:00',
+          '1970-01-01 00:00:01', 0),
+         (5, '1600-02-29', '1899-12-31 12:00:00.5', '2100-03-01 00:00:00', null, null)",
+    );
+    let sql = "select * from all_types order by id";
+    let (text, _) = export(&db, sql, Format::Arrow, QueryOptions::default()).await;
+    let options = QueryOptions {
+        binary_values: true,
+        ..QueryOptions::default()
+    };
+    let (binary, trips) = export(&db, sql, Format::Arrow, options.clone()).await;
+    assert_eq!(trips, 1);
+    assert!(binary == text, "the Arrow streams differ");
+
+    let (connection, _) = connect(&db).await;
+    let stream = QueryStream::start(connection, sql, options).await.unwrap();
+    let binary_columns: Vec<&str> = stream
+        .schema()
+        .columns
+        .iter()
+        .filter(|column| column.encoding == sluice_core::Encoding::Binary)
+        .map(|column| column.name.as_str())
+        .collect();
+    assert_eq!(
+        binary_columns,
+        [
+            "id", "ti", "tu", "si", "su", "mi", "mu", "i", "iu", "bi", "flag", "fl", "db", "da",
+            "dt", "dt0", "ts", "yr"
+        ]
+    );
+}
+
+/// A day its month does not have (stored under `ALLOW_INVALID_DATES`) has no
+/// count of days: the binary path refuses it, naming the column, where the
+/// text path hands the server's text on.
+#[tokio::test]
+async fn a_day_the_month_lacks_is_refused_in_binary_and_passed_on_in_text() {
+    let db = TestMariaDb::new();
+    db.execute(
+        "set session sql_mode = 'ALLOW_INVALID_DATES';
+         create table odd (id int, due date);
+         insert into odd values (1, '2023-02-30');",
+    );
+    let sql = "select * from odd";
+    let (ndjson, _) = export(&db, sql, Format::Ndjson, QueryOptions::default()).await;
+    assert_eq!(
+        json_lines(&ndjson),
+        [serde_json::json!({"id": 1, "due": "2023-02-30"})]
+    );
+    let (connection, _) = connect(&db).await;
+    let options = QueryOptions {
+        binary_values: true,
+        ..QueryOptions::default()
+    };
+    let mut stream = QueryStream::start(connection, sql, options).await.unwrap();
+    let error = stream.next_batch().await.unwrap_err();
+    assert_eq!(error.kind(), sluice_core::ErrorKind::Data);
+    assert!(
+        error
+            .to_string()
+            .contains("column due holds 2023-02-30, a day its month does not have"),
+        "{error}"
+    );
+}

@@ -32,12 +32,11 @@ pub(crate) fn binary_converter(column: &Column) -> Option<Box<dyn TextConverter>
     Some(match &column.kind {
         Kind::Bool => Box::new(super::convert::Bool::binary()),
         Kind::Integer => integer_converter(&column.type_name),
-        Kind::Float if column.type_name.eq_ignore_ascii_case("float4") => {
-            Box::new(Primitive::<Float32Type, _>::new(
-                DataType::Float32,
-                |value: &[u8]| fixed::<4>(value, "a binary32 float").map(f32::from_be_bytes),
-            ))
-        }
+        Kind::Float if super::mapping::is_single_precision(&column.type_name) => Box::new(
+            Primitive::<Float32Type, _>::new(DataType::Float32, |value: &[u8]| {
+                fixed::<4>(value, "a binary32 float").map(f32::from_be_bytes)
+            }),
+        ),
         Kind::Float => Box::new(Primitive::<Float64Type, _>::new(
             DataType::Float64,
             |value: &[u8]| fixed::<8>(value, "a binary64 float").map(f64::from_be_bytes),

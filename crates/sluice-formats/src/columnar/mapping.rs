@@ -171,18 +171,28 @@ fn integer_converter(type_name: &str) -> Box<dyn TextConverter> {
     }
 }
 
-/// `Float32` for single-precision types (PostgreSQL's `float4`, MariaDB's
-/// `FLOAT`), `Float64` otherwise, SQLite's `REAL` included (it is a double).
+/// Whether a float type is single precision (PostgreSQL's `float4`,
+/// MariaDB's `FLOAT`), written as `Float32`; everything else, SQLite's `REAL`
+/// included (it is a double), is `Float64`. The text and binary paths both
+/// ask here, so a column maps the same whichever way it arrived.
+pub(crate) fn is_single_precision(type_name: &str) -> bool {
+    matches!(
+        type_name.to_ascii_lowercase().as_str(),
+        "float4" | "float" | "float unsigned"
+    )
+}
+
 fn float_converter(type_name: &str) -> Box<dyn TextConverter> {
-    match type_name.to_ascii_lowercase().as_str() {
-        "float4" | "float" | "float unsigned" => Box::new(Primitive::<Float32Type, _>::new(
+    if is_single_precision(type_name) {
+        Box::new(Primitive::<Float32Type, _>::new(
             DataType::Float32,
             text::parse_f32,
-        )),
-        _ => Box::new(Primitive::<Float64Type, _>::new(
+        ))
+    } else {
+        Box::new(Primitive::<Float64Type, _>::new(
             DataType::Float64,
             text::parse_f64,
-        )),
+        ))
     }
 }
 
