@@ -22,7 +22,7 @@
 #      client on plain TCP without TLS;
 #   4. prints a Markdown table of medians with ratios to each job's
 #      reference (ConnectorX for Arrow in Python, DuckDB's COPY for Parquet)
-#      and writes bench/results/mariadb-columnar-<date>.md.
+#      and writes bench/results/mariadb-columnar[-ROWS]-<date>.md.
 
 set -euo pipefail
 
@@ -74,10 +74,7 @@ declare -A REFERENCE=(
 run() {
     command_of "$1"
     rm -f "$PARQUET"
-    if ! "$PY" "$BENCH/lib/tree_rss.py" "$WORK/sample" "${CMD[@]}" >/dev/null 2>"$WORK/err"; then
-        log "$1 failed:"; tail -c 2000 "$WORK/err" >&2; exit 1
-    fi
-    cat "$WORK/sample" >>"$WORK/$1.samples"
+    tree_run "$1" /dev/null
 }
 
 # check KEY: one untimed run that reads ROWS rows.
@@ -92,32 +89,15 @@ check() {
     [[ $rows == "$ROWS" ]] || { log "$1 read $rows rows, not $ROWS"; exit 1; }
 }
 
-for key in "${VARIANTS[@]}"; do
-    log "checking $key"
-    check "$key"
-done
-for (( rep = 1; rep <= REPS; rep++ )); do
-    for key in "${VARIANTS[@]}"; do
-        log "repetition $rep/$REPS: $key"
-        run "$key"
-    done
-done
+check_then_time "${VARIANTS[@]}"
 
-seconds() { median 1 "$WORK/$1.samples"; }
-REPORT="$RESULTS/mariadb-columnar-$(date -u +%F).md"
+REPORT=$(report_path mariadb-columnar)
 {
     echo "# MariaDB into Arrow and Parquet"
     echo
     echo "$(fmt_int "$ROWS") rows of MariaDB's payment_events ($(table_mb payment_events) MB on disk), median of $REPS interleaved runs, $(date -u '+%F %H:%M UTC'); peak RSS is the whole process tree's."
     echo
-    echo "| variant | seconds | × reference | peak RSS MB | × reference RSS |"
-    echo "|---|---:|---:|---:|---:|"
-    for key in "${VARIANTS[@]}"; do
-        reference=${REFERENCE[$key]}
-        printf '| %s | %.2f | %s | %s | %s |\n' "${LABEL[$key]}" "$(seconds "$key")" \
-            "$(ratio_of "$(seconds "$key")" "$(seconds "$reference")")" "$(mb "$(median 2 "$WORK/$key.samples")")" \
-            "$(ratio_of "$(median 2 "$WORK/$key.samples")" "$(median 2 "$WORK/$reference.samples")")"
-    done
+    ratio_table "${VARIANTS[@]}"
     echo
     echo "## Commands"
     echo

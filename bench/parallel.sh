@@ -18,7 +18,8 @@
 #   3. times REPS interleaved repetitions of every variant, each under
 #      bench/lib/tree_rss.py: wall time and the peak of the summed RSS of the
 #      process tree (Python and the sluice child it runs both count), every
-#      client on plain TCP;
+#      client on plain TCP (`--output-dir` writes a Parquet file per part,
+#      each part with its own encoder; the others write one output);
 #   4. prints a Markdown table of medians with ratios to each job's reference
 #      (psql `\copy` for CSV and NDJSON, DuckDB's COPY for Parquet, DuckDB's
 #      scanner for Arrow in Python) and writes bench/results/parallel-<date>.md.
@@ -42,10 +43,11 @@ build_sluice
 ensure_peer_venv "$PARALLEL_VENV" "pyarrow, duckdb, duckdb_extensions" "${PEER_PINS[@]}"
 export PYTHONPATH="$ROOT/python" SLUICE_BIN="$SLUICE"
 PARQUET="$WORK/out.parquet"
+PARQUET_DIR="$WORK/parts"
 
 VARIANTS=(psql_csv duckdb_parquet duckdb_arrow)
 for jobs in $JOBS; do
-    VARIANTS+=("sluice_csv_$jobs" "sluice_ndjson_$jobs" "sluice_parquet_$jobs" "sluice_arrow_$jobs")
+    VARIANTS+=("sluice_csv_$jobs" "sluice_ndjson_$jobs" "sluice_parquet_$jobs" "sluice_parquetdir_$jobs" "sluice_arrow_$jobs")
 done
 
 # command_of KEY: CMD, KEY's command line; OUT, where its standard output goes.
@@ -59,6 +61,7 @@ command_of() {
         sluice_csv_*) CMD=("$SLUICE" export --db "$PLAIN_URL" --table payment_events --jobs "$jobs" --format csv) ;;
         sluice_ndjson_*) CMD=("$SLUICE" export --db "$PLAIN_URL" --table payment_events --jobs "$jobs") ;;
         sluice_parquet_*) CMD=("$SLUICE" export --db "$PLAIN_URL" --table payment_events --jobs "$jobs" --format parquet -o "$PARQUET") ;;
+        sluice_parquetdir_*) CMD=("$SLUICE" export --db "$PLAIN_URL" --table payment_events --jobs "$jobs" --format parquet --output-dir "$PARQUET_DIR") ;;
         sluice_arrow_*) CMD=("$PY" "$BENCH/parallel_peers.py" sluice_arrow "$PLAIN_URL" "$jobs") ;;
     esac
 }
@@ -72,6 +75,7 @@ for jobs in $JOBS; do
     LABEL[sluice_csv_$jobs]="sluice export --format csv --jobs $jobs"
     LABEL[sluice_ndjson_$jobs]="sluice export --format ndjson --jobs $jobs"
     LABEL[sluice_parquet_$jobs]="sluice export --format parquet --jobs $jobs"
+    LABEL[sluice_parquetdir_$jobs]="sluice export --format parquet --jobs $jobs --output-dir (a file per part)"
     LABEL[sluice_arrow_$jobs]="sluice \`read_arrow(table=…, jobs=$jobs)\`"
 done
 declare -A REFERENCE=([psql_csv]=psql_csv [duckdb_parquet]=duckdb_parquet [duckdb_arrow]=duckdb_arrow)
@@ -79,26 +83,24 @@ for jobs in $JOBS; do
     REFERENCE[sluice_csv_$jobs]=psql_csv
     REFERENCE[sluice_ndjson_$jobs]=psql_csv
     REFERENCE[sluice_parquet_$jobs]=duckdb_parquet
+    REFERENCE[sluice_parquetdir_$jobs]=duckdb_parquet
     REFERENCE[sluice_arrow_$jobs]=duckdb_arrow
 done
 
 # run KEY: one run under tree_rss.py; appends "elapsed_s peak_kb" to KEY's samples.
 run() {
     command_of "$1"
-    rm -f "$PARQUET"
-    if ! "$PY" "$BENCH/lib/tree_rss.py" "$WORK/sample" "${CMD[@]}" >"$OUT" 2>"$WORK/err"; then
-        log "$1 failed:"; tail -c 2000 "$WORK/err" >&2; exit 1
-    fi
-    assert_dev_null "$1"
-    cat "$WORK/sample" >>"$WORK/$1.samples"
+    rm -rf "$PARQUET" "$PARQUET_DIR"
+    tree_run "$1" "$OUT"
 }
 
 # check KEY: one untimed run whose output holds ROWS rows.
 check() {
     local rows
     command_of "$1"
-    rm -f "$PARQUET"
+    rm -rf "$PARQUET" "$PARQUET_DIR"
     case $1 in
+        *parquetdir*) "${CMD[@]}" >/dev/null; rows=$("$PY" -c "import pyarrow.dataset as d, sys; print(d.dataset(sys.argv[1], format='parquet').count_rows())" "$PARQUET_DIR") ;;
         *parquet*) "${CMD[@]}" >/dev/null; rows=$("$PY" -c "import pyarrow.parquet as p, sys; print(p.read_metadata(sys.argv[1]).num_rows)" "$PARQUET") ;;
         *arrow*) rows=$("${CMD[@]}") ;;
         sluice_csv_*) rows=$(( $("${CMD[@]}" | wc -l) - 1 )) ;;
@@ -107,32 +109,15 @@ check() {
     [[ $rows == "$ROWS" ]] || { log "$1 moved $rows rows, not $ROWS"; exit 1; }
 }
 
-for key in "${VARIANTS[@]}"; do
-    log "checking $key"
-    check "$key"
-done
-for (( rep = 1; rep <= REPS; rep++ )); do
-    for key in "${VARIANTS[@]}"; do
-        log "repetition $rep/$REPS: $key"
-        run "$key"
-    done
-done
+check_then_time "${VARIANTS[@]}"
 
-seconds() { median 1 "$WORK/$1.samples"; }
-REPORT="$RESULTS/parallel-$(date -u +%F).md"
+REPORT=$(report_path parallel)
 {
     echo "# Reads in parts against single-connection peers"
     echo
     echo "$(fmt_int "$ROWS") rows of payment_events, median of $REPS interleaved runs, $(date -u '+%F %H:%M UTC'); peak RSS is the whole process tree's."
     echo
-    echo "| variant | seconds | × reference | peak RSS MB | × reference RSS |"
-    echo "|---|---:|---:|---:|---:|"
-    for key in "${VARIANTS[@]}"; do
-        reference=${REFERENCE[$key]}
-        printf '| %s | %.2f | %s | %s | %s |\n' "${LABEL[$key]}" "$(seconds "$key")" \
-            "$(ratio_of "$(seconds "$key")" "$(seconds "$reference")")" "$(mb "$(median 2 "$WORK/$key.samples")")" \
-            "$(ratio_of "$(median 2 "$WORK/$key.samples")" "$(median 2 "$WORK/$reference.samples")")"
-    done
+    ratio_table "${VARIANTS[@]}"
     echo
     echo "## Commands"
     echo

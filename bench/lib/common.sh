@@ -137,6 +137,62 @@ median() {
 # ratio_of A B: A / B as "1.23×", or "?" when B is not positive.
 ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "?" }'; }
 
+# report_path NAME: where a run's report goes, RESULTS/NAME-DATE.md, with the
+# row count before the date when it is not the default 1,000,000
+# (NAME-5000000-DATE.md), so a scale run keeps the main run's report.
+report_path() {
+    local rows=""
+    if [[ $ROWS != 1000000 ]]; then rows="-$ROWS"; fi
+    echo "$RESULTS/$1$rows-$(date -u +%F).md"
+}
+
+# tree_run KEY OUT: one run of CMD (set by the caller for KEY) under
+# bench/lib/tree_rss.py, its standard output to OUT; appends "elapsed_s
+# peak_tree_kb" to WORK/KEY.samples. Exits, showing the command's standard
+# error, if it fails.
+tree_run() {
+    if ! "$PY" "$BENCH/lib/tree_rss.py" "$WORK/sample" "${CMD[@]}" >"$2" 2>"$WORK/err"; then
+        log "$1 failed:"; tail -c 2000 "$WORK/err" >&2; exit 1
+    fi
+    assert_dev_null "$1"
+    cat "$WORK/sample" >>"$WORK/$1.samples"
+}
+
+# check_then_time KEY...: the caller's `check KEY` for every KEY (one
+# untimed run each), then REPS interleaved repetitions of the caller's
+# `run KEY`.
+check_then_time() {
+    local key rep
+    for key in "$@"; do
+        log "checking $key"
+        check "$key"
+    done
+    for (( rep = 1; rep <= REPS; rep++ )); do
+        for key in "$@"; do
+            log "repetition $rep/$REPS: $key"
+            run "$key"
+        done
+    done
+}
+
+# ratio_table KEY...: the Markdown table of the samples' medians, a row per
+# KEY: LABEL[KEY], seconds, the ratio to REFERENCE[KEY]'s seconds, peak RSS
+# and its ratio (LABEL and REFERENCE are the caller's associative arrays).
+ratio_table() {
+    local key reference seconds reference_seconds rss reference_rss
+    echo "| variant | seconds | × reference | peak RSS MB | × reference RSS |"
+    echo "|---|---:|---:|---:|---:|"
+    for key in "$@"; do
+        reference=${REFERENCE[$key]}
+        seconds=$(median 1 "$WORK/$key.samples")
+        reference_seconds=$(median 1 "$WORK/$reference.samples")
+        rss=$(median 2 "$WORK/$key.samples")
+        reference_rss=$(median 2 "$WORK/$reference.samples")
+        printf '| %s | %.2f | %s | %s | %s |\n' "${LABEL[$key]}" "$seconds" \
+            "$(ratio_of "$seconds" "$reference_seconds")" "$(mb "$rss")" "$(ratio_of "$rss" "$reference_rss")"
+    done
+}
+
 # stat_of TEXT NAME: the value of the `NAME: value` line of a --stats output.
 stat_of() { sed -n "s/^$2: //p" <<<"$1" | head -n 1; }
 
@@ -235,10 +291,11 @@ machine_section() {
     echo
 }
 
-# reproduce_section SCRIPT SETTINGS: "## Reproduce" with the command line that
-# repeats this run: the masked URL, SETTINGS, SLUICE_BIN if set, the script.
+# reproduce_section SCRIPT SETTINGS [VARIABLE URL]: "## Reproduce" with the
+# command line that repeats this run: the masked URL (VARIABLE=URL, default
+# SLUICE_BENCH_PG_URL and this run's), SETTINGS, SLUICE_BIN if set, the script.
 reproduce_section() {
-    local line="SLUICE_BENCH_PG_URL='$URL_SHOWN' $2"
+    local line="${3:-SLUICE_BENCH_PG_URL}='${4:-$URL_SHOWN}' $2"
     if [[ -n ${SLUICE_BIN:-} ]]; then line+=" SLUICE_BIN='$SLUICE_BIN'"; fi
     echo "## Reproduce"
     echo

@@ -212,14 +212,8 @@ mdb_machine_section() {
     echo
 }
 
-# mdb_reproduce_section SCRIPT SETTINGS: "## Reproduce" with the command line
-# that repeats this run: the masked URL, SETTINGS, SLUICE_BIN if set.
+# mdb_reproduce_section SCRIPT SETTINGS: "## Reproduce" for a run against
+# MariaDB (its masked URL).
 mdb_reproduce_section() {
-    local line="SLUICE_BENCH_MARIADB_URL='$MDB_URL_SHOWN' $2"
-    if [[ -n ${SLUICE_BIN:-} ]]; then line+=" SLUICE_BIN='$SLUICE_BIN'"; fi
-    echo "## Reproduce"
-    echo
-    echo '```'
-    echo "$line bash bench/$1"
-    echo '```'
+    reproduce_section "$1" "$2" SLUICE_BENCH_MARIADB_URL "$MDB_URL_SHOWN"
 }

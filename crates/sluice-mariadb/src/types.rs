@@ -366,7 +366,51 @@ fn push_bits(value: &[u8], width: u32, batch: &mut Batch) {
     batch.end_value(start);
 }
 
-/// `DATE`, `DATETIME`, `TIMESTAMP`: 0, 4, 7 or 11 bytes of fields.
+/// The fields of a `DATE`, `DATETIME` or `TIMESTAMP` value: 0, 4, 7 or 11
+/// bytes on the wire, the fields left out being zero.
+struct Moment {
+    year: u16,
+    month: u8,
+    day: u8,
+    hour: u8,
+    minute: u8,
+    second: u8,
+    micros: u32,
+}
+
+impl Moment {
+    /// The moment `fields` hold, or `None` after a zero date (`0000-00-00`,
+    /// `2024-00-00`) was made NULL, or an error, as `zero_dates` says.
+    fn read(
+        fields: &[u8],
+        batch: &mut Batch,
+        column: &Column,
+        zero_dates: ZeroDates,
+    ) -> Result<Option<Moment>, Error> {
+        let mut all = [0u8; 11];
+        all[..fields.len().min(11)].copy_from_slice(&fields[..fields.len().min(11)]);
+        let moment = Moment {
+            year: u16::from_le_bytes([all[0], all[1]]),
+            month: all[2],
+            day: all[3],
+            hour: all[4],
+            minute: all[5],
+            second: all[6],
+            micros: micros(&all[7..11]),
+        };
+        if moment.month == 0 || moment.day == 0 {
+            zero_date(&moment, batch, column, zero_dates)?;
+            return Ok(None);
+        }
+        Ok(Some(moment))
+    }
+
+    fn date_text(&self) -> String {
+        format!("{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+/// `DATE`, `DATETIME`, `TIMESTAMP` as canonical text.
 fn push_moment(
     decode: Decode,
     fields: &[u8],
@@ -374,29 +418,20 @@ fn push_moment(
     column: &Column,
     zero_dates: ZeroDates,
 ) -> Result<(), Error> {
-    let mut all = [0u8; 11];
-    all[..fields.len().min(11)].copy_from_slice(&fields[..fields.len().min(11)]);
-    let year = u16::from_le_bytes([all[0], all[1]]);
-    let (month, day) = (all[2], all[3]);
-    if month == 0 || day == 0 {
-        return zero_date(year, month, day, batch, column, zero_dates);
-    }
+    let Some(moment) = Moment::read(fields, batch, column, zero_dates)? else {
+        return Ok(());
+    };
     let start = batch.begin_value();
     let buffer = batch.value_buffer();
-    push_padded(buffer, u32::from(year), 4);
+    push_padded(buffer, u32::from(moment.year), 4);
     buffer.push(b'-');
-    push_padded(buffer, u32::from(month), 2);
+    push_padded(buffer, u32::from(moment.month), 2);
     buffer.push(b'-');
-    push_padded(buffer, u32::from(day), 2);
+    push_padded(buffer, u32::from(moment.day), 2);
     if let Decode::DateTime { utc } = decode {
         buffer.push(b' ');
-        push_clock(
-            buffer,
-            u32::from(all[4]),
-            all[5],
-            all[6],
-            micros(&all[7..11]),
-        );
+        let hours = u32::from(moment.hour);
+        push_clock(buffer, hours, moment.minute, moment.second, moment.micros);
         if utc {
             buffer.extend_from_slice(b"+00");
         }
@@ -416,19 +451,16 @@ fn push_binary_moment(
     column: &Column,
     zero_dates: ZeroDates,
 ) -> Result<(), Error> {
-    let mut all = [0u8; 11];
-    all[..fields.len().min(11)].copy_from_slice(&fields[..fields.len().min(11)]);
-    let year = u16::from_le_bytes([all[0], all[1]]);
-    let (month, day) = (all[2], all[3]);
-    if month == 0 || day == 0 {
-        return zero_date(year, month, day, batch, column, zero_dates);
-    }
-    let days = days_from_2000(year, month, day).ok_or_else(|| {
+    let Some(moment) = Moment::read(fields, batch, column, zero_dates)? else {
+        return Ok(());
+    };
+    let days = days_from_2000(moment.year, moment.month, moment.day).ok_or_else(|| {
         Error::new(
             ErrorKind::Data,
             format!(
-                "column {} holds {year:04}-{month:02}-{day:02}, a day its month does not have",
-                column.name
+                "column {} holds {}, a day its month does not have",
+                column.name,
+                moment.date_text()
             ),
         )
     })?;
@@ -436,8 +468,10 @@ fn push_binary_moment(
         batch.push_value(&(days as i32).to_be_bytes());
         return Ok(());
     }
-    let seconds = i64::from(all[4]) * 3600 + i64::from(all[5]) * 60 + i64::from(all[6]);
-    let micros = (days * 86_400 + seconds) * 1_000_000 + i64::from(micros(&all[7..11]));
+    let seconds = i64::from(moment.hour) * 3600
+        + i64::from(moment.minute) * 60
+        + i64::from(moment.second);
+    let micros = (days * 86_400 + seconds) * 1_000_000 + i64::from(moment.micros);
     batch.push_value(&micros.to_be_bytes());
     Ok(())
 }
@@ -467,9 +501,7 @@ fn days_from_2000(year: u16, month: u8, day: u8) -> Option<i64> {
 }
 
 fn zero_date(
-    year: u16,
-    month: u8,
-    day: u8,
+    moment: &Moment,
     batch: &mut Batch,
     column: &Column,
     zero_dates: ZeroDates,
@@ -482,9 +514,10 @@ fn zero_date(
         ZeroDates::Error => Err(Error::new(
             ErrorKind::Data,
             format!(
-                "column {} holds the zero date {year:04}-{month:02}-{day:02}, which no calendar has \
+                "column {} holds the zero date {}, which no calendar has \
                  (zero_dates=null in the database URL writes NULL instead)",
-                column.name
+                column.name,
+                moment.date_text()
             ),
         )),
     }
