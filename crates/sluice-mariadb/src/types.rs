@@ -468,9 +468,8 @@ fn push_binary_moment(
         batch.push_value(&(days as i32).to_be_bytes());
         return Ok(());
     }
-    let seconds = i64::from(moment.hour) * 3600
-        + i64::from(moment.minute) * 60
-        + i64::from(moment.second);
+    let seconds =
+        i64::from(moment.hour) * 3600 + i64::from(moment.minute) * 60 + i64::from(moment.second);
     let micros = (days * 86_400 + seconds) * 1_000_000 + i64::from(moment.micros);
     batch.push_value(&micros.to_be_bytes());
     Ok(())
