@@ -242,11 +242,6 @@ pub(crate) fn read_value(
         }
         Decode::BinaryFloat32 => batch.push_value(&reversed::<4>(take(input, 4)?)),
         Decode::BinaryFloat64 => batch.push_value(&reversed::<8>(take(input, 8)?)),
-        Decode::BinaryDate | Decode::BinaryDateTime => {
-            let length = usize::from(*take(input, 1)?.first().expect("1 byte"));
-            let fields = take(input, length)?;
-            push_binary_moment(decode, fields, batch, column, zero_dates)?;
-        }
         Decode::Float32 => {
             let bytes = take(input, 4)?;
             let value = f32::from_le_bytes(bytes.try_into().expect("4 bytes"));
@@ -259,7 +254,7 @@ pub(crate) fn read_value(
         }
         Decode::Verbatim => batch.push_value(read_lenenc_bytes(input)?),
         Decode::Bits { width } => push_bits(read_lenenc_bytes(input)?, width, batch),
-        Decode::Date | Decode::DateTime { .. } => {
+        Decode::Date | Decode::DateTime { .. } | Decode::BinaryDate | Decode::BinaryDateTime => {
             let length = usize::from(*take(input, 1)?.first().expect("1 byte"));
             let fields = take(input, length)?;
             push_moment(decode, fields, batch, column, zero_dates)?;
@@ -410,7 +405,8 @@ impl Moment {
     }
 }
 
-/// `DATE`, `DATETIME`, `TIMESTAMP` as canonical text.
+/// `DATE`, `DATETIME`, `TIMESTAMP` as canonical text, or with the binary
+/// decoders as days or microseconds from 2000-01-01.
 fn push_moment(
     decode: Decode,
     fields: &[u8],
@@ -421,6 +417,24 @@ fn push_moment(
     let Some(moment) = Moment::read(fields, batch, column, zero_dates)? else {
         return Ok(());
     };
+    match decode {
+        Decode::BinaryDate | Decode::BinaryDateTime => {
+            push_binary_moment(&moment, decode == Decode::BinaryDateTime, batch, column)
+        }
+        Decode::DateTime { utc } => {
+            push_moment_text(&moment, Some(utc), batch);
+            Ok(())
+        }
+        _ => {
+            push_moment_text(&moment, None, batch);
+            Ok(())
+        }
+    }
+}
+
+/// `YYYY-MM-DD`, with the time of day when `clock` says whether it is UTC
+/// (`TIMESTAMP` values arrive in the session's UTC and say so: `+00`).
+fn push_moment_text(moment: &Moment, clock: Option<bool>, batch: &mut Batch) {
     let start = batch.begin_value();
     let buffer = batch.value_buffer();
     push_padded(buffer, u32::from(moment.year), 4);
@@ -428,7 +442,7 @@ fn push_moment(
     push_padded(buffer, u32::from(moment.month), 2);
     buffer.push(b'-');
     push_padded(buffer, u32::from(moment.day), 2);
-    if let Decode::DateTime { utc } = decode {
+    if let Some(utc) = clock {
         buffer.push(b' ');
         let hours = u32::from(moment.hour);
         push_clock(buffer, hours, moment.minute, moment.second, moment.micros);
@@ -437,23 +451,17 @@ fn push_moment(
         }
     }
     batch.end_value(start);
-    Ok(())
 }
 
-/// `DATE`, `DATETIME`, `TIMESTAMP` as days or microseconds from 2000-01-01
-/// (`TIMESTAMP` values arrive in the session's UTC). A day the month does not
-/// have (stored under `ALLOW_INVALID_DATES`) is refused: no count of days
-/// means it.
+/// Days (a date) or microseconds (with the time of day) from 2000-01-01. A
+/// day the month does not have (stored under `ALLOW_INVALID_DATES`) is
+/// refused: no count of days means it.
 fn push_binary_moment(
-    decode: Decode,
-    fields: &[u8],
+    moment: &Moment,
+    with_time: bool,
     batch: &mut Batch,
     column: &Column,
-    zero_dates: ZeroDates,
 ) -> Result<(), Error> {
-    let Some(moment) = Moment::read(fields, batch, column, zero_dates)? else {
-        return Ok(());
-    };
     let days = days_from_2000(moment.year, moment.month, moment.day).ok_or_else(|| {
         Error::new(
             ErrorKind::Data,
@@ -464,7 +472,7 @@ fn push_binary_moment(
             ),
         )
     })?;
-    if decode == Decode::BinaryDate {
+    if !with_time {
         batch.push_value(&(days as i32).to_be_bytes());
         return Ok(());
     }
