@@ -61,14 +61,7 @@ SERVER_PID=$!
 # SIGTERM to sluice itself (time's child): time then reports its peak RSS.
 stop_server() { pkill -TERM -P "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
 trap 'stop_server; remove_work' EXIT
-LOCATION=
-for _ in $(seq 1 100); do
-    LOCATION=$(sed -n 's/.*Arrow Flight on \(grpc:\/\/[^,]*\),.*/\1/p' "$SERVER_LOG")
-    [[ -z $LOCATION ]] || break
-    sleep 0.1
-done
-[[ -n $LOCATION ]] || { log "sluice serve did not start:"; cat "$SERVER_LOG" >&2; exit 1; }
-log "sluice serve: Flight on $LOCATION"
+flight_location "$SERVER_LOG"
 
 # run_variant CLIENT N: one timed run; appends "wall_s rss_kb" to its samples.
 run_variant() {

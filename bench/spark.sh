@@ -86,14 +86,7 @@ SERVER_LOG="$WORK/serve.log"
 "$SLUICE" serve --config "$CONFIG" 2>"$SERVER_LOG" &
 SERVER_PID=$!
 stop_background() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
-LOCATION=
-for _ in $(seq 1 100); do
-    LOCATION=$(sed -n 's/.*Arrow Flight on \(grpc:\/\/[^,]*\),.*/\1/p' "$SERVER_LOG")
-    [[ -z $LOCATION ]] || break
-    sleep 0.1
-done
-[[ -n $LOCATION ]] || { log "sluice serve did not start:"; cat "$SERVER_LOG" >&2; exit 1; }
-log "sluice serve: Flight on $LOCATION"
+flight_location "$SERVER_LOG"
 
 # pgjdbc's URL for the same server, user and database, on plain TCP.
 JDBC_URL=$("$PY" - "$URL" <<'PY'

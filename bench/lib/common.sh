@@ -137,6 +137,20 @@ median() {
 # ratio_of A B: A / B as "1.23×", or "?" when B is not positive.
 ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "?" }'; }
 
+# flight_location LOG: LOCATION, the grpc:// address `sluice serve` says
+# (in LOG, its standard error) its Arrow Flight listener took, waiting up to
+# 10 s for it; exits showing LOG if the server never says.
+flight_location() {
+    LOCATION=
+    for _ in $(seq 1 100); do
+        LOCATION=$(sed -n 's/.*Arrow Flight on \(grpc:\/\/[^,]*\),.*/\1/p' "$1")
+        [[ -z $LOCATION ]] || break
+        sleep 0.1
+    done
+    [[ -n $LOCATION ]] || { log "sluice serve did not start:"; cat "$1" >&2; exit 1; }
+    log "sluice serve: Flight on $LOCATION"
+}
+
 # report_path NAME: where a run's report goes, RESULTS/NAME-DATE.md, with the
 # row count before the date when it is not the default 1,000,000
 # (NAME-5000000-DATE.md), so a scale run keeps the main run's report.
