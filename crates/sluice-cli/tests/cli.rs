@@ -339,6 +339,41 @@ fn ctrl_c_cancels_the_query() {
 }
 
 /// The names in `directory`, sorted (hidden ones too: temporary files are).
+/// Ctrl-C during `--output-dir`: the staged directory of parts is removed
+/// before sluice exits, and no directory appears under the name given.
+#[test]
+fn ctrl_c_leaves_no_directory_of_parts() {
+    let db = TestDb::new();
+    let marker = unique_marker();
+    let sql = format!("select pg_sleep(30) /* {marker} */");
+    let directory = tempfile::tempdir().expect("temp dir");
+    let parts = directory.path().join("parts");
+    let parts_arg = parts.to_str().expect("a UTF-8 path");
+    let (code, stderr) = interrupted(
+        &db,
+        &marker,
+        &[
+            "export",
+            "--db",
+            db.url(),
+            "--query",
+            &sql,
+            "--output-dir",
+            parts_arg,
+        ],
+        Stdio::null(),
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "sluice: interrupted; the query was cancelled; the output was incomplete and \
+             has been removed ({parts_arg} not written)\n"
+        )
+    );
+    assert_eq!(directory_listing(directory.path()), Vec::<String>::new());
+}
+
 fn directory_listing(directory: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(directory)
         .expect("read the directory")
