@@ -275,6 +275,69 @@ async fn named_queries_stream_ndjson_and_csv_with_typed_parameters() {
     assert!(line.ends_with(" 1"), "{line}");
 }
 
+/// Arrow bodies take MariaDB's numbers and moments in their binary forms
+/// (no text between the wire and the arrays): the same rows as NDJSON, with
+/// TIMESTAMP as microseconds of UTC and each integer at its type's width.
+#[tokio::test]
+async fn an_arrow_body_holds_the_rows_ndjson_gives() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int16Type, Int32Type, TimestampMicrosecondType};
+    use arrow_schema::{DataType, TimeUnit};
+
+    let (db, state) = setup();
+    let uri = "/queries/events?kind=refund&since=2024-01-10T00:00:00%2B02:00&max_id=300";
+    let response = oneshot(&state, get(&format!("{uri}&format=arrow"), &[])).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = body(response).await.unwrap();
+    let reader = arrow_ipc::reader::StreamReader::try_new(&bytes[..], None).unwrap();
+    let schema = reader.schema();
+    assert_eq!(schema.field(0).data_type(), &DataType::Int32);
+    assert_eq!(
+        schema.field(2).data_type(),
+        &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+    );
+    assert_eq!(schema.field(4).data_type(), &DataType::Int16);
+    let (mut ids, mut moments, mut paid) = (Vec::new(), Vec::new(), Vec::new());
+    for batch in reader {
+        let batch = batch.unwrap();
+        ids.extend(
+            batch
+                .column(0)
+                .as_primitive::<Int32Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
+        let at = batch.column(2).as_primitive::<TimestampMicrosecondType>();
+        moments.extend(at.values().iter().copied());
+        paid.extend(
+            batch
+                .column(4)
+                .as_primitive::<Int16Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
+    }
+    let expected_ids = in_utc(
+        &db,
+        "select group_concat(id order by id) from events where kind = 'refund' \
+         and at >= '2024-01-09 22:00:00' and id <= 300 and paid",
+    );
+    let shown: Vec<String> = ids.iter().map(i32::to_string).collect();
+    assert_eq!(shown.join(","), expected_ids);
+    // Row 216: 2024-01-10T00:00:00Z, as the NDJSON test reads it.
+    assert_eq!(moments[0], 1_704_844_800_000_000);
+    let expected_moments = in_utc(
+        &db,
+        "select group_concat(cast(unix_timestamp(at) * 1000000 as signed) order by id) from events \
+         where kind = 'refund' and at >= '2024-01-09 22:00:00' and id <= 300 and paid",
+    );
+    let shown: Vec<String> = moments.iter().map(i64::to_string).collect();
+    assert_eq!(shown.join(","), expected_moments);
+    assert!(paid.iter().all(|&paid| paid == 1));
+}
+
 #[tokio::test]
 async fn health_is_ok_and_503_while_the_pool_cannot_connect() {
     let (_db, state) = setup();
