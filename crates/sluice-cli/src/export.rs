@@ -258,6 +258,11 @@ pub async fn run(arguments: ExportArgs) -> u8 {
     let Err(error) = result else {
         return 0;
     };
+    // The server reports the cancel as an error; it is the user's Ctrl-C.
+    let error = match interrupt.happened() {
+        true => interrupt.wait_for_cancel().await,
+        false => error,
+    };
     let note = match written {
         Written::Nothing => None,
         Written::Unstaged => Some("the output is incomplete".to_owned()),
@@ -369,7 +374,6 @@ async fn export(
             let files = PartFiles {
                 arguments,
                 directory: &directory,
-                interrupt,
                 progress: &progress,
             };
             files.write(parts, output_options).await?
@@ -456,11 +460,9 @@ impl Output<'_> {
         let result = pump(&mut stream, &mut encoder, &mut writer, self.progress).await;
         progress_line.finish();
         let summary = match result {
-            Err(_) if self.interrupt.happened() => {
-                // The server reports the cancel as an error; it is the user's Ctrl-C.
-                return Err(self.interrupt.wait_for_cancel().await);
-            }
             Ok(summary) => summary,
+            // After Ctrl-C every error is the interrupt's (see `run`).
+            Err(error) if self.interrupt.happened() => return Err(error),
             Err(error) if error.kind() == ErrorKind::OutputClosed && output_file.is_none() => {
                 // The reader has all it wanted (`| head`): stop the server's work and
                 // leave quietly, as Unix tools do.
@@ -490,7 +492,6 @@ impl Output<'_> {
 struct PartFiles<'a> {
     arguments: &'a ExportArgs,
     directory: &'a StagedDirectory,
-    interrupt: &'a Interrupt,
     progress: &'a Arc<Progress>,
 }
 
@@ -548,13 +549,7 @@ impl PartFiles<'_> {
         // waited for so that none writes into the directory once it is removed.
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        if let Err(error) = result {
-            if self.interrupt.happened() {
-                // The server reports the cancel as an error; it is the user's Ctrl-C.
-                return Err(self.interrupt.wait_for_cancel().await);
-            }
-            return Err(error);
-        }
+        result?;
         for export in exports {
             export.close().await;
         }
