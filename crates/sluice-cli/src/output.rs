@@ -148,9 +148,7 @@ impl StagedFile {
 
     /// Where `--keep-partial` keeps an incomplete file: `FILE.partial`.
     pub fn partial_path(&self) -> PathBuf {
-        let mut name = self.target.file_name().unwrap_or_default().to_os_string();
-        name.push(".partial");
-        self.target.with_file_name(name)
+        partial_path(&self.target)
     }
 
     fn take(&self) -> Option<TempPath> {
@@ -287,9 +285,7 @@ impl StagedDirectory {
         let temporary = self.take()?;
         let target = self.target.display();
         if keep {
-            let mut name = self.target.file_name().unwrap_or_default().to_os_string();
-            name.push(".partial");
-            let partial = self.target.with_file_name(name);
+            let partial = partial_path(&self.target);
             if std::fs::rename(&temporary, &partial).is_ok() {
                 return Some(format!(
                     "the output was incomplete and is kept as {} ({target} not written)",
@@ -307,8 +303,16 @@ impl StagedDirectory {
     }
 }
 
+/// Where `--keep-partial` keeps an incomplete output: `FILE.partial`, or
+/// `DIR.partial`.
+fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    target.with_file_name(name)
+}
+
 /// A part's file name: `part-00000.parquet`, numbered from 0 as Spark and
 /// Hive name the parts of a directory, so they sort in part order.
-pub fn part_name(part: usize, extension: &str) -> String {
+fn part_name(part: usize, extension: &str) -> String {
     format!("part-{part:05}.{extension}")
 }
