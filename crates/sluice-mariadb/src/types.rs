@@ -285,32 +285,40 @@ fn take<'a>(input: &mut &'a [u8], length: usize) -> Result<&'a [u8], Error> {
 }
 
 fn push_integer(bytes: &[u8], unsigned: bool, batch: &mut Batch) {
-    let mut wide = [0u8; 8];
-    wide[..bytes.len()].copy_from_slice(bytes);
-    let raw = u64::from_le_bytes(wide);
+    let raw = le_bits(bytes);
     let mut digits = itoa::Buffer::new();
     let text = if unsigned {
         digits.format(raw)
     } else {
-        // Sign-extend from the value's own width.
-        let shift = 64 - 8 * bytes.len() as u32;
-        digits.format(((raw << shift) as i64) >> shift)
+        digits.format(sign_extended(raw, bytes.len()))
     };
     batch.push_value(text.as_bytes());
+}
+
+/// A little-endian integer of 1, 2, 4 or 8 bytes, zero-extended.
+fn le_bits(bytes: &[u8]) -> u64 {
+    let mut wide = [0u8; 8];
+    wide[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(wide)
+}
+
+/// `raw`'s low `width` bytes as a signed integer of that width.
+fn sign_extended(raw: u64, width: usize) -> i64 {
+    let shift = 64 - 8 * width as u32;
+    ((raw << shift) as i64) >> shift
 }
 
 /// A little-endian integer of 1, 2, 4 or 8 bytes as a big-endian one of the
 /// binary form's widths (2, 4 or 8 bytes), wide enough for every value of its
 /// type: an unsigned value takes the next width up.
 fn push_binary_integer(bytes: &[u8], unsigned: bool, batch: &mut Batch) {
-    let mut wide = [0u8; 8];
-    wide[..bytes.len()].copy_from_slice(bytes);
-    let raw = u64::from_le_bytes(wide);
+    let raw = le_bits(bytes);
+    // `BIGINT UNSIGNED` never comes here (`Decode::in_binary`): every
+    // unsigned value fits i64.
     let value = if unsigned {
         raw as i64
     } else {
-        let shift = 64 - 8 * bytes.len() as u32;
-        ((raw << shift) as i64) >> shift
+        sign_extended(raw, bytes.len())
     };
     match (bytes.len(), unsigned) {
         (1, _) | (2, false) => batch.push_value(&(value as i16).to_be_bytes()),
