@@ -225,31 +225,14 @@ fn what_cannot_be_split_is_refused_before_anything_runs() {
     assert!(stderr.contains("parallel parts"), "{stderr}");
 }
 
-/// A directory for one test's output, removed when the test ends.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let path = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Scratch(path)
-    }
-
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        names
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The names in `directory`, sorted.
+fn names(directory: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
 }
 
 fn parquet_ids(path: &std::path::Path) -> Vec<i64> {
@@ -273,8 +256,8 @@ fn parquet_ids(path: &std::path::Path) -> Vec<i64> {
 fn a_directory_holds_a_complete_file_per_part() {
     let db = TestDb::new();
     items(&db);
-    let scratch = Scratch::new("export-dir");
-    let directory = scratch.0.join("items");
+    let scratch = tempfile::tempdir().unwrap();
+    let directory = scratch.path().join("items");
     let output = export_table(
         db.url(),
         &[
@@ -291,12 +274,12 @@ fn a_directory_holds_a_complete_file_per_part() {
     );
     let stderr = assert_exit(&output, 0);
     assert!(stderr.contains("part 2 rows: "), "{stderr}");
-    assert_eq!(scratch.names(), ["items"], "no staging directory is left");
-    let mut names: Vec<String> = std::fs::read_dir(&directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    assert_eq!(
+        names(scratch.path()),
+        ["items"],
+        "no staging directory is left"
+    );
+    let names = names(&directory);
     assert_eq!(
         names,
         [
@@ -315,7 +298,7 @@ fn a_directory_holds_a_complete_file_per_part() {
     assert_eq!(ids, (1..=60000).collect::<Vec<i64>>());
 
     // One query without --jobs is one part; an empty directory may be named.
-    let empty = scratch.0.join("empty");
+    let empty = scratch.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let output = export(
         db.url(),
@@ -331,8 +314,8 @@ fn a_directory_holds_a_complete_file_per_part() {
 fn a_failing_part_leaves_no_directory_and_a_full_one_is_refused() {
     let db = TestDb::new();
     items(&db);
-    let scratch = Scratch::new("export-dir-fails");
-    let directory = scratch.0.join("out");
+    let scratch = tempfile::tempdir().unwrap();
+    let directory = scratch.path().join("out");
     let failing = |extra: &[&str]| {
         let mut arguments = vec![
             "--split-by",
@@ -354,14 +337,14 @@ fn a_failing_part_leaves_no_directory_and_a_full_one_is_refused() {
     let stderr = assert_exit(&failing(&[]), 1);
     assert!(stderr.contains("division by zero"), "{stderr}");
     assert!(stderr.contains("has been removed"), "{stderr}");
-    assert!(scratch.names().is_empty(), "{:?}", scratch.names());
+    assert_eq!(names(scratch.path()), Vec::<String>::new());
 
     let stderr = assert_exit(&failing(&["--keep-partial"]), 1);
     assert!(stderr.contains("is kept as"), "{stderr}");
-    assert_eq!(scratch.names(), ["out.partial"]);
+    assert_eq!(names(scratch.path()), ["out.partial"]);
 
     // A directory that holds anything would mix its files with the parts.
-    let full = scratch.0.join("out.partial");
+    let full = scratch.path().join("out.partial");
     let output = export(
         db.url(),
         "select 1",
