@@ -101,8 +101,7 @@ REPORT=$(report_path mariadb-columnar)
     echo
     echo "## Commands"
     echo
-    show() { command_of "$1"; }
-    commands_block show "${VARIANTS[@]}"
+    commands_block command_of "${VARIANTS[@]}"
     echo
     mdb_machine_section "$("$PY" --version 2>&1), pyarrow $(peer_version pyarrow), ConnectorX $(peer_version connectorx), DuckDB $(peer_version duckdb) with duckdb-extension-mysql-scanner $(peer_version duckdb-extension-mysql-scanner) (${VENV_DIR#"$ROOT"/})"
     mdb_reproduce_section mariadb_columnar.sh "ROWS=$ROWS REPS=$REPS"

@@ -121,8 +121,7 @@ REPORT=$(report_path parallel)
     echo
     echo "## Commands"
     echo
-    show() { command_of "$1"; }
-    commands_block show "${VARIANTS[@]}"
+    commands_block command_of "${VARIANTS[@]}"
     echo
     machine_section --load-average
     reproduce_section parallel.sh "ROWS=$ROWS REPS=$REPS JOBS='$JOBS'"

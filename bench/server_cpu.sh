@@ -125,8 +125,7 @@ REPORT=$(report_path server-cpu)
     echo
     echo "## Commands"
     echo
-    show() { command_of "$1"; }
-    commands_block show "${VARIANTS[@]}"
+    commands_block command_of "${VARIANTS[@]}"
     echo
     machine_section --load-average
     reproduce_section server_cpu.sh "ROWS=$ROWS REPS=$REPS"
