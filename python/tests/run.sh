@@ -46,4 +46,5 @@ if [[ -z ${SLUICE_TEST_PG_URL:-} ]]; then
 fi
 
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-"$venv/bin/python" -m pytest -q -n 2 python/tests "$@"
+# --timeout: a test that hangs fails with its stack instead of holding the run.
+"$venv/bin/python" -m pytest -q -n 2 --timeout=900 python/tests "$@"

@@ -304,6 +304,26 @@ impl TestDb {
         self.run(&[], sql)
     }
 
+    /// A `psql` connected to this schema that reads SQL from its piped
+    /// standard input and runs it as it comes, for tests that hold a session
+    /// open (a transaction, a lock) while something else happens. Its output
+    /// goes nowhere; it ends when its standard input closes.
+    ///
+    /// # Panics
+    ///
+    /// If psql cannot be started.
+    pub fn open_session(&self) -> std::process::Child {
+        let server = server();
+        Command::new(&server.psql)
+            .args(["-X", "-q", "-w", "-d", &self.url, "-f", "-"])
+            .env("PGOPTIONS", &self.pgoptions)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("sluice-testkit: starting psql: {error}"))
+    }
+
     fn run(&self, extra_args: &[&str], sql: &str) -> Vec<u8> {
         let server = server();
         match run_psql(
@@ -325,17 +345,7 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some(Ok(server)) = SERVER.get() {
-            // Large objects live outside every schema, so dropping the schema
-            // would leave them behind (gigabytes, for the large-value tests):
-            // unlink those the schema's `oid` columns refer to first.
-            let _ = run_psql(
-                &server.psql,
-                &server.url,
-                None,
-                &[],
-                &unlink_large_objects_sql(&self.schema),
-            );
-            let mut sql = format!("DROP SCHEMA IF EXISTS {} CASCADE;", self.schema);
+            let mut sql = drop_schema_sql(&self.schema);
             let roles = self
                 .roles
                 .lock()
@@ -348,18 +358,62 @@ impl Drop for TestDb {
     }
 }
 
-/// SQL unlinking every large object that a column of type `oid` in `schema`
-/// refers to.
-fn unlink_large_objects_sql(schema: &str) -> String {
+/// SQL dropping `schema`, and the large objects its `oid` columns refer to,
+/// even while sessions the test left open hold locks in it.
+///
+/// Large objects live outside every schema, so dropping the schema would
+/// leave them behind (gigabytes, for the large-value tests): they are
+/// unlinked first.
+///
+/// The test is over, but its sessions may not be: a server's pooled
+/// connection still ending the transaction of a part it has streamed, or a
+/// snapshot still held. DROP SCHEMA would wait for their locks, and a
+/// `#[tokio::test]` runs those sessions' tasks on the very thread this drop
+/// blocks, so they would never end and the suite would hang (it did, once,
+/// in CI). So whoever holds a lock in the schema is terminated first (where
+/// this role may), and a lock taken in the meantime is waited for a few
+/// seconds at a time.
+fn drop_schema_sql(schema: &str) -> String {
     format!(
-        "DO $unlink$ DECLARE c record; BEGIN
-           FOR c IN SELECT table_name, column_name FROM information_schema.columns
-                    WHERE table_schema = '{schema}' AND data_type = 'oid' LOOP
-             EXECUTE format('SELECT lo_unlink(m.oid) FROM pg_largeobject_metadata m
-                             WHERE m.oid IN (SELECT %I FROM %I.%I)',
-                            c.column_name, '{schema}', c.table_name);
-           END LOOP;
-         END $unlink$;"
+        "SET lock_timeout = '5s';
+DO $drop$
+DECLARE
+  holder int;
+  c record;
+BEGIN
+  FOR attempt IN 1..12 LOOP
+    FOR holder IN
+      SELECT DISTINCT l.pid FROM pg_locks l
+       WHERE l.pid <> pg_backend_pid()
+         AND (l.relation IN (SELECT k.oid FROM pg_class k
+                               JOIN pg_namespace n ON n.oid = k.relnamespace
+                              WHERE n.nspname = '{schema}')
+              OR (l.classid = 'pg_namespace'::regclass
+                  AND l.objid = (SELECT oid FROM pg_namespace WHERE nspname = '{schema}')))
+    LOOP
+      BEGIN
+        PERFORM pg_terminate_backend(holder, 5000);
+      EXCEPTION WHEN insufficient_privilege THEN NULL;
+      END;
+    END LOOP;
+    BEGIN
+      BEGIN
+        FOR c IN SELECT table_name, column_name FROM information_schema.columns
+                  WHERE table_schema = '{schema}' AND data_type = 'oid' LOOP
+          EXECUTE format('SELECT lo_unlink(m.oid) FROM pg_largeobject_metadata m
+                          WHERE m.oid IN (SELECT %I FROM %I.%I)',
+                         c.column_name, '{schema}', c.table_name);
+        END LOOP;
+      EXCEPTION
+        WHEN lock_not_available THEN RAISE;
+        WHEN OTHERS THEN NULL;
+      END;
+      DROP SCHEMA IF EXISTS {schema} CASCADE;
+      RETURN;
+    EXCEPTION WHEN lock_not_available THEN NULL;
+    END;
+  END LOOP;
+END $drop$;"
     )
 }
 

@@ -153,6 +153,24 @@ impl TestMariaDb {
         crate::output_text(self.run(&["--raw"], sql), "mariadb", sql)
     }
 
+    /// A `mariadb` client connected to this database that reads SQL from its
+    /// piped standard input and runs it as it comes, for tests that hold a
+    /// session open (a transaction, a lock) while something else happens.
+    /// Its output goes nowhere; it ends when its standard input closes.
+    ///
+    /// # Panics
+    ///
+    /// If the client cannot be started.
+    pub fn open_session(&self) -> std::process::Child {
+        let server = shared_server();
+        client::command(&server.client, &self.endpoint, &[])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("sluice-testkit: starting the mariadb client: {error}"))
+    }
+
     fn run(&self, extra_args: &[&str], sql: &str) -> Vec<u8> {
         let server = shared_server();
         client::run(&server.client, &self.endpoint, extra_args, sql).unwrap_or_else(|failure| {
@@ -250,8 +268,39 @@ impl Drop for MariaDbServer {
 impl Drop for TestMariaDb {
     fn drop(&mut self) {
         if let Some(Ok(server)) = SERVER.get() {
-            let sql = format!("DROP DATABASE IF EXISTS `{}`;", self.name);
-            let _ = client::run(&server.client, &server.admin, &[], &sql);
+            drop_database(server, &self.name);
+        }
+    }
+}
+
+/// Drops database `name` even while sessions the test left open hold
+/// metadata locks in it.
+///
+/// The test is over, but its sessions may not be (a server's pooled
+/// connection still ending a transaction), and DROP DATABASE would wait for
+/// their locks for `lock_wait_timeout`, a year by default; a
+/// `#[tokio::test]` runs those sessions' tasks on the very thread this drop
+/// blocks, so they would never end. So the sessions using the database are
+/// killed first (where this account may), and a lock taken in the meantime
+/// is waited for a few seconds at a time.
+fn drop_database(server: &Server, name: &str) {
+    let sessions = format!(
+        "SELECT id FROM information_schema.PROCESSLIST WHERE db = '{name}' AND id <> CONNECTION_ID();"
+    );
+    for _attempt in 0..12 {
+        if let Ok(ids) = client::run(&server.client, &server.admin, &[], &sessions) {
+            for id in String::from_utf8_lossy(&ids).split_whitespace() {
+                let _ = client::run(
+                    &server.client,
+                    &server.admin,
+                    &[],
+                    &format!("KILL CONNECTION {id};"),
+                );
+            }
+        }
+        let sql = format!("SET SESSION lock_wait_timeout = 5; DROP DATABASE IF EXISTS `{name}`;");
+        if client::run(&server.client, &server.admin, &[], &sql).is_ok() {
+            return;
         }
     }
 }

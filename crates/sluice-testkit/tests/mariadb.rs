@@ -1,6 +1,9 @@
 //! Tests of the test kit's MariaDB against a real server
 //! (SLUICE_TEST_MARIADB_URL or an ephemeral one).
 
+use std::io::Write;
+use std::time::{Duration, Instant};
+
 use sluice_testkit::{mariadb_server_url, TestMariaDb};
 
 /// How many tables `db` holds.
@@ -72,6 +75,46 @@ fn dropping_removes_the_database() {
     assert_eq!(observer.query_text(&exists), "1");
     drop(db);
     assert_eq!(observer.query_text(&exists), "0");
+}
+
+#[test]
+fn a_session_left_in_a_transaction_does_not_keep_the_database_from_dropping() {
+    let observer = TestMariaDb::new();
+    let db = TestMariaDb::new();
+    let name = db.name().to_owned();
+    db.execute("CREATE TABLE t (id int); INSERT INTO t VALUES (1);");
+    let mut session = db.open_session();
+    let mut input = session.stdin.take().unwrap();
+    // The SELECT holds the table's metadata lock until the transaction
+    // ends; the named lock says the SELECT has run.
+    let ready = format!("{name}-ready");
+    input
+        .write_all(format!("BEGIN;\nSELECT * FROM t;\nSELECT GET_LOCK('{ready}', 0);\n").as_bytes())
+        .unwrap();
+    input.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while observer.query_text(&format!("SELECT IS_USED_LOCK('{ready}') IS NULL")) == "1" {
+        assert!(
+            Instant::now() < deadline,
+            "the session never ran its SELECT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Dropped on a thread of its own, so a drop waiting for ever on the lock
+    // fails this test rather than hanging it.
+    let (done, dropped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(db);
+        let _ = done.send(());
+    });
+    dropped
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the database's drop waited on the session's lock");
+    let exists =
+        format!("SELECT count(*) FROM information_schema.schemata WHERE schema_name = '{name}'");
+    assert_eq!(observer.query_text(&exists), "0");
+    drop(input);
+    let _ = session.wait();
 }
 
 #[test]

@@ -1,5 +1,8 @@
 //! Smoke tests of the test kit against a real server (SLUICE_TEST_PG_URL or ephemeral).
 
+use std::io::Write;
+use std::time::{Duration, Instant};
+
 use sluice_testkit::{server_url, TestDb};
 
 #[test]
@@ -69,6 +72,43 @@ fn schema_is_dropped_on_drop() {
     assert_eq!(observer.query_text(&count), "1");
     drop(db);
     assert_eq!(observer.query_text(&count), "0");
+}
+
+#[test]
+fn a_session_left_holding_a_lock_does_not_keep_the_schema_from_dropping() {
+    let db = TestDb::new();
+    db.execute("CREATE TABLE t (x oid);");
+    let schema = db.schema().to_owned();
+    let observer = TestDb::new();
+    let mut session = db.open_session();
+    let mut input = session.stdin.take().unwrap();
+    input
+        .write_all(b"BEGIN;\nLOCK TABLE t IN ACCESS EXCLUSIVE MODE;\n")
+        .unwrap();
+    input.flush().unwrap();
+    let locked = format!(
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '{schema}' AND l.granted"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while observer.query_text(&locked) == "0" {
+        assert!(Instant::now() < deadline, "the session never took its lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Dropped on a thread of its own, so a drop waiting for ever on the lock
+    // fails this test rather than hanging it.
+    let (done, dropped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(db);
+        let _ = done.send(());
+    });
+    dropped
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the schema's drop waited on the session's lock");
+    let count = format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'");
+    assert_eq!(observer.query_text(&count), "0");
+    drop(input);
+    let _ = session.wait();
 }
 
 #[test]

@@ -22,6 +22,11 @@ pub(crate) fn run(
     extra_args: &[&str],
     sql: &str,
 ) -> Result<Vec<u8>, String> {
+    process::run_with_input(command(client, endpoint, extra_args), sql)
+}
+
+/// The client's command line for `endpoint`, as [`run`] runs it.
+pub(crate) fn command(client: &Path, endpoint: &Endpoint, extra_args: &[&str]) -> Command {
     let mut cmd = Command::new(client);
     cmd.args(["--no-defaults", "--default-character-set=utf8mb4"])
         .args(["--batch", "--skip-column-names", "--connect-timeout=10"])
@@ -37,7 +42,7 @@ pub(crate) fn run(
         Some(password) => cmd.env("MYSQL_PWD", password),
         None => cmd.env_remove("MYSQL_PWD"),
     };
-    process::run_with_input(cmd, sql)
+    cmd
 }
 
 /// The client's options for `target`. The protocol is always given: the client
