@@ -19,6 +19,39 @@ pub struct CancelToken {
     process_id: i32,
     secret_key: i32,
     encrypted: bool,
+    /// Raised before each request is sent, for the session to see (see
+    /// [`CancelAsked`]).
+    asked: CancelAsked,
+}
+
+/// That a cancel was asked for during the statement a session is running,
+/// shared by the session's connection and its [`CancelToken`]s.
+///
+/// The server drops a cancel request that reaches the backend while it is
+/// reading the client's next message: between the round trip that parses
+/// and describes a statement and the `Bind`/`Execute` that runs it, the
+/// backend waits for exactly that, so a cancel (Ctrl-C, an HTTP client gone)
+/// landing there would be lost and the statement would then run to its end.
+/// The session therefore looks at this mark before it runs the statement it
+/// has described, and stops instead. The mark is cleared when a statement
+/// begins, so a cancel asked while nothing ran does not touch the next one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CancelAsked(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl CancelAsked {
+    fn raise(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A statement begins: earlier cancels were for earlier statements.
+    pub(crate) fn clear(&self) {
+        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a cancel was asked since the statement began.
+    pub(crate) fn is_raised(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl CancelToken {
@@ -27,12 +60,14 @@ impl CancelToken {
         process_id: i32,
         secret_key: i32,
         encrypted: bool,
+        asked: CancelAsked,
     ) -> CancelToken {
         CancelToken {
             target,
             process_id,
             secret_key,
             encrypted,
+            asked,
         }
     }
 
@@ -40,6 +75,7 @@ impl CancelToken {
     /// is encrypted) and waits for the server to close it (which it does after
     /// signalling the backend). Cancelling a session that is idle is harmless.
     pub async fn cancel(&self, config: &Config) -> Result<(), Error> {
+        self.asked.raise();
         let socket = open_socket(&self.target, config).await?;
         let client = match &config.tls.client {
             Some(client) if self.encrypted => client,

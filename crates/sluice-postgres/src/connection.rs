@@ -20,6 +20,7 @@ use crate::passfile::{look_up, Lookup};
 use crate::tls::{ChannelBinding, SslMode};
 use tokio::io::AsyncWriteExt;
 
+use crate::cancel::CancelAsked;
 use crate::config::{Config, SessionAttributes, Target};
 use crate::error::db_error;
 use crate::CancelToken;
@@ -100,6 +101,8 @@ pub struct Connection {
     /// pooled session's short queries do not grow a batch from nothing (a
     /// dozen reallocations) every time; see [`Connection::keep_batch`].
     spare_batch: Batch,
+    /// Raised by this session's cancel tokens; see [`CancelAsked`].
+    cancel_asked: CancelAsked,
 }
 
 impl Connection {
@@ -263,6 +266,7 @@ impl Connection {
             wait_limit: WaitLimit::default(),
             statements: statements::Statements::default(),
             spare_batch: Batch::default(),
+            cancel_asked: CancelAsked::default(),
         };
         connection.startup(config).await?;
         Ok(connection)
@@ -501,7 +505,14 @@ impl Connection {
             self.process_id,
             self.secret_key,
             self.stream.encryption().is_some(),
+            self.cancel_asked.clone(),
         )
+    }
+
+    /// That a cancel was asked for during the statement this session runs
+    /// (see [`CancelAsked`]).
+    pub(crate) fn cancel_asked(&self) -> &CancelAsked {
+        &self.cancel_asked
     }
 
     /// The server's backend process ID (as in `pg_stat_activity.pid`).

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use postgres_protocol::message::backend::Message;
-use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, Schema};
+use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, ErrorKind, Schema};
 
 use crate::connection::statements::Prepared;
 use crate::connection::{text_values, Connection, Received};
@@ -137,6 +137,7 @@ impl QueryStream {
         sql: &str,
         options: QueryOptions,
     ) -> Result<QueryStream, Error> {
+        connection.cancel_asked().clear();
         let reuse = options.reuse_statement && !options.lob_inline;
         let (described, statement) = match connection.statements.get(sql).filter(|_| reuse) {
             Some(prepared) => cached(&mut connection, &prepared, &options).await?,
@@ -343,6 +344,15 @@ impl RowStream {
         // Binary where the raw bytes are the canonical form (no hex on the
         // server, half the bytes on the wire) and where the caller asked for
         // binary or native values.
+        // A cancel asked while the statement was described may have reached
+        // the server while it waited for this Bind, and been dropped there.
+        if connection.cancel_asked().is_raised() {
+            let cancelled = Error::new(
+                ErrorKind::Cancelled,
+                "the statement was cancelled before it ran",
+            );
+            return Err(connection.abort_exchange(cancelled).await);
+        }
         let result_formats = schema.columns.iter().map(|column| {
             i16::from(column.kind == sluice_core::Kind::Bytes || column.encoding != Encoding::Text)
         });

@@ -1,6 +1,8 @@
 //! A broken or hostile server must not make sluice panic: a fake server on a
 //! local socket answers the startup and the statement honestly, then sends a
 //! malformed `DataRow`; every path that decodes rows must return an error.
+//! It also holds a statement's description back until a cancel has come, as
+//! a real server can drop that cancel.
 
 use sluice_core::database::BoxFuture;
 use sluice_core::{BatchSource, Error, ErrorKind, Meter};
@@ -53,22 +55,25 @@ fn one_value(length: i32, bytes: &[u8]) -> Vec<u8> {
     [&1u16.to_be_bytes()[..], &length.to_be_bytes(), bytes].concat()
 }
 
-/// Reads the client's messages up to and including the next `Flush` or `Sync`.
-async fn read_exchange(socket: &mut TcpStream) -> std::io::Result<()> {
+/// Reads the client's messages up to and including the next `Flush` or
+/// `Sync`, and returns their tags.
+async fn read_exchange(socket: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut tags = Vec::new();
     loop {
         let tag = socket.read_u8().await?;
         let length = socket.read_u32().await? as usize;
         let mut body = vec![0; length - 4];
         socket.read_exact(&mut body).await?;
+        tags.push(tag);
         if tag == b'H' || tag == b'S' {
-            return Ok(());
+            return Ok(tags);
         }
     }
 }
 
-/// Serves one session: startup, then each of `answers` after the client's next
-/// exchange; then stops sending and waits for the client to hang up.
-async fn serve(listener: TcpListener, answers: Vec<Vec<u8>>) -> std::io::Result<()> {
+/// Accepts a session and logs it in: its startup message, then trust, a
+/// cancel key and `ReadyForQuery`.
+async fn log_in(listener: &TcpListener) -> std::io::Result<TcpStream> {
     let (mut socket, _) = listener.accept().await?;
     let length = socket.read_u32().await? as usize;
     let mut startup = vec![0; length - 4];
@@ -81,6 +86,21 @@ async fn serve(listener: TcpListener, answers: Vec<Vec<u8>>) -> std::io::Result<
     ]
     .concat();
     socket.write_all(&login).await?;
+    Ok(socket)
+}
+
+/// The configuration of a client of the fake server on `port`.
+fn fake_server_config(port: u16) -> Config {
+    // A scripted server: it answers a startup message, not a TLS request.
+    format!("postgres://sluice@127.0.0.1:{port}/test?sslmode=disable")
+        .parse()
+        .unwrap()
+}
+
+/// Serves one session: startup, then each of `answers` after the client's next
+/// exchange; then stops sending and waits for the client to hang up.
+async fn serve(listener: TcpListener, answers: Vec<Vec<u8>>) -> std::io::Result<()> {
+    let mut socket = log_in(&listener).await?;
     for answer in answers {
         read_exchange(&mut socket).await?;
         socket.write_all(&answer).await?;
@@ -98,11 +118,9 @@ async fn connect(answers: Vec<Vec<u8>>) -> (Connection, tokio::task::JoinHandle<
     let server = tokio::spawn(async move {
         let _ = serve(listener, answers).await;
     });
-    // A scripted server: it answers a startup message, not a TLS request.
-    let config: Config = format!("postgres://sluice@127.0.0.1:{port}/test?sslmode=disable")
-        .parse()
+    let connection = Connection::connect(&fake_server_config(port), &Meter::new())
+        .await
         .unwrap();
-    let connection = Connection::connect(&config, &Meter::new()).await.unwrap();
     (connection, server)
 }
 
@@ -182,6 +200,48 @@ async fn a_large_row_whose_value_overruns_it_is_an_error() {
     let row = raw_data_row(declared, &one_value(10 * 1024 * 1024, &[]));
     let error = query_error([message(b'2', &[]), row].concat(), true).await;
     assert_eq!(error.kind(), ErrorKind::Protocol, "{error}");
+}
+
+/// PostgreSQL drops a cancel request that reaches a backend while it reads
+/// the client's next message, as it does between describing a statement and
+/// its `Bind`: a cancel asked then must keep the session from running the
+/// statement, or the statement would run to its end (Ctrl-C ignored). The
+/// fake server holds its answer to the describe until the cancel request has
+/// come, then looks at what the client sends next.
+#[tokio::test]
+async fn a_cancel_asked_while_the_statement_is_described_keeps_it_from_running() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let config = fake_server_config(listener.local_addr().unwrap().port());
+    let (describing, described_now) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        let mut session = log_in(&listener).await?;
+        read_exchange(&mut session).await?;
+        let _ = describing.send(());
+        let (mut cancel, _) = listener.accept().await?;
+        let mut request = [0; 16];
+        cancel.read_exact(&mut request).await?;
+        drop(cancel);
+        session.write_all(&described()).await?;
+        let next = read_exchange(&mut session).await?;
+        session.write_all(&ready()).await?;
+        std::io::Result::Ok(next)
+    });
+    let connection = Connection::connect(&config, &Meter::new()).await.unwrap();
+    let token = connection.cancel_token();
+    let started = tokio::spawn(QueryStream::start(
+        connection,
+        "select v",
+        QueryOptions::default(),
+    ));
+    described_now.await.unwrap();
+    token.cancel(&config).await.unwrap();
+    let error = match started.await.unwrap() {
+        Ok(_) => panic!("the statement ran although its cancel was asked first"),
+        Err(error) => error,
+    };
+    assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    // Only a Sync ends the exchange: no Bind, no Execute.
+    assert_eq!(server.await.unwrap().unwrap(), vec![b'S']);
 }
 
 struct OneSet(Option<ParamSet>);
