@@ -178,6 +178,18 @@ pub fn psql_path() -> &'static Path {
     &server().psql
 }
 
+/// Drops `value` on a thread of its own and says whether that ended within
+/// `limit`: a test of a drop that could wait for ever fails instead of
+/// hanging (the thread is left behind if it does not end).
+pub fn dropped_within<T: Send + 'static>(value: T, limit: std::time::Duration) -> bool {
+    let (done, dropped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(value);
+        let _ = done.send(());
+    });
+    dropped.recv_timeout(limit).is_ok()
+}
+
 /// A fresh, empty schema on a real PostgreSQL server, dropped (CASCADE) on Drop (best effort, errors ignored).
 ///
 /// See the [crate documentation](crate) for how the server is chosen.

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use sluice_testkit::{mariadb_server_url, TestMariaDb};
+use sluice_testkit::{dropped_within, mariadb_server_url, TestMariaDb};
 
 /// How many tables `db` holds.
 fn table_count(db: &TestMariaDb) -> String {
@@ -100,16 +100,10 @@ fn a_session_left_in_a_transaction_does_not_keep_the_database_from_dropping() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Dropped on a thread of its own, so a drop waiting for ever on the lock
-    // fails this test rather than hanging it.
-    let (done, dropped) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        drop(db);
-        let _ = done.send(());
-    });
-    dropped
-        .recv_timeout(Duration::from_secs(90))
-        .expect("the database's drop waited on the session's lock");
+    assert!(
+        dropped_within(db, Duration::from_secs(90)),
+        "the database's drop waited on the session's lock"
+    );
     let exists =
         format!("SELECT count(*) FROM information_schema.schemata WHERE schema_name = '{name}'");
     assert_eq!(observer.query_text(&exists), "0");

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use sluice_testkit::{server_url, TestDb};
+use sluice_testkit::{dropped_within, server_url, TestDb};
 
 #[test]
 fn schemas_are_isolated() {
@@ -95,16 +95,10 @@ fn a_session_left_holding_a_lock_does_not_keep_the_schema_from_dropping() {
         assert!(Instant::now() < deadline, "the session never took its lock");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Dropped on a thread of its own, so a drop waiting for ever on the lock
-    // fails this test rather than hanging it.
-    let (done, dropped) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        drop(db);
-        let _ = done.send(());
-    });
-    dropped
-        .recv_timeout(Duration::from_secs(90))
-        .expect("the schema's drop waited on the session's lock");
+    assert!(
+        dropped_within(db, Duration::from_secs(90)),
+        "the schema's drop waited on the session's lock"
+    );
     let count = format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'");
     assert_eq!(observer.query_text(&count), "0");
     drop(input);
