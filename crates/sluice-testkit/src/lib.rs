@@ -178,6 +178,9 @@ pub fn psql_path() -> &'static Path {
     &server().psql
 }
 
+/// The longest a test helper's SQL waits for a lock before it fails.
+const HELPER_LOCK_TIMEOUT: &str = "120s";
+
 /// Drops `value` on a thread of its own and says whether that ended within
 /// `limit`: a test of a drop that could wait for ever fails instead of
 /// hanging (the thread is left behind if it does not end).
@@ -338,12 +341,17 @@ impl TestDb {
 
     fn run(&self, extra_args: &[&str], sql: &str) -> Vec<u8> {
         let server = server();
+        // A helper's statement waiting on a lock a session of the test holds
+        // (whose task may run on the thread psql blocks) fails, naming its
+        // SQL, instead of hanging the test. On the SQL's first line, so
+        // psql's line numbers stay the SQL's own.
+        let limited = format!("SET lock_timeout = '{HELPER_LOCK_TIMEOUT}'; {sql}");
         match run_psql(
             &server.psql,
             &self.url,
             Some(&self.pgoptions),
             extra_args,
-            sql,
+            &limited,
         ) {
             Ok(stdout) => stdout,
             Err(failure) => panic!(

@@ -112,6 +112,14 @@ fn a_session_left_in_a_transaction_does_not_keep_the_database_from_dropping() {
 }
 
 #[test]
+fn helpers_wait_for_a_metadata_lock_two_minutes_at_most() {
+    assert_eq!(
+        TestMariaDb::new().query_text("SELECT @@SESSION.lock_wait_timeout"),
+        "120"
+    );
+}
+
+#[test]
 fn urls_name_the_database() {
     let db = TestMariaDb::new();
     let name = db.name();

@@ -106,6 +106,11 @@ fn a_session_left_holding_a_lock_does_not_keep_the_schema_from_dropping() {
 }
 
 #[test]
+fn helpers_wait_for_a_lock_two_minutes_at_most() {
+    assert_eq!(TestDb::new().query_text("SHOW lock_timeout"), "2min");
+}
+
+#[test]
 fn many_schemas_in_parallel() {
     let handles: Vec<_> = (0..16)
         .map(|i| {

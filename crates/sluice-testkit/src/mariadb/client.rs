@@ -30,6 +30,10 @@ pub(crate) fn command(client: &Path, endpoint: &Endpoint, extra_args: &[&str]) -
     let mut cmd = Command::new(client);
     cmd.args(["--no-defaults", "--default-character-set=utf8mb4"])
         .args(["--batch", "--skip-column-names", "--connect-timeout=10"])
+        // A statement waiting on a metadata lock a session of the test holds
+        // (whose task may run on the thread the client blocks) fails, naming
+        // its SQL, instead of waiting the server's default year.
+        .arg("--init-command=SET SESSION lock_wait_timeout = 120")
         .args(extra_args)
         .args(target_args(&endpoint.target));
     if let Some(user) = &endpoint.user {
