@@ -147,9 +147,10 @@ fn unique_marker() -> String {
 /// (with `only_active`, running it).
 fn sluice_sessions_with(db: &TestDb, marker: &str, only_active: bool) -> u64 {
     // Running, not waiting for the client: after Parse/Describe a backend
-    // shows `active` while it waits (`ClientRead`) for Bind/Execute, and
-    // PostgreSQL drops a cancel that arrives while it reads a command, so a
-    // Ctrl-C sent then would test that race rather than the cancel.
+    // shows `active` while it waits (`ClientRead`) for Bind/Execute. A Ctrl-C
+    // sent then keeps the statement from running at all (the driver's
+    // `CancelAsked`, tested on its own in sluice-postgres's hostile_server.rs);
+    // these tests are of cancelling a statement that runs.
     let state = if only_active {
         " and state = 'active' and wait_event is distinct from 'ClientRead'"
     } else {

@@ -341,9 +341,6 @@ impl RowStream {
         schema: Arc<Schema>,
         options: &QueryOptions,
     ) -> Result<RowStream, Error> {
-        // Binary where the raw bytes are the canonical form (no hex on the
-        // server, half the bytes on the wire) and where the caller asked for
-        // binary or native values.
         // A cancel asked while the statement was described may have reached
         // the server while it waited for this Bind, and been dropped there.
         if connection.cancel_asked().is_raised() {
@@ -353,6 +350,9 @@ impl RowStream {
             );
             return Err(connection.abort_exchange(cancelled).await);
         }
+        // Binary where the raw bytes are the canonical form (no hex on the
+        // server, half the bytes on the wire) and where the caller asked for
+        // binary or native values.
         let result_formats = schema.columns.iter().map(|column| {
             i16::from(column.kind == sluice_core::Kind::Bytes || column.encoding != Encoding::Text)
         });
