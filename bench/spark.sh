@@ -108,7 +108,7 @@ print(next((line.split(":", 1)[1].strip() for line in manifest.splitlines()
 PY
 )
 read -r EXPECTED_COUNT EXPECTED_SUM < <(pg -F ' ' -c "select count(*), sum(amount) from payment_events")
-export EXPECTED_COUNT EXPECTED_SUM PGJDBC_JAR
+export EXPECTED_COUNT EXPECTED_SUM PGJDBC_JAR PLAIN_URL
 export PYSPARK_PYTHON="$PY" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 if (( TIMING )); then
     log "one Spark session: count() and sum(amount), $REPS repetitions of partitions $PARTS"
@@ -162,15 +162,16 @@ REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
     fi
     echo "$(fmt_int "$ROWS") rows of payment_events; each Spark action timed alone (its planning, reads and aggregation, not Spark's start) in one local[4] session, median of $REPS interleaved runs, $(date -u '+%F %H:%M UTC')."
     echo
-    echo "| partitions | action | sluice.spark, whole table, s | sluice.spark, \`select id, amount\`, s | JDBC (pgjdbc $PGJDBC_VERSION), s | whole table ÷ JDBC | \`id, amount\` ÷ JDBC |"
-    echo "|---:|---|---:|---:|---:|---:|---:|"
+    echo "| partitions | action | sluice.spark, whole table, s | sluice.spark, \`select id, amount\`, s | JDBC (pgjdbc $PGJDBC_VERSION), s | PostgreSQL alone, s | whole table ÷ JDBC | \`id, amount\` ÷ JDBC | PostgreSQL alone ÷ JDBC |"
+    echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
     for parts in $PARTS; do
         for action in count sum; do
             whole=$(median 1 "$WORK/sluice-$action-$parts.samples")
             cols=$(median 1 "$WORK/sluice_cols-$action-$parts.samples")
             jdbc=$(median 1 "$WORK/jdbc-$action-$parts.samples")
-            printf '| %s | %s | %.2f | %.2f | %.2f | %s | %s |\n' "$parts" "$action" "$whole" "$cols" "$jdbc" \
-                "$(ratio_of "$whole" "$jdbc")" "$(ratio_of "$cols" "$jdbc")"
+            alone=$(median 1 "$WORK/database-$action-$parts.samples")
+            printf '| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %s | %s |\n' "$parts" "$action" "$whole" "$cols" "$jdbc" \
+                "$alone" "$(ratio_of "$whole" "$jdbc")" "$(ratio_of "$cols" "$jdbc")" "$(ratio_of "$alone" "$jdbc")"
         done
     done
     echo
@@ -180,6 +181,12 @@ REPORT="$RESULTS/spark-$ROWS-$(date -u +%F).md"
     echo "Python data source cannot prune columns, so the whole-table query moves every"
     echo "column. Spark's JDBC reader prunes to the columns the action needs (count():"
     echo "none) and reads id ranges, each in its own transaction."
+    echo
+    echo "\"PostgreSQL alone\" runs no Spark: psql COPYs, in binary to /dev/null, what each"
+    echo "of the JDBC reader's partitions asks for (\`select 1\` for count, \`amount\` for sum,"
+    echo "the same id ranges, served by the primary key), every partition at once. psql's"
+    echo "own work is next to nothing, so this is what the database alone takes to produce"
+    echo "those rows on this machine: a floor for any reader of them, in the JVM or not."
     echo
     echo "Spark: PySpark $(peer_version pyspark) on $(java -version 2>&1 | head -n 1), pgjdbc $PGJDBC_VERSION ($PGJDBC_JAR)."
     echo

@@ -11,6 +11,10 @@ action, not Spark's start), through
     jdbc         Spark's JDBC reader with pgjdbc (partitionColumn=id between
                  lowerBound and upperBound, fetchsize 10000), which prunes the
                  columns itself
+    database     no Spark: psql COPYs the rows each JDBC partition asks for
+                 (count: `select 1`, sum: `amount`, the same id ranges, binary,
+                 to /dev/null), all partitions at once: what PostgreSQL alone
+                 takes to produce them on this machine, a floor for any reader
 
 with each number of partitions, repetitions interleaved. Every result must
 equal psql's (EXPECTED_COUNT, EXPECTED_SUM) or the run fails.
@@ -62,10 +66,34 @@ def frames(spark, location, jdbc_url, rows, parts):
     return {"sluice": sluice("payment_events"), "sluice_cols": sluice("payment_amounts"), "jdbc": jdbc.load()}
 
 
+def database_alone(rows, parts, column):
+    """Seconds for PostgreSQL to send every id range's `column` at once, to
+    psql writing to /dev/null; psql's own work is next to nothing."""
+    import subprocess
+
+    url = os.environ["PLAIN_URL"]
+    started = time.perf_counter()
+    copies = []
+    for index in range(parts):
+        low, high = 1 + rows * index // parts, 1 + rows * (index + 1) // parts
+        sql = (f"copy (select {column} from payment_events where id >= {low} and id < {high}) "
+               "to stdout (format binary)")
+        copies.append(subprocess.Popen(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                                       stdout=subprocess.DEVNULL))
+    if any(copy.wait() != 0 for copy in copies):
+        sys.exit("psql failed to copy a part")
+    return time.perf_counter() - started
+
+
 def timed(action):
     started = time.perf_counter()
     result = action()
     return time.perf_counter() - started, result
+
+
+def record(samples, name, seconds):
+    with open(samples / f"{name}.samples", "a") as out:
+        out.write(f"{seconds:.3f}\n")
 
 
 def main():
@@ -88,8 +116,12 @@ def main():
                         sys.exit(f"{variant} {name} with {parts} partitions gave {result}, psql {expected[name]}")
                     print(f"[spark] repetition {rep}/{reps}: {variant} {name}, {parts} partition(s): {seconds:.2f} s",
                           file=sys.stderr, flush=True)
-                    with open(samples / f"{variant}-{name}-{parts}.samples", "a") as out:
-                        out.write(f"{seconds:.3f}\n")
+                    record(samples, f"{variant}-{name}-{parts}", seconds)
+            for name, column in (("count", "1"), ("sum", "amount")):
+                seconds = database_alone(rows, parts, column)
+                print(f"[spark] repetition {rep}/{reps}: PostgreSQL alone, {name}'s column, {parts} part(s): "
+                      f"{seconds:.2f} s", file=sys.stderr, flush=True)
+                record(samples, f"database-{name}-{parts}", seconds)
     spark.stop()
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the relative links of sluice's Markdown documentation.
+"""Checks the relative links of sluice's Markdown documentation, and that
+bench/README.md's table names every benchmark script.
 
 Run from anywhere:
 
@@ -12,8 +13,9 @@ heading of the target page, with GitHub's slug rules (lower case, spaces become
 `-1`, `-2`, ...). http(s) and mailto links are ignored, as are links inside
 code spans and fenced code blocks. Standard library only.
 
-Exit status 0 when every link holds; otherwise 1, after one line per broken
-link: `file:line: link: reason`.
+Exit status 0 when every link holds and every bench/*.sh is in that table;
+otherwise 1, after one line per fault: `file:line: link: reason`, or
+`bench/README.md: bench/NAME.sh is not in the table of scripts`.
 """
 
 import re
@@ -37,7 +39,7 @@ IGNORED_SCHEMES = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 def documents():
     """The Markdown files this script checks."""
-    files = [ROOT / "README.md", ROOT / "ARCHITECTURE.md"]
+    files = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "bench" / "README.md"]
     files += sorted((ROOT / "docs").rglob("*.md"))
     return [path for path in files if path.is_file()]
 
@@ -115,8 +117,17 @@ def problem(page, target):
     return None
 
 
+def unlisted_benchmarks():
+    """The benchmark scripts bench/README.md's table does not name (a row's
+    first cell holds `bash bench/NAME.sh ...`)."""
+    table = (ROOT / "bench" / "README.md").read_text()
+    listed = set(re.findall(r"^\|[^|]*`[^`|]*\bbash bench/([\w.-]+\.sh)\b", table, re.MULTILINE))
+    scripts = sorted(path.name for path in (ROOT / "bench").glob("*.sh"))
+    return [f"bench/README.md: bench/{name} is not in the table of scripts" for name in scripts if name not in listed]
+
+
 def main():
-    broken = []
+    broken = unlisted_benchmarks()
     checked = 0
     for page in documents():
         for number, target in links(page):
