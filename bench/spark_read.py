@@ -6,8 +6,8 @@ action, not Spark's start), through
 
     sluice       sluice.spark, the named query `payment_events` (the whole
                  table: Python data sources cannot prune columns)
-    sluice_cols  sluice.spark, the named query `payment_amounts`
-                 (`select id, amount`, split by id): the columns the actions need
+    sluice_cols  sluice.spark, the same query with option columns "id, amount":
+                 the columns the actions need, all the database reads
     jdbc         Spark's JDBC reader with pgjdbc (partitionColumn=id between
                  lowerBound and upperBound, fetchsize 10000), which prunes the
                  columns itself
@@ -54,16 +54,19 @@ def session():
 def frames(spark, location, jdbc_url, rows, parts):
     """The DataFrame of each variant with `parts` partitions."""
 
-    def sluice(query):
-        return (spark.read.format("sluice").option("location", location).option("query", query)
-                .option("partitions", parts).load())
+    def sluice(**options):
+        reader = (spark.read.format("sluice").option("location", location).option("query", "payment_events")
+                  .option("partitions", parts))
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        return reader.load()
 
     jdbc = spark.read.format("jdbc").option("url", jdbc_url).option("dbtable", "payment_events").option(
         "driver", "org.postgresql.Driver").option("fetchsize", 10000)
     if parts > 1:
         jdbc = jdbc.option("partitionColumn", "id").option("lowerBound", 1).option("upperBound", rows + 1).option(
             "numPartitions", parts)
-    return {"sluice": sluice("payment_events"), "sluice_cols": sluice("payment_amounts"), "jdbc": jdbc.load()}
+    return {"sluice": sluice(), "sluice_cols": sluice(columns="id, amount"), "jdbc": jdbc.load()}
 
 
 def database_alone(rows, parts, column):

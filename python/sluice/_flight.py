@@ -66,9 +66,11 @@ def call_options(token: str | None) -> Any:
     return flight.FlightCallOptions(headers=[(b"authorization", b"Bearer " + token.encode())])
 
 
-def descriptor(query: str | None, sql: str | None, params: Mapping[str, Any] | None, partitions: int | None) -> Any:
-    """The descriptor asking for named ``query`` (with its parameters and
-    number of parts) or for ad-hoc ``sql`` (one part): exactly one of them."""
+def descriptor(query: str | None, sql: str | None, params: Mapping[str, Any] | None, partitions: int | None,
+               columns: Sequence[str] | None = None) -> Any:
+    """The descriptor asking for named ``query`` (with its parameters, number
+    of parts and the ``columns`` of it to read) or for ad-hoc ``sql`` (one
+    part): exactly one of them."""
     import pyarrow.flight as flight
 
     if (query is None) == (sql is None):
@@ -76,6 +78,8 @@ def descriptor(query: str | None, sql: str | None, params: Mapping[str, Any] | N
     if sql is not None:
         if params:
             raise UsageError("ad-hoc sql takes no parameters here: write the values into the SQL")
+        if columns:
+            raise UsageError("ad-hoc sql reads the columns it selects: name them in the SQL, not in columns")
         return flight.FlightDescriptor.for_command(_statement_query(sql))
     command: dict[str, Any] = {"query": query}
     if params:
@@ -84,6 +88,10 @@ def descriptor(query: str | None, sql: str | None, params: Mapping[str, Any] | N
         if int(partitions) < 1:
             raise UsageError(f"partitions must be at least 1, not {partitions}")
         command["partitions"] = int(partitions)
+    if columns:
+        if isinstance(columns, str) or not all(isinstance(column, str) for column in columns):
+            raise UsageError(f"columns is a list of column names, such as ['id', 'amount'], not {columns!r}")
+        command["columns"] = list(columns)
     return flight.FlightDescriptor.for_command(json.dumps(command).encode())
 
 

@@ -27,7 +27,7 @@ decimals at 20 more digits of scale, cutting the digits past them.
 from __future__ import annotations
 
 import decimal
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import dask.dataframe as dd
 import pandas
@@ -88,14 +88,17 @@ def plan(
     params: Mapping[str, Any] | None = None,
     token: str | None = None,
     partitions: int | None = None,
+    columns: Sequence[str] | None = None,
 ) -> FlightPlan:
     """Asks ``sluice serve``'s Flight service at ``location``
     (``grpc://host:port``) for a plan of the named ``query`` with its
     ``params`` in ``partitions`` parts (default: the server's ``[flight]
     partitions``), or of ad-hoc ``sql`` (one part, where the server's
-    ``[sql]`` allows it). ``token`` is sent as ``authorization: Bearer …``.
-    Refusals raise :class:`FlightError`."""
-    descriptor = _flight.descriptor(query, sql, params, partitions)
+    ``[sql]`` allows it). ``columns`` names the query's columns to read, in
+    that order (default: all); the database then reads only those.
+    ``token`` is sent as ``authorization: Bearer …``. Refusals raise
+    :class:`FlightError`."""
+    descriptor = _flight.descriptor(query, sql, params, partitions, columns)
     made = _flight.plan(location, descriptor, token)
     return FlightPlan(location, made.schema, made.parts)
 
@@ -108,12 +111,14 @@ def read_flight(
     params: Mapping[str, Any] | None = None,
     token: str | None = None,
     partitions: int | None = None,
+    columns: Sequence[str] | None = None,
 ) -> dd.DataFrame:
     """The named ``query`` (or ad-hoc ``sql``) as a Dask DataFrame, one
     partition per endpoint of a plan made now (arguments as :func:`plan`).
     The plan lives on the server until its ``plan_timeout`` or until a newer
     plan needs its place; use :func:`plan` to end it yourself."""
-    return plan(location, query, sql=sql, params=params, token=token, partitions=partitions).dataframe()
+    return plan(location, query, sql=sql, params=params, token=token, partitions=partitions,
+                columns=columns).dataframe()
 
 
 def _read_part(part: Part) -> pandas.DataFrame:

@@ -24,6 +24,11 @@ Options (Spark lowercases option names):
 - ``params``: the query's parameters as a JSON object, ``{"status": "settled"}``;
   or one option per parameter, ``param.status``: since Spark lowercases option
   names, parameters whose names have capitals need ``params``;
+- ``columns``: the named query's columns to read, comma-separated
+  (``"id, amount"``) or a JSON list (``'["id", "amount"]'``, for names with
+  commas), in that order; default: all. A Python data source cannot learn
+  which columns an action needs (PySpark gives it no column pruning), so
+  without this option every column of the query is read;
 - ``token``: sent as ``authorization: Bearer <token>`` on every call.
 
 This module owns the data source, the mapping of Arrow types to Spark's and
@@ -240,13 +245,14 @@ class _Request:
     which token. Picklable (strings and numbers)."""
 
     def __init__(self, location: str, query: str | None, sql: str | None, params: dict, partitions: int | None,
-                 token: str | None):
+                 token: str | None, columns: list[str] | None = None):
         self.location = location
         self.query = query
         self.sql = sql
         self.params = params
         self.partitions = partitions
         self.token = token
+        self.columns = columns
 
     @classmethod
     def from_options(cls, options: Any) -> "_Request":
@@ -257,10 +263,26 @@ class _Request:
         if (query is None) == (sql is None):
             raise UsageError('give the sluice data source option("query", "<named query>") or option("sql", …)')
         return cls(location, query, sql, _params(options), _partitions(options.get("partitions")),
-                   options.get("token"))
+                   options.get("token"), _columns(options.get("columns")))
 
     def descriptor(self) -> Any:
-        return _flight.descriptor(self.query, self.sql, self.params, self.partitions)
+        return _flight.descriptor(self.query, self.sql, self.params, self.partitions, self.columns)
+
+
+def _columns(text: str | None) -> list[str] | None:
+    """The ``columns`` option: a JSON list of names, or names between commas."""
+    if text is None or not text.strip():
+        return None
+    if text.lstrip().startswith("["):
+        try:
+            columns = json.loads(text)
+        except ValueError as error:
+            raise UsageError(f'option columns must be names between commas or a JSON list such as ["id", "amount"]: '
+                             f'{error}') from None
+        if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
+            raise UsageError('option columns must be names between commas or a JSON list such as ["id", "amount"]')
+        return columns
+    return [column.strip() for column in text.split(",") if column.strip()]
 
 
 def _params(options: Any) -> dict:

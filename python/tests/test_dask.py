@@ -125,6 +125,17 @@ def test_distributed_worker_processes_sum_exactly(server, url, table, cluster_cl
     assert cluster_client.compute(frame.amount.sum()).result() == total
 
 
+def test_columns_reads_only_the_named_columns_in_their_order(server, url, table):
+    frame = sluice.dask.read_flight(server, "payments", partitions=2, token=TOKEN, columns=["amount", "currency"])
+    assert list(frame.columns) == ["amount", "currency"]
+    assert frame.npartitions == 2
+    check_exact(frame, url, table, scheduler="threads")
+    with pytest.raises(sluice.UsageError, match="list of column names"):
+        sluice.dask.read_flight(server, "payments", token=TOKEN, columns="amount")
+    with pytest.raises(sluice.dask.FlightError, match='has no column "nope"'):
+        sluice.dask.read_flight(server, "payments", token=TOKEN, columns=["nope"])
+
+
 def test_ad_hoc_sql_is_one_partition(server, url, table):
     frame = sluice.dask.read_flight(
         server, sql=f"select currency, amount from {table} where id <= 500", token=TOKEN

@@ -160,6 +160,20 @@ def test_parameters_reach_a_split_query(spark, server, payments, url):
     assert frame.rdd.getNumPartitions() == 2
 
 
+def test_columns_reads_only_the_named_columns_in_their_order(spark, server, payments, url):
+    frame = load(spark, server, {"query": "payments", "partitions": 3, "columns": "amount, id"})
+    assert [field.name for field in frame.schema] == ["amount", "id"]
+    assert frame.rdd.getNumPartitions() == 3
+    row = frame.agg(F.count("*"), F.sum("amount"), F.countDistinct("id")).collect()[0]
+    expected = psql(url, f"select count(*), sum(amount), count(distinct id) from {payments}")
+    assert f"{row[0]}|{row[1]}|{row[2]}" == expected
+    listed = load(spark, server, {"query": "payments", "partitions": 1, "columns": '["status"]'})
+    assert listed.columns == ["status"] and listed.count() == ROWS
+    with pytest.raises(Exception) as raised:
+        load(spark, server, {"query": "payments", "columns": "id, nope"})
+    assert 'has no column "nope"' in str(raised.value), str(raised.value)
+
+
 def test_ad_hoc_sql_is_one_partition(spark, server, payments, url):
     frame = load(spark, server, {"sql": f"select status, amount from {payments} where id <= 5000"})
     assert frame.rdd.getNumPartitions() == 1

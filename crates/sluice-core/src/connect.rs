@@ -36,6 +36,7 @@ use crate::{BatchSource, Error, ErrorKind, Meter, RowError, Schema};
 pub struct Dialect {
     name: &'static str,
     family: Family,
+    identifier_quote: char,
 }
 
 /// Databases that name column types and spell DDL alike (MariaDB and MySQL),
@@ -54,9 +55,48 @@ impl Family {
 }
 
 impl Dialect {
-    /// The dialect named `name` for people, of `family`.
+    /// The dialect named `name` for people, of `family`, quoting identifiers
+    /// as standard SQL does (`"name"`).
     pub const fn new(name: &'static str, family: Family) -> Dialect {
-        Dialect { name, family }
+        Dialect {
+            name,
+            family,
+            identifier_quote: '"',
+        }
+    }
+
+    /// This dialect, quoting identifiers between `quote`s instead (MySQL's
+    /// backquote, which it reads whatever its `sql_mode`).
+    pub const fn with_identifier_quote(self, quote: char) -> Dialect {
+        Dialect {
+            identifier_quote: quote,
+            ..self
+        }
+    }
+
+    /// `name` as an identifier this database reads as exactly that name,
+    /// whatever its characters or case.
+    ///
+    /// ```
+    /// use sluice_core::connect::{Dialect, Family};
+    /// let standard = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
+    /// assert_eq!(standard.quote_identifier(r#"say "hi""#), r#""say ""hi""""#);
+    /// let backquoted = standard.with_identifier_quote('`');
+    /// assert_eq!(backquoted.quote_identifier("a`b"), "`a``b`");
+    /// ```
+    pub fn quote_identifier(self, name: &str) -> String {
+        let quote = self.identifier_quote;
+        let mut quoted = String::with_capacity(name.len() + 2);
+        quoted.push(quote);
+        for character in name.chars() {
+            // A quote inside the name is written twice, in every dialect.
+            if character == quote {
+                quoted.push(quote);
+            }
+            quoted.push(character);
+        }
+        quoted.push(quote);
+        quoted
     }
 
     /// The database's name for people and messages (`PostgreSQL`).

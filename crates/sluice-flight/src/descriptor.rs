@@ -3,9 +3,11 @@
 //!
 //! Two spellings, so that any Flight client can ask:
 //! - a command (`FlightDescriptor::new_cmd`), JSON:
-//!   `{"query": "payments", "params": {"status": "settled"}, "partitions": 4}`
-//!   (`params` and `partitions` optional; values may be strings, numbers or
-//!   booleans, read as the HTTP query string's text would be);
+//!   `{"query": "payments", "params": {"status": "settled"}, "partitions": 4,
+//!   "columns": ["id", "amount"]}` (`params`, `partitions` and `columns`
+//!   optional; values may be strings, numbers or booleans, read as the HTTP
+//!   query string's text would be; `columns` picks some of the query's columns,
+//!   in that order, and the database reads only those);
 //! - a path (`FlightDescriptor::new_path`): `["payments"]`, without parameters.
 //!
 //! A command may also be Flight SQL's `CommandStatementQuery` (a protobuf
@@ -28,6 +30,8 @@ pub struct PlanRequest {
     pub params: Vec<(String, String)>,
     /// How many parts; `None`: the configured default.
     pub partitions: Option<usize>,
+    /// The query's columns to read, in this order; empty: all of them.
+    pub columns: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -37,6 +41,8 @@ struct Command {
     #[serde(default)]
     params: serde_json::Map<String, Value>,
     partitions: Option<usize>,
+    #[serde(default)]
+    columns: Vec<String>,
 }
 
 /// What a descriptor asks for.
@@ -153,6 +159,7 @@ pub fn plan_request(descriptor: &FlightDescriptor) -> Result<PlanRequest, String
                 query: query.clone(),
                 params: Vec::new(),
                 partitions: None,
+                columns: Vec::new(),
             }),
             _ => Err(format!(
                 "a path names one query, as [\"payments\"]; got {} elements \
@@ -189,10 +196,16 @@ fn command(bytes: &[u8]) -> Result<PlanRequest, String> {
     if command.partitions == Some(0) {
         return Err("partitions must be at least 1".into());
     }
+    for (index, column) in command.columns.iter().enumerate() {
+        if command.columns[..index].contains(column) {
+            return Err(format!("columns names {column:?} twice"));
+        }
+    }
     Ok(PlanRequest {
         query: command.query,
         params,
         partitions: command.partitions,
+        columns: command.columns,
     })
 }
 
@@ -203,11 +216,12 @@ mod tests {
     #[test]
     fn commands_and_paths_name_a_query() {
         let descriptor = FlightDescriptor::new_cmd(
-            r#"{"query": "payments", "params": {"status": "settled", "limit": 5, "all": true}, "partitions": 3}"#,
+            r#"{"query": "payments", "params": {"status": "settled", "limit": 5, "all": true}, "partitions": 3, "columns": ["amount", "id"]}"#,
         );
         let request = plan_request(&descriptor).unwrap();
         assert_eq!(request.query, "payments");
         assert_eq!(request.partitions, Some(3));
+        assert_eq!(request.columns, ["amount", "id"]);
         let mut params = request.params;
         params.sort();
         assert_eq!(
@@ -261,6 +275,11 @@ mod tests {
         ))
         .unwrap_err();
         assert!(error.contains("parameter \"a\""), "{error}");
+        let error = plan_request(&FlightDescriptor::new_cmd(
+            r#"{"query": "q", "columns": ["id", "id"]}"#,
+        ))
+        .unwrap_err();
+        assert!(error.contains(r#"columns names "id" twice"#), "{error}");
         let error =
             plan_request(&FlightDescriptor::new_path(vec!["a".into(), "b".into()])).unwrap_err();
         assert!(error.contains("one query"), "{error}");

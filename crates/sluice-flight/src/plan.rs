@@ -10,9 +10,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo};
+use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage};
+use arrow_schema::Schema;
 use bytes::Bytes;
-use sluice_core::connect::Session;
+use sluice_core::connect::{Dialect, Session};
 use sluice_core::database::{Access, Param, RunningQuery};
 use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
 use sluice_core::{Meter, Transfer, TransferError};
@@ -118,7 +119,10 @@ impl Planner<'_> {
         params: Vec<Param>,
         owner: Option<&str>,
     ) -> Result<FlightInfo, GatewayError> {
-        let schema = self.schema(Runs::named(query, params.clone())).await?;
+        let schema = self
+            .named_schema(query, params.clone(), &request.columns)
+            .await?;
+        let dialect = self.state.database(&query.database)?.kind().dialect();
         let parts = request
             .partitions
             .unwrap_or(self.flight.partitions)
@@ -128,6 +132,12 @@ impl Planner<'_> {
         let ticket = |index: usize, part: Option<Part>| Ticket {
             query: query.name.clone(),
             params: request.params.clone(),
+            // A split part's own statement reads only the columns already.
+            columns: if part.is_some() {
+                Vec::new()
+            } else {
+                request.columns.clone()
+            },
             part,
             statement: None,
             statement_params: Vec::new(),
@@ -161,7 +171,7 @@ impl Planner<'_> {
                     .enumerate()
                     .map(|(index, part)| {
                         let part = Part {
-                            sql: part.sql,
+                            sql: projected(&part.sql, &request.columns, dialect),
                             params: part.params,
                             snapshot: read.snapshot.clone(),
                         };
@@ -214,6 +224,7 @@ impl Planner<'_> {
             query: String::new(),
             params: Vec::new(),
             part: None,
+            columns: Vec::new(),
             statement: Some(statement.to_owned()),
             statement_params: params,
             plan: plan_number(),
@@ -221,6 +232,44 @@ impl Planner<'_> {
             expires: unix_seconds(SystemTime::now() + self.flight.plan_timeout),
         };
         Ok(self.info(descriptor, schema, &[ticket]))
+    }
+
+    /// The Arrow schema of a named query read for `columns` of its result
+    /// (all when empty). Each column asked for must be one of the query's: a
+    /// name it lacks is the client's error, naming the ones it has.
+    pub async fn named_schema(
+        &self,
+        query: &QueryConfig,
+        params: Vec<Param>,
+        columns: &[String],
+    ) -> Result<Bytes, GatewayError> {
+        let whole = self.schema(Runs::named(query, params.clone())).await?;
+        if columns.is_empty() {
+            return Ok(whole);
+        }
+        let names: Vec<String> = Schema::try_from(IpcMessage(whole))
+            .map_err(|error| GatewayError::Internal(format!("reading the schema: {error}")))?
+            .fields()
+            .iter()
+            .map(|field| field.name().clone())
+            .collect();
+        if let Some(missing) = columns.iter().find(|column| !names.contains(column)) {
+            return Err(GatewayError::parameter(
+                "columns",
+                format!(
+                    "query {:?} has no column {missing:?}; its columns are {}",
+                    query.name,
+                    names.join(", ")
+                ),
+            ));
+        }
+        let dialect = self.state.database(&query.database)?.kind().dialect();
+        let sql = projected(&query.sql, columns, dialect);
+        self.schema(Runs {
+            sql: &sql,
+            ..Runs::named(query, params)
+        })
+        .await
     }
 
     /// The Arrow schema `DoGet` will send: the statement run for no rows and
@@ -303,6 +352,26 @@ impl Planner<'_> {
     }
 }
 
+/// `sql` reading only `columns` of its result, in their order (`sql` itself
+/// when `columns` is empty). The database is given the narrower statement,
+/// rather than the client a narrower stream, because it then reads only those
+/// columns: PostgreSQL and MariaDB fold such an outer select into the inner
+/// one, so a part's storage or key range still bounds its scan.
+pub fn projected(sql: &str, columns: &[String], dialect: Dialect) -> String {
+    if columns.is_empty() {
+        return sql.to_owned();
+    }
+    let list: Vec<String> = columns
+        .iter()
+        .map(|column| dialect.quote_identifier(column))
+        .collect();
+    format!(
+        "select {} from ({}) as sluice_columns",
+        list.join(", "),
+        sql.trim_end().trim_end_matches(';')
+    )
+}
+
 /// What the schema's read puts before the user's statement.
 const SCHEMA_WRAPPER: &str = "select * from (";
 
@@ -321,3 +390,32 @@ fn unwrapped(error: GatewayError) -> GatewayError {
 /// The longest a split may take to plan (it reads the table's size, or the
 /// least and greatest value of a column).
 const SPLIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::connect::Family;
+
+    #[test]
+    fn a_projection_quotes_each_column_as_its_database_does() {
+        let standard = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
+        let columns = ["amount".to_owned(), r#"Odd "v""#.to_owned()];
+        assert_eq!(
+            projected(
+                "select * from t where ctid < '(10,0)'::tid;\n",
+                &columns,
+                standard
+            ),
+            r#"select "amount", "Odd ""v""" from (select * from t where ctid < '(10,0)'::tid) as sluice_columns"#
+        );
+        let backquoted = standard.with_identifier_quote('`');
+        assert_eq!(
+            projected("select a from t", &["a".to_owned()], backquoted),
+            "select `a` from (select a from t) as sluice_columns"
+        );
+        assert_eq!(
+            projected("select a from t", &[], standard),
+            "select a from t"
+        );
+    }
+}

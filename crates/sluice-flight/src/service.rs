@@ -27,7 +27,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::descriptor::{plan_request, read_descriptor, Any, Asked, PlanRequest};
 use crate::part::{logged, PartStream, FLIGHT};
-use crate::plan::{Planner, Runs};
+use crate::plan::{projected, Planner, Runs};
 use crate::plans::Plans;
 use crate::prepared::{
     bound_values, BindResult, CloseRequest, CreateRequest, CreateResult, Prepared,
@@ -201,7 +201,7 @@ impl Service {
                 &mut context,
             )?;
             self.planner(&state)
-                .schema(Runs::named(query, params))
+                .named_schema(query, params, &request.columns)
                 .await
         }
         .await;
@@ -469,8 +469,21 @@ impl Service {
         let (query, params) =
             Service::admit(state, metadata, &ticket.query, &ticket.params, context)
                 .map_err(to_status)?;
+        let whole_projected;
         let runs = match &ticket.part {
-            None => Runs::named(query, params),
+            None if ticket.columns.is_empty() => Runs::named(query, params),
+            None => {
+                let dialect = state
+                    .database(&query.database)
+                    .map_err(to_status)?
+                    .kind()
+                    .dialect();
+                whole_projected = projected(&query.sql, &ticket.columns, dialect);
+                Runs {
+                    sql: &whole_projected,
+                    ..Runs::named(query, params)
+                }
+            }
             // The part's own statement and values, spelled for the database
             // when the plan was made, in the plan's snapshot.
             Some(part) => Runs {

@@ -28,6 +28,10 @@ pub struct Ticket {
     /// The part's own statement when the plan was split; `None`: the query
     /// itself, whole.
     pub part: Option<Part>,
+    /// The query's columns a whole-query part reads (a split part's statement
+    /// already reads only them); empty: all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<String>,
     /// Ad-hoc SQL (Flight SQL), run as `POST /sql` runs it; then `query` is
     /// empty.
     #[serde(default)]
@@ -156,6 +160,7 @@ mod tests {
 
     fn sample(expires: u64) -> Ticket {
         Ticket {
+            columns: Vec::new(),
             query: "payments".into(),
             params: vec![("status".into(), "settled".into())],
             part: Some(Part {

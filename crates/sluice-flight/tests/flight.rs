@@ -261,6 +261,65 @@ async fn a_query_without_a_split_is_one_part_and_one_part_is_asked_for_by_path()
 }
 
 #[tokio::test]
+async fn columns_asked_for_are_the_only_ones_read_in_their_order() {
+    let db = TestDb::new();
+    items(&db, 20_000);
+    // A name that must be quoted to be read as itself.
+    db.execute(r#"alter table items add column "Odd ""v""" int8 default 7"#);
+    let server = start(config(db.url(), TABLE_QUERY, "")).await;
+    let mut client = client(server.address, None).await;
+    let asked = r#"{"query": "items", "partitions": 3, "columns": ["v", "id"]}"#;
+    let info = client.get_flight_info(command(asked)).await.unwrap();
+    assert_eq!(info.endpoint.len(), 3);
+    let names = |schema: &arrow_schema::Schema| -> Vec<String> {
+        schema.fields().iter().map(|f| f.name().clone()).collect()
+    };
+    assert_eq!(
+        names(&info.clone().try_decode_schema().unwrap()),
+        ["v", "id"]
+    );
+    let schema = client.get_schema(command(asked)).await.unwrap();
+    assert_eq!(names(&schema), ["v", "id"]);
+    let parts: Vec<Vec<(i64, i64)>> = read_all(server.address, &info)
+        .await
+        .into_iter()
+        .map(|part| part.into_iter().map(|(v, id)| (id, v)).collect())
+        .collect();
+    assert_union(parts, &table_now(&db));
+
+    // One part, the query whole: its ticket carries the columns, every read.
+    let whole = client
+        .get_flight_info(command(
+            r#"{"query": "items", "partitions": 1, "columns": ["Odd \"v\"", "id"]}"#,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(whole.endpoint.len(), 1);
+    for _ in 0..2 {
+        let batches = read(&mut client, &whole.endpoint[0]).await;
+        assert_eq!(names(&batches[0].schema()), [r#"Odd "v""#, "id"]);
+        let rows = pairs(&batches);
+        assert_eq!(rows.len(), 20_000);
+        assert!(rows.iter().all(|(odd, _)| *odd == 7));
+    }
+
+    let status = tonic_status(
+        client
+            .get_flight_info(command(r#"{"query": "items", "columns": ["id", "nope"]}"#))
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains(r#"query "items" has no column "nope"; its columns are id, v, pad, Odd "v""#),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
 async fn unknown_altered_and_expired_tickets_are_clear_errors() {
     let db = TestDb::new();
     items(&db, 1_000);

@@ -25,9 +25,9 @@ use sluice_core::load::Scope;
 /// spell DDL alike.
 const FAMILY: Family = Family::new("MariaDB and MySQL");
 /// MariaDB.
-pub(crate) const MARIADB: Dialect = Dialect::new("MariaDB", FAMILY);
+pub(crate) const MARIADB: Dialect = Dialect::new("MariaDB", FAMILY).with_identifier_quote('`');
 /// MySQL.
-pub(crate) const MYSQL: Dialect = Dialect::new("MySQL", FAMILY);
+pub(crate) const MYSQL: Dialect = Dialect::new("MySQL", FAMILY).with_identifier_quote('`');
 
 /// Which of the two a server is, from the version its greeting gives:
 /// MariaDB's says so (`10.11.6-MariaDB-0+deb12u1`), MySQL's does not (`8.0.36`).

@@ -201,7 +201,8 @@ mod tests {
     use sluice_core::connect::{Dialect, Family};
     use sluice_core::Column;
 
-    const MARIADB: Dialect = Dialect::new("MariaDB", Family::new("MariaDB and MySQL"));
+    const MARIADB: Dialect =
+        Dialect::new("MariaDB", Family::new("MariaDB and MySQL")).with_identifier_quote('`');
 
     fn spec(columns: Vec<ColumnSpec>, dialect: Dialect) -> TableSpec {
         TableSpec {
