@@ -276,9 +276,10 @@ impl Planner<'_> {
     /// encoded by the same encoder.
     pub async fn schema(&self, runs: Runs<'_>) -> Result<Bytes, GatewayError> {
         // The user's text starts right after the wrapper's first line, so the
-        // database's error positions count from it once moved back.
+        // database's error positions count from it once moved back; it ends a
+        // line of its own, so a last line that is a `--` comment is closed.
         let sql = format!(
-            "{SCHEMA_WRAPPER}{}) as sluice_schema limit 0",
+            "{SCHEMA_WRAPPER}{}\n) as sluice_schema limit 0",
             runs.sql.trim_end().trim_end_matches(';')
         );
         let ad_hoc = matches!(runs.access, Access::AdHoc { .. });
@@ -365,8 +366,10 @@ pub fn projected(sql: &str, columns: &[String], dialect: Dialect) -> String {
         .iter()
         .map(|column| dialect.quote_identifier(column))
         .collect();
+    // The statement ends a line of its own: a last line that is a `--`
+    // comment must not take the closing parenthesis with it.
     format!(
-        "select {} from ({}) as sluice_columns",
+        "select {} from ({}\n) as sluice_columns",
         list.join(", "),
         sql.trim_end().trim_end_matches(';')
     )
@@ -406,12 +409,13 @@ mod tests {
                 &columns,
                 standard
             ),
-            r#"select "amount", "Odd ""v""" from (select * from t where ctid < '(10,0)'::tid) as sluice_columns"#
+            "select \"amount\", \"Odd \"\"v\"\"\" from (select * from t where ctid < '(10,0)'::tid\n) \
+             as sluice_columns"
         );
         let backquoted = standard.with_identifier_quote('`');
         assert_eq!(
-            projected("select a from t", &["a".to_owned()], backquoted),
-            "select `a` from (select a from t) as sluice_columns"
+            projected("select a from t -- the a", &["a".to_owned()], backquoted),
+            "select `a` from (select a from t -- the a\n) as sluice_columns"
         );
         assert_eq!(
             projected("select a from t", &[], standard),

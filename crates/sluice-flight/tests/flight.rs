@@ -266,7 +266,11 @@ async fn columns_asked_for_are_the_only_ones_read_in_their_order() {
     items(&db, 20_000);
     // A name that must be quoted to be read as itself.
     db.execute(r#"alter table items add column "Odd ""v""" int8 default 7"#);
-    let server = start(config(db.url(), TABLE_QUERY, "")).await;
+    // A query whose last line is a comment: what sluice wraps around it must
+    // not end inside that comment.
+    let queries =
+        format!("{TABLE_QUERY}[queries.commented]\nsql = \"select v, id from items -- all\"\n");
+    let server = start(config(db.url(), &queries, "")).await;
     let mut client = client(server.address, None).await;
     let asked = r#"{"query": "items", "partitions": 3, "columns": ["v", "id"]}"#;
     let info = client.get_flight_info(command(asked)).await.unwrap();
@@ -302,6 +306,17 @@ async fn columns_asked_for_are_the_only_ones_read_in_their_order() {
         assert_eq!(rows.len(), 20_000);
         assert!(rows.iter().all(|(odd, _)| *odd == 7));
     }
+
+    let commented = client
+        .get_flight_info(command(r#"{"query": "commented", "columns": ["id"]}"#))
+        .await
+        .unwrap();
+    let batches = read(&mut client, &commented.endpoint[0]).await;
+    assert_eq!(names(&batches[0].schema()), ["id"]);
+    assert_eq!(
+        batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        20_000
+    );
 
     let status = tonic_status(
         client
