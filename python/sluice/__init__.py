@@ -269,12 +269,17 @@ def _parameter(value: Any) -> str:
 
 
 def _flags(settings: Mapping[str, Any]) -> list[str]:
-    """``fetch_size=1000`` as ``--fetch-size=1000``; ``True`` as a bare flag."""
+    """``fetch_size=1000`` as ``--fetch-size=1000``; ``True`` as a bare flag;
+    a list (``columns=["id", "amount"]``) as its items between commas."""
     flags = []
     for name, value in settings.items():
         flag = "--" + name.replace("_", "-")
         if value is True:
             flags.append(flag)
+        elif isinstance(value, (list, tuple)):
+            if any(not isinstance(item, str) or "," in item for item in value):
+                raise UsageError(f"{name} is a list of names without commas, not {value!r}")
+            flags.append(f"{flag}={','.join(value)}")
         elif value is not None and value is not False:
             flags.append(f"{flag}={value}")
     return flags
@@ -307,10 +312,12 @@ def read_batches(
     flags by name (``fetch_size=1000``, ``timeout="30s"``, ``numeric_scale=2``).
     Closing the iterator early ends the query on the server.
 
-    ``table="name"`` reads every row of a table instead of a query, and
-    ``jobs=N`` reads in N parts of one snapshot at once (PostgreSQL): a table is
-    cut by its storage, a query by ``split_by="an_integer_column"``. The parts'
-    batches arrive interleaved: rows keep no order with ``jobs`` above 1."""
+    ``table="name"`` reads every row of a table instead of a query (with
+    ``columns=["id", "amount"]``, only those columns, in that order: the
+    database reads no other), and ``jobs=N`` reads in N parts of one snapshot
+    at once (PostgreSQL): a table is cut by its storage, a query by
+    ``split_by="an_integer_column"``. The parts' batches arrive interleaved:
+    rows keep no order with ``jobs`` above 1."""
     import pyarrow.ipc
 
     run = _Run(_export_arguments(url, query, params, {"batch_rows": batch_rows, **settings}), reads=True)

@@ -214,6 +214,11 @@ def test_jobs_read_a_table_or_a_split_query_in_parts_of_one_snapshot(url, schema
     assert sum(frame["amount"]) == decimal.Decimal("2000099.45")
     polars_frame = sluice.read_polars(url, table=f"{schema}.parts", jobs=2)
     assert polars_frame.height == 20000
+    narrow = sluice.read_arrow(url, table=f"{schema}.parts", columns=["amount", "id"], jobs=2)
+    assert narrow.column_names == ["amount", "id"]
+    assert narrow.sort_by("id").equals(whole.select(["amount", "id"]))
+    with pytest.raises(sluice.UsageError, match="without commas"):
+        sluice.read_arrow(url, table=f"{schema}.parts", columns=["a,b"])
 
     with pytest.raises(sluice.UsageError, match="table="):
         sluice.read_arrow(url)

@@ -26,14 +26,19 @@ pub struct PartSessions<'a> {
 
 /// Splits `request` on `coordinator` and starts each part's export, with
 /// `options` and the part's own statement and parameters, in the split's
-/// snapshot.
+/// snapshot, reading only `columns` (all when empty).
 pub async fn open_parts(
     mut coordinator: Box<dyn Session>,
     sessions: &PartSessions<'_>,
     request: &SplitRequest,
+    columns: &[String],
     options: &ExportOptions,
 ) -> Result<Vec<Box<dyn Export>>, Error> {
-    let split = coordinator.split_read(request).await?;
+    let dialect = coordinator.dialect();
+    let split = coordinator
+        .split_read(request)
+        .await?
+        .read_only(columns, dialect);
     let mut exports = Vec::with_capacity(split.parts.len());
     for part in split.parts {
         let mut session = sessions.source.connect(sessions.meter).await?;

@@ -197,6 +197,62 @@ fn a_failing_part_leaves_no_file() {
 }
 
 #[test]
+fn columns_of_a_table_are_the_only_ones_read_in_their_order() {
+    let db = TestDb::new();
+    items(&db);
+    db.execute(r#"alter table items add column "Odd ""n""" int4 default 7"#);
+    let expected = db.psql_bytes(
+        r#"copy (select note, id, "Odd ""n""" from items) to stdout with (format csv)"#,
+    );
+    for jobs in ["1", "3"] {
+        let output = export_table(
+            db.url(),
+            &[
+                "--table",
+                "items",
+                "--columns",
+                r#"note,id,Odd "n""#,
+                "--jobs",
+                jobs,
+                "--format",
+                "csv",
+            ],
+        );
+        assert_exit(&output, 0);
+        let (header, rows) = output
+            .stdout
+            .split_at(output.stdout.iter().position(|&b| b == b'\n').unwrap() + 1);
+        assert_eq!(header, b"note,id,\"Odd \"\"n\"\"\"\n", "--jobs {jobs}");
+        assert_eq!(sorted_lines(rows), sorted_lines(&expected), "--jobs {jobs}");
+    }
+    // A name the table lacks is the database's error, naming it.
+    let output = export_table(db.url(), &["--table", "items", "--columns", "id,nope"]);
+    let stderr = assert_exit(&output, 1);
+    assert!(
+        stderr.contains(r#"column "nope" does not exist"#),
+        "{stderr}"
+    );
+    // --columns picks a table's columns; a query selects its own.
+    let output = export(db.url(), "select 1", &["--columns", "id"]);
+    let stderr = assert_exit(&output, 2);
+    assert!(
+        stderr.contains("cannot be used with '--columns"),
+        "{stderr}"
+    );
+
+    let mariadb = TestMariaDb::new();
+    mariadb.execute(
+        "create table t (id int primary key, `a b` int, c text); insert into t values (1, 2, 'x');",
+    );
+    let output = export_table(mariadb.url(), &["--table", "t", "--columns", "a b,id"]);
+    assert_exit(&output, 0);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"a b\":2,\"id\":1}\n"
+    );
+}
+
+#[test]
 fn what_cannot_be_split_is_refused_before_anything_runs() {
     let db = TestDb::new();
     items(&db);

@@ -99,6 +99,38 @@ impl Dialect {
         quoted
     }
 
+    /// `sql` reading only `columns` of its result, in their order (`sql`
+    /// itself when `columns` is empty). The database is given the narrower
+    /// statement, rather than the client a narrower stream, because it then
+    /// reads only those columns: PostgreSQL and MariaDB fold such an outer
+    /// select into the inner one, so a part's storage or key range still
+    /// bounds its scan.
+    ///
+    /// ```
+    /// use sluice_core::connect::{Dialect, Family};
+    /// let postgres = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
+    /// assert_eq!(
+    ///     postgres.projection("select * from t -- every row", &["id".into()]),
+    ///     "select \"id\" from (select * from t -- every row\n) as sluice_columns"
+    /// );
+    /// ```
+    pub fn projection(self, sql: &str, columns: &[String]) -> String {
+        if columns.is_empty() {
+            return sql.to_owned();
+        }
+        let list: Vec<String> = columns
+            .iter()
+            .map(|column| self.quote_identifier(column))
+            .collect();
+        // The statement ends a line of its own: a last line that is a `--`
+        // comment must not take the closing parenthesis with it.
+        format!(
+            "select {} from ({}\n) as sluice_columns",
+            list.join(", "),
+            sql.trim_end().trim_end_matches(';')
+        )
+    }
+
     /// The database's name for people and messages (`PostgreSQL`).
     pub const fn name(self) -> &'static str {
         self.name
@@ -574,6 +606,22 @@ mod tests {
     }
 
     const FAKE: Dialect = Dialect::new("Fake", Family::new("Fake"));
+
+    #[test]
+    fn a_projection_quotes_each_column_as_its_database_does() {
+        let columns = ["amount".to_owned(), r#"Odd "v""#.to_owned()];
+        assert_eq!(
+            FAKE.projection("select * from t where ctid < '(10,0)'::tid;\n", &columns),
+            "select \"amount\", \"Odd \"\"v\"\"\" from (select * from t where ctid < '(10,0)'::tid\n) \
+             as sluice_columns"
+        );
+        assert_eq!(
+            FAKE.with_identifier_quote('`')
+                .projection("select a from t", &["a`b".to_owned()]),
+            "select `a``b` from (select a from t\n) as sluice_columns"
+        );
+        assert_eq!(FAKE.projection("select a from t", &[]), "select a from t");
+    }
 
     impl Driver for Fake {
         fn dialect(&self) -> Dialect {

@@ -56,6 +56,18 @@ pub struct SplitRead {
     pub parts: Vec<ReadPart>,
 }
 
+impl SplitRead {
+    /// The read with each part reading only `columns` of its rows
+    /// ([`Dialect::projection`](crate::connect::Dialect::projection)); all of
+    /// them when `columns` is empty.
+    pub fn read_only(mut self, columns: &[String], dialect: crate::connect::Dialect) -> SplitRead {
+        for part in &mut self.parts {
+            part.sql = dialect.projection(&part.sql, columns);
+        }
+        self
+    }
+}
+
 /// Cuts `0..total` into at most `parts` ranges of near-equal length,
 /// returning the inner boundaries (so `k` ranges have `k - 1` of them); a
 /// range is never empty.

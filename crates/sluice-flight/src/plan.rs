@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage};
 use arrow_schema::Schema;
 use bytes::Bytes;
-use sluice_core::connect::{Dialect, Session};
+use sluice_core::connect::Session;
 use sluice_core::database::{Access, Param, RunningQuery};
 use sluice_core::split::{SplitRead, SplitRequest, SplitSource};
 use sluice_core::{Meter, Transfer, TransferError};
@@ -164,6 +164,7 @@ impl Planner<'_> {
                         retry_after: 1,
                     })?;
                 let (coordinator, read) = self.split(query, split, &params, parts).await?;
+                let read = read.read_only(&request.columns, dialect);
                 let count = read.parts.len();
                 place.hold(coordinator, count, self.flight.plan_timeout);
                 read.parts
@@ -171,7 +172,7 @@ impl Planner<'_> {
                     .enumerate()
                     .map(|(index, part)| {
                         let part = Part {
-                            sql: projected(&part.sql, &request.columns, dialect),
+                            sql: part.sql,
                             params: part.params,
                             snapshot: read.snapshot.clone(),
                         };
@@ -264,7 +265,7 @@ impl Planner<'_> {
             ));
         }
         let dialect = self.state.database(&query.database)?.kind().dialect();
-        let sql = projected(&query.sql, columns, dialect);
+        let sql = dialect.projection(&query.sql, columns);
         self.schema(Runs {
             sql: &sql,
             ..Runs::named(query, params)
@@ -353,28 +354,6 @@ impl Planner<'_> {
     }
 }
 
-/// `sql` reading only `columns` of its result, in their order (`sql` itself
-/// when `columns` is empty). The database is given the narrower statement,
-/// rather than the client a narrower stream, because it then reads only those
-/// columns: PostgreSQL and MariaDB fold such an outer select into the inner
-/// one, so a part's storage or key range still bounds its scan.
-pub fn projected(sql: &str, columns: &[String], dialect: Dialect) -> String {
-    if columns.is_empty() {
-        return sql.to_owned();
-    }
-    let list: Vec<String> = columns
-        .iter()
-        .map(|column| dialect.quote_identifier(column))
-        .collect();
-    // The statement ends a line of its own: a last line that is a `--`
-    // comment must not take the closing parenthesis with it.
-    format!(
-        "select {} from ({}\n) as sluice_columns",
-        list.join(", "),
-        sql.trim_end().trim_end_matches(';')
-    )
-}
-
 /// What the schema's read puts before the user's statement.
 const SCHEMA_WRAPPER: &str = "select * from (";
 
@@ -393,33 +372,3 @@ fn unwrapped(error: GatewayError) -> GatewayError {
 /// The longest a split may take to plan (it reads the table's size, or the
 /// least and greatest value of a column).
 const SPLIT_TIMEOUT: Duration = Duration::from_secs(60);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sluice_core::connect::Family;
-
-    #[test]
-    fn a_projection_quotes_each_column_as_its_database_does() {
-        let standard = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
-        let columns = ["amount".to_owned(), r#"Odd "v""#.to_owned()];
-        assert_eq!(
-            projected(
-                "select * from t where ctid < '(10,0)'::tid;\n",
-                &columns,
-                standard
-            ),
-            "select \"amount\", \"Odd \"\"v\"\"\" from (select * from t where ctid < '(10,0)'::tid\n) \
-             as sluice_columns"
-        );
-        let backquoted = standard.with_identifier_quote('`');
-        assert_eq!(
-            projected("select a from t -- the a", &["a".to_owned()], backquoted),
-            "select `a` from (select a from t -- the a\n) as sluice_columns"
-        );
-        assert_eq!(
-            projected("select a from t", &[], standard),
-            "select a from t"
-        );
-    }
-}

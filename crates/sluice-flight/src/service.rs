@@ -27,7 +27,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::descriptor::{plan_request, read_descriptor, Any, Asked, PlanRequest};
 use crate::part::{logged, PartStream, FLIGHT};
-use crate::plan::{projected, Planner, Runs};
+use crate::plan::{Planner, Runs};
 use crate::plans::Plans;
 use crate::prepared::{
     bound_values, BindResult, CloseRequest, CreateRequest, CreateResult, Prepared,
@@ -478,7 +478,7 @@ impl Service {
                     .map_err(to_status)?
                     .kind()
                     .dialect();
-                whole_projected = projected(&query.sql, &ticket.columns, dialect);
+                whole_projected = dialect.projection(&query.sql, &ticket.columns);
                 Runs {
                     sql: &whole_projected,
                     ..Runs::named(query, params)
