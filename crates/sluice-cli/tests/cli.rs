@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
-use sluice_testkit::TestDb;
+use sluice_testkit::{eventually, TestDb};
 
 mod support;
 use support::sluice;
@@ -164,20 +164,6 @@ fn sluice_sessions_with(db: &TestDb, marker: &str, only_active: bool) -> u64 {
         .trim()
         .parse()
         .unwrap_or_else(|_| panic!("unexpected count {count:?}"))
-}
-
-/// Polls `condition` every 100 ms until it holds or `timeout` has passed.
-fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Parses `--stats` output: one `key: value` per line.

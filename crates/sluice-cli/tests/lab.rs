@@ -9,9 +9,9 @@ mod support;
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use sluice_testkit::{TestDb, TestRole};
+use sluice_testkit::{wait_until, TestDb, TestRole};
 use support::{assert_exit, run, sluice};
 
 /// One lab at a time (a test that failed holding it leaves it usable).
@@ -139,15 +139,6 @@ fn assert_wal_figures(results: &serde_json::Value, report: &Path) {
     assert!(html.contains("<th>WAL bytes per row</th>"));
 }
 
-/// Polls `condition` until it holds, panicking with `what` after `timeout`.
-fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A lab child process, killed if the test ends before it does.
 struct Lab(Option<Child>);
 
@@ -204,7 +195,7 @@ fn ctrl_c_while_large_objects_are_made_leaves_no_table_and_no_large_object() {
          and state = 'active' and query like 'insert into sluice\\_lab\\_%\\_lob %'",
         role.name
     );
-    wait_for(
+    wait_until(
         "the lab to create its large objects",
         Duration::from_secs(60),
         || db.query_text(&making_large_objects) == "1",
@@ -218,7 +209,7 @@ fn ctrl_c_while_large_objects_are_made_leaves_no_table_and_no_large_object() {
         "select count(*) from pg_stat_activity where usename = '{}'",
         role.name
     );
-    wait_for("the lab's sessions to end", Duration::from_secs(30), || {
+    wait_until("the lab's sessions to end", Duration::from_secs(30), || {
         db.query_text(&sessions) == "0"
     });
     assert_eq!(lab_tables(&db), "0", "{stderr}");

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use sluice_testkit::TestMariaDb;
+use sluice_testkit::{eventually, TestMariaDb};
 use support::{assert_exit, export, sluice};
 
 /// Statements of other sessions whose text contains `marker`.
@@ -19,17 +19,6 @@ fn running(db: &TestMariaDb, marker: &str) -> usize {
     ))
     .parse()
     .unwrap()
-}
-
-fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 fn unique_marker() -> String {

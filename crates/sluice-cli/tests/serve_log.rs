@@ -353,21 +353,16 @@ fn every_request_is_logged_once_with_its_route_token_status_and_outcome() {
 /// Polls until a backend of `application` waits for the server to take its rows
 /// (`ClientWrite`): the server has stopped reading, held back by its client.
 fn wait_for_client_write(db: &TestDb, application: &str) {
-    let started = Instant::now();
-    loop {
-        let waiting = db.query_text(&format!(
-            "select count(*) from pg_stat_activity \
-             where application_name = '{application}' and wait_event = 'ClientWrite'"
-        ));
-        if waiting == "1" {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the stream was never held back by its client"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    sluice_testkit::wait_until(
+        "the stream to be held back by its client",
+        Duration::from_secs(60),
+        || {
+            db.query_text(&format!(
+                "select count(*) from pg_stat_activity \
+                 where application_name = '{application}' and wait_event = 'ClientWrite'"
+            )) == "1"
+        },
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_core::Meter;
 use sluice_postgres::config::Target;
@@ -39,14 +39,12 @@ fn proxy_threads() -> usize {
 /// Polls until the count of the proxy's threads is `expected`, or the deadline
 /// passes; returns the last count.
 fn proxy_threads_settle_at(expected: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let count = proxy_threads();
-        if count == expected || Instant::now() >= deadline {
-            return count;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut count = 0;
+    sluice_testkit::eventually(Duration::from_secs(10), || {
+        count = proxy_threads();
+        count == expected
+    });
+    count
 }
 
 /// A client asking for SSL, told "no": the proxy now waits for its startup

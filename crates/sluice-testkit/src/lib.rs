@@ -98,6 +98,7 @@ mod mariadb;
 mod process;
 mod python;
 mod tls;
+mod wait;
 
 pub use cluster::{Cluster, ClusterBuilder};
 pub use http::http_exchange;
@@ -105,6 +106,7 @@ pub use java::{jdbc_url, JavaProgram, JDBC_JAR};
 pub use mariadb::{mariadb_server_url, MariaDbServer, TestMariaDb};
 pub use python::{python_oracle, python_output, run_python, REQUIREMENTS as PYTHON_REQUIREMENTS};
 pub use tls::{CertificateFiles, TestCertificates};
+pub use wait::{eventually, wait_until};
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
