@@ -38,7 +38,7 @@ pub async fn open_parts(
     let split = coordinator
         .split_read(request)
         .await?
-        .read_only(columns, dialect);
+        .narrowed(columns, dialect);
     let mut exports = Vec::with_capacity(split.parts.len());
     for part in split.parts {
         let mut session = sessions.source.connect(sessions.meter).await?;

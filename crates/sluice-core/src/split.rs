@@ -57,10 +57,10 @@ pub struct SplitRead {
 }
 
 impl SplitRead {
-    /// The read with each part reading only `columns` of its rows
+    /// The read with each part narrowed to `columns` of its rows
     /// ([`Dialect::projection`](crate::connect::Dialect::projection)); all of
     /// them when `columns` is empty.
-    pub fn read_only(mut self, columns: &[String], dialect: crate::connect::Dialect) -> SplitRead {
+    pub fn narrowed(mut self, columns: &[String], dialect: crate::connect::Dialect) -> SplitRead {
         for part in &mut self.parts {
             part.sql = dialect.projection(&part.sql, columns);
         }

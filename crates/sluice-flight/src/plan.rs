@@ -164,7 +164,7 @@ impl Planner<'_> {
                         retry_after: 1,
                     })?;
                 let (coordinator, read) = self.split(query, split, &params, parts).await?;
-                let read = read.read_only(&request.columns, dialect);
+                let read = read.narrowed(&request.columns, dialect);
                 let count = read.parts.len();
                 place.hold(coordinator, count, self.flight.plan_timeout);
                 read.parts
