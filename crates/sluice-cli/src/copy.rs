@@ -57,6 +57,18 @@ pub struct CopyArgs {
     #[arg(long = "table", value_name = "TABLE", required = true)]
     tables: Vec<String>,
 
+    /// Without --query: only these of the source table's columns,
+    /// comma-separated (the target's others take their defaults; --create
+    /// makes only these); the source reads no other, with --jobs too.
+    // `conflicts_with` rather than `requires`: see `sluice export --columns`.
+    #[arg(
+        long,
+        value_name = "COLUMNS",
+        value_delimiter = ',',
+        conflicts_with = "query"
+    )]
+    columns: Vec<String>,
+
     /// Create the target table from the source's columns (names, types by
     /// the type mappings in docs/src/types.md; NOT NULL and primary key from a source --table).
     #[arg(long)]
@@ -365,7 +377,13 @@ async fn wants_native(
     let Ok(target_table) = target.describe_table(&plan.target_table).await else {
         return false;
     };
-    source_table.columns.iter().all(|column| {
+    // Only the columns the copy reads must match.
+    let read = |name: &String| arguments.columns.is_empty() || arguments.columns.contains(name);
+    let mut read_columns = source_table
+        .columns
+        .iter()
+        .filter(|column| read(&column.name));
+    read_columns.all(|column| {
         target_table
             .columns
             .iter()
@@ -391,7 +409,9 @@ async fn open_source(
     described: Option<TableInfo>,
 ) -> Result<(Box<dyn Export>, TableSpec), Failure> {
     let sql = match (&described, &arguments.query) {
-        (Some(table), _) => select_all(table),
+        (Some(table), _) => session
+            .dialect()
+            .projection(&select_all(table), &arguments.columns),
         (None, query) => query.clone().unwrap_or_default(),
     };
     let options = ExportOptions {

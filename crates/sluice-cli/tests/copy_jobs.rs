@@ -223,6 +223,92 @@ fn a_failing_part_leaves_the_target_as_it_was() {
 }
 
 #[test]
+fn columns_copy_only_those_whole_or_in_parts() {
+    let source = TestDb::new();
+    let target = TestDb::new();
+    source.execute(
+        "create table wide (id int8 primary key, amount numeric(12,2) not null, note text, payload jsonb);
+         insert into wide select g, g / 100.0, 'n' || g, '{}' from generate_series(1, 20000) g;
+         analyze wide;",
+    );
+    let expected = source.query_text("select count(*), sum(amount) from wide");
+    // --create makes only the columns read, in their order, with the primary
+    // key and NOT NULL that come with them.
+    let output = copy(&[
+        "--from",
+        source.url(),
+        "--table",
+        "wide",
+        "--to",
+        target.url(),
+        "--table",
+        "narrow",
+        "--create",
+        "--columns",
+        "amount,id",
+        "--jobs",
+        "2",
+    ]);
+    assert_exit(&output, 0);
+    assert_eq!(
+        target.query_text("select count(*), sum(amount) from narrow"),
+        expected
+    );
+    assert_eq!(
+        target.query_text(
+            "select string_agg(column_name || ':' || is_nullable, ',' order by ordinal_position) \
+             from information_schema.columns where table_schema = current_schema() and table_name = 'narrow'"
+        ),
+        "amount:NO,id:NO"
+    );
+    assert_eq!(
+        count(&target, "select count(*) from pg_constraint where contype = 'p' and conrelid = 'narrow'::regclass"),
+        1
+    );
+    // Into an existing table: the target's other columns take their defaults.
+    target.execute("create table existing (id int8 primary key, amount numeric(12,2), note text default 'none')");
+    let output = copy(&[
+        "--from",
+        source.url(),
+        "--table",
+        "wide",
+        "--to",
+        target.url(),
+        "--table",
+        "existing",
+        "--columns",
+        "id,amount",
+    ]);
+    assert_exit(&output, 0);
+    assert_eq!(
+        target.query_text("select count(*), sum(amount) from existing"),
+        expected
+    );
+    assert_eq!(
+        count(&target, "select count(*) from existing where note = 'none'"),
+        20_000
+    );
+    // A query selects its own columns.
+    let output = copy(&[
+        "--from",
+        source.url(),
+        "--query",
+        "select id from wide",
+        "--to",
+        target.url(),
+        "--table",
+        "existing",
+        "--columns",
+        "id",
+    ]);
+    let message = assert_exit(&output, 2);
+    assert!(
+        message.contains("cannot be used with '--columns"),
+        "{message}"
+    );
+}
+
+#[test]
 fn combinations_that_cannot_work_are_refused_before_anything_is_written() {
     let source = TestDb::new();
     let target = TestDb::new();

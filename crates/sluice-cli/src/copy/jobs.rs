@@ -64,9 +64,15 @@ pub(super) async fn open_parts(
         ..ExportOptions::default()
     };
     let dialect = coordinator.dialect();
-    let exports = crate::parts::open_parts(coordinator, &sessions, &request, &[], &options)
-        .await
-        .map_err(on(Side::Source))?;
+    let exports = crate::parts::open_parts(
+        coordinator,
+        &sessions,
+        &request,
+        &arguments.columns,
+        &options,
+    )
+    .await
+    .map_err(on(Side::Source))?;
     let spec = spec_of(exports[0].schema(), described.as_ref(), dialect);
     Ok((exports, spec))
 }
