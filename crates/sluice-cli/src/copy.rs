@@ -378,17 +378,16 @@ async fn wants_native(
         return false;
     };
     // Only the columns the copy reads must match.
-    let read = |name: &String| arguments.columns.is_empty() || arguments.columns.contains(name);
-    let mut read_columns = source_table
+    source_table
         .columns
         .iter()
-        .filter(|column| read(&column.name));
-    read_columns.all(|column| {
-        target_table
-            .columns
-            .iter()
-            .any(|target| target.name == column.name && target.type_name == column.type_name)
-    })
+        .filter(|column| arguments.columns.is_empty() || arguments.columns.contains(&column.name))
+        .all(|column| {
+            target_table
+                .columns
+                .iter()
+                .any(|target| target.name == column.name && target.type_name == column.type_name)
+        })
 }
 
 /// Whether the source sends its values in its own binary form: it may send
