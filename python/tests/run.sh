@@ -45,6 +45,11 @@ if [[ -z ${SLUICE_TEST_PG_URL:-} ]]; then
   eval "$line"
 fi
 
+# pytest's temporary directories (tmp_path) go in one of this run's own,
+# removed when it ends: pytest's default place keeps the last three runs'.
+basetemp=$(mktemp -d)
+trap 'rm -rf "$basetemp"' EXIT
+
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 # --timeout: a test that hangs fails with its stack instead of holding the run.
-"$venv/bin/python" -m pytest -q -n 2 --timeout=900 python/tests "$@"
+"$venv/bin/python" -m pytest -q -n 2 --timeout=900 --basetemp="$basetemp/pytest" python/tests "$@"

@@ -119,12 +119,17 @@ pub(crate) enum Watch {
     /// SIGKILLed `mariadbd` leaves its pid file behind, so the file's presence
     /// says nothing.
     PidDead(&'static str),
+    /// No server uses the directory: it goes as soon as this process is gone
+    /// (test certificates, whose private keys must not outlive the tests
+    /// even when a `static` holds them and no destructor runs).
+    Nothing,
 }
 
-/// What a server's directory is called and what must fit in it.
+/// What a server's directory (or another directory the tests must not leave
+/// behind, such as their certificates') is called and what must fit in it.
 pub(crate) struct ServerDir {
     /// Name prefix, followed by `<pid>-` and a random part; how leftovers of dead
-    /// processes are recognised, so every kind of server has its own.
+    /// processes are recognised, so every kind of directory has its own.
     pub(crate) prefix: &'static str,
     /// A Unix socket the server must be able to create in the directory (the
     /// kernel limits its path's length), if any.
@@ -191,12 +196,14 @@ while read -r _; do :; done
 pid=
 if [ "$2" = pid ]; then pid=$(cat "$1/$3" 2>/dev/null); fi
 running() {
-  if [ "$2" = file ]; then
-    [ -e "$1/$3" ]
-  else
+  case "$2" in
+  file) [ -e "$1/$3" ] ;;
+  pid)
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
       [ "$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$pid/status" 2>/dev/null)" != Z ]
-  fi
+    ;;
+  *) false ;;
+  esac
 }
 i=0
 while [ "$i" -lt 600 ] && running "$@"; do
@@ -218,6 +225,7 @@ fn spawn_cleanup_watcher(dir: &Path, watch: Watch) {
     let (mode, file) = match watch {
         Watch::FileGone(file) => ("file", file),
         Watch::PidDead(file) => ("pid", file),
+        Watch::Nothing => ("none", ""),
     };
     let spawned = Command::new("/bin/sh")
         .args([

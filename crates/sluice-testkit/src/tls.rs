@@ -1,18 +1,33 @@
 //! Test certificates: a CA of its own, a server certificate it signs for the
 //! names asked for, and client certificates for login by certificate; all
 //! generated in-process (rcgen), written as PEM files into a temporary directory.
+//!
+//! The directory holds private keys, so it never outlives the test process:
+//! it is removed on drop, and by the test kit's cleanup watcher once the
+//! process is gone when nothing drops it (a `static` holding a server and
+//! its certificates for a whole test file), and a process killed outright
+//! has its leftovers removed by the next one.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::process::{ServerDir, Watch};
+
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose,
 };
 
+/// The certificates' directories: `sluice-test-tls-<pid>-*` in the temp dir.
+const CERTIFICATES_DIR: ServerDir = ServerDir {
+    prefix: "sluice-test-tls-",
+    socket: None,
+    watch: Watch::Nothing,
+};
+
 /// A CA with a server certificate, as PEM files.
 pub struct TestCertificates {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
     ca: Certificate,
     ca_key: KeyPair,
 }
@@ -21,7 +36,7 @@ impl std::fmt::Debug for TestCertificates {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("TestCertificates")
-            .field("dir", &self.dir.path())
+            .field("dir", &self.dir)
             .finish_non_exhaustive()
     }
 }
@@ -43,10 +58,9 @@ impl TestCertificates {
     ///
     /// If the files cannot be written.
     pub fn generate(server_names: &[&str]) -> TestCertificates {
-        let dir = tempfile::Builder::new()
-            .prefix("sluice-test-tls-")
-            .tempdir()
-            .expect("a temporary directory for certificates");
+        let dir = CERTIFICATES_DIR
+            .create(None)
+            .unwrap_or_else(|error| panic!("a temporary directory for certificates: {error}"));
         let ca_key = KeyPair::generate().expect("a CA key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -59,7 +73,7 @@ impl TestCertificates {
             KeyUsagePurpose::DigitalSignature,
         ];
         let ca = params.self_signed(&ca_key).expect("a CA certificate");
-        write(&dir.path().join("ca.pem"), &ca.pem(), 0o644);
+        write(&dir.join("ca.pem"), &ca.pem(), 0o644);
         let certificates = TestCertificates { dir, ca, ca_key };
         let names: Vec<String> = server_names.iter().map(|name| (*name).to_owned()).collect();
         certificates.issue(
@@ -72,7 +86,7 @@ impl TestCertificates {
 
     /// The CA's certificate: the `sslrootcert` that trusts the server.
     pub fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
+        self.dir.join("ca.pem")
     }
 
     /// The server's certificate and key.
@@ -87,8 +101,8 @@ impl TestCertificates {
 
     fn files(&self, stem: &str) -> CertificateFiles {
         CertificateFiles {
-            certificate: self.dir.path().join(format!("{stem}.crt")),
-            key: self.dir.path().join(format!("{stem}.key")),
+            certificate: self.dir.join(format!("{stem}.crt")),
+            key: self.dir.join(format!("{stem}.key")),
         }
     }
 
@@ -105,6 +119,13 @@ impl TestCertificates {
         write(&files.certificate, &certificate.pem(), 0o644);
         write(&files.key, &key.serialize_pem(), 0o600);
         files
+    }
+}
+
+impl Drop for TestCertificates {
+    fn drop(&mut self) {
+        // Best effort: the watcher removes what this leaves.
+        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
