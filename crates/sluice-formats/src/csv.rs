@@ -58,7 +58,7 @@ fn write_field(text: &[u8], single_column: bool, output: &mut Vec<u8>) {
 
 impl Encoder for CsvEncoder {
     fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
-        crate::require_text(schema)?;
+        crate::forms::require_text(schema)?;
         self.bytes_columns = schema
             .columns
             .iter()

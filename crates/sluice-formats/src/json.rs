@@ -123,7 +123,7 @@ impl JsonEncoder {
 
 impl Encoder for JsonEncoder {
     fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error> {
-        crate::require_text(schema)?;
+        crate::forms::require_text(schema)?;
         let names = schema.unique_names();
         self.keys.clear();
         self.keys

@@ -6,12 +6,12 @@
 //! `json`/`jsonb` is embedded, arrays nest, composites become objects and timestamps
 //! take the ISO-8601 `T` and a `±HH:MM` offset. The one deliberate difference is
 //! `bytea`: base64 by default (compact), or PostgreSQL's `\x…` hex text on request.
+//! Arrays and composites arrive as PostgreSQL's literals and are written as
+//! JSON arrays and objects.
 
 use base64::Engine as _;
-use sluice_core::canonical;
-use sluice_core::Kind;
-
-use crate::pg_literal;
+use sluice_core::canonical::{self, ArrayVisitor, Strictness};
+use sluice_core::{Field, Kind};
 
 /// How binary values are written in JSON strings.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -263,8 +263,8 @@ pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output:
         },
         Kind::Timestamp | Kind::TimestampTz => write_iso_timestamp(text, output),
         Kind::Interval => write_iso_interval(text, output),
-        Kind::Array(element) => pg_literal::write_array(element, text, options, output),
-        Kind::Composite(fields) => pg_literal::write_composite(fields, text, options, output),
+        Kind::Array(element) => write_array(element, text, options, output),
+        Kind::Composite(fields) => write_composite(fields, text, options, output),
         Kind::Text | Kind::Date | Kind::Time | Kind::TimeTz | Kind::Other => {
             write_string(text, output)
         }
@@ -274,6 +274,95 @@ pub fn write_text_value(kind: &Kind, text: &[u8], options: &JsonOptions, output:
 /// Decodes PostgreSQL's hex `bytea` text (`\x0a0b…`).
 fn decode_hex_bytea(text: &[u8]) -> Option<Vec<u8>> {
     sluice_core::canonical::read_hex_pairs(text.strip_prefix(b"\\x")?)
+}
+
+// PostgreSQL array (`{1,NULL,"a b"}`) and record (`(1,"a b",)`) literals,
+// rendered as JSON arrays and objects in one pass without building a tree:
+// `sluice_core::canonical` reads the literals and hands each element over,
+// written here as it comes. Their elements are values of any kind (arrays of
+// composites of arrays), so these and `write_text_value` call each other,
+// which is why they share a file. A literal that does not parse (which the
+// server never sends) is written as a JSON string rather than lost.
+
+/// Writes an array literal's pieces as nested JSON arrays.
+struct JsonArray<'a> {
+    element: &'a Kind,
+    options: &'a JsonOptions,
+    output: &'a mut Vec<u8>,
+}
+
+impl ArrayVisitor for JsonArray<'_> {
+    type Error = std::convert::Infallible;
+
+    fn open(&mut self, _depth: usize, index: usize) -> Result<(), Self::Error> {
+        if index > 0 {
+            self.output.push(b',');
+        }
+        self.output.push(b'[');
+        Ok(())
+    }
+
+    fn element(
+        &mut self,
+        _depth: usize,
+        index: usize,
+        value: Option<&[u8]>,
+    ) -> Result<(), Self::Error> {
+        if index > 0 {
+            self.output.push(b',');
+        }
+        match value {
+            Some(value) => write_text_value(self.element, value, self.options, self.output),
+            None => self.output.extend_from_slice(b"null"),
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, _depth: usize, _items: usize) -> Result<(), Self::Error> {
+        self.output.push(b']');
+        Ok(())
+    }
+}
+
+/// Writes an array literal of `element` values as a (nested) JSON array. Explicit
+/// bounds (`[0:1]={…}`) are dropped, as PostgreSQL's JSON functions drop them.
+fn write_array(element: &Kind, text: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
+    let start = output.len();
+    let mut visitor = JsonArray {
+        element,
+        options,
+        output,
+    };
+    if canonical::read_array(text, Strictness::Canonical, &mut visitor).is_err() {
+        output.truncate(start);
+        write_string(text, output);
+    }
+}
+
+/// Writes a record literal as a JSON object keyed by the composite's field names.
+fn write_composite(fields: &[Field], text: &[u8], options: &JsonOptions, output: &mut Vec<u8>) {
+    let start = output.len();
+    output.push(b'{');
+    let read = canonical::read_record::<()>(text, |index, value| {
+        let field = fields.get(index).ok_or(())?;
+        if index > 0 {
+            output.push(b',');
+        }
+        write_string(field.name.as_bytes(), output);
+        output.push(b':');
+        match value {
+            Some(value) => write_text_value(&field.kind, value, options, output),
+            None => output.extend_from_slice(b"null"),
+        }
+        Ok(())
+    });
+    match read {
+        Ok(count) if count == fields.len() => output.push(b'}'),
+        _ => {
+            output.truncate(start);
+            write_string(text, output);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -368,6 +457,66 @@ mod tests {
         assert_eq!(
             render(&Kind::Json, b"{\n  \"a\": 1\r\n}"),
             "{   \"a\": 1  }"
+        );
+    }
+
+    // PostgreSQL array and record literals.
+
+    fn array(element: Kind, text: &str) -> String {
+        let mut output = Vec::new();
+        write_array(
+            &element,
+            text.as_bytes(),
+            &JsonOptions::default(),
+            &mut output,
+        );
+        String::from_utf8(output).unwrap()
+    }
+
+    #[test]
+    fn arrays_nest_with_nulls_and_quoting() {
+        assert_eq!(array(Kind::Integer, "{{1,2},{NULL,4}}"), "[[1,2],[null,4]]");
+        assert_eq!(
+            array(Kind::Text, r#"{"a b","c\"d","NULL",NULL,"","e\\"}"#),
+            r#"["a b","c\"d","NULL",null,"","e\\"]"#
+        );
+        assert_eq!(array(Kind::Integer, "[0:1]={5,6}"), "[5,6]");
+        assert_eq!(array(Kind::Integer, "{}"), "[]");
+        assert_eq!(array(Kind::Bool, "{t,f}"), "[true,false]");
+        assert_eq!(array(Kind::Bytes, r#"{"\\x0001"}"#), r#"["AAE="]"#);
+        assert_eq!(array(Kind::Integer, "{1,2"), r#""{1,2""#);
+    }
+
+    #[test]
+    fn composites_become_objects() {
+        let fields = vec![
+            Field {
+                name: "id".into(),
+                kind: Kind::Integer,
+            },
+            Field {
+                name: "label".into(),
+                kind: Kind::Text,
+            },
+            Field {
+                name: "tags".into(),
+                kind: Kind::Array(Box::new(Kind::Text)),
+            },
+            Field {
+                name: "missing".into(),
+                kind: Kind::Text,
+            },
+        ];
+        let mut output = Vec::new();
+        write_composite(
+            &fields,
+            br#"(1,"say ""hi"", \\ ok","{a,""b c""}",)"#,
+            &JsonOptions::default(),
+            &mut output,
+        );
+        assert_eq!(
+            String::from_utf8(output).unwrap(),
+            r#"{"id":1,"label":"say \"hi\", \\ ok","tags":["a","b c"],"missing":null}"#
         );
     }
 }

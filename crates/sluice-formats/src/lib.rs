@@ -27,14 +27,15 @@ mod call_lines;
 pub mod columnar;
 mod csv;
 mod csv_decode;
+mod forms;
 mod input;
+mod input_fault;
 mod json;
 pub mod json_value;
 mod ndjson_decode;
 pub mod param_sets;
 pub mod param_type;
 mod pg_input;
-mod pg_literal;
 #[cfg(test)]
 mod test_support;
 
@@ -45,13 +46,14 @@ pub use crate::call_lines::CallLines;
 pub use crate::columnar::{ColumnarEncoder, ColumnarOptions, ParquetCompression};
 pub use crate::csv::CsvEncoder;
 pub use crate::csv_decode::{CsvDecoder, CsvHeader, CsvOptions, ExpectedNames, HeaderMismatch};
-pub use crate::input::{InputFault, InputFormat, InputOptions};
+pub use crate::input::{InputFormat, InputOptions};
+pub use crate::input_fault::InputFault;
 pub use crate::json::JsonEncoder;
 pub use crate::json_value::{BytesEncoding, JsonOptions};
 pub use crate::ndjson_decode::{NdjsonDecoder, NdjsonOptions};
 pub use crate::param_sets::{untyped_param, Declared, ParamFault, ParamLines, Signature};
 pub use crate::param_type::ParamType;
-use sluice_core::{Encoder, Encoding, Error, ErrorKind, Schema};
+use sluice_core::Encoder;
 
 /// An output format sluice can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,46 +168,6 @@ impl Format {
     /// read from their footer, written last (Arrow's file format, Parquet).
     pub fn is_streamable(self) -> bool {
         !matches!(self, Format::ArrowFile | Format::Parquet)
-    }
-}
-
-/// Refuses a schema with binary columns for an encoder that reads text only:
-/// a caller asked its source for binary values without the format reading them
-/// ([`Format::reads_binary_values`]), which would otherwise write bytes as text.
-pub(crate) fn require_text(schema: &Schema) -> Result<(), Error> {
-    match schema
-        .columns
-        .iter()
-        .find(|column| column.encoding != Encoding::Text)
-    {
-        None => Ok(()),
-        Some(column) => Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "column {:?} arrived in binary form, which this format does not read",
-                column.name
-            ),
-        )),
-    }
-}
-
-/// Refuses a schema with columns in a database's own binary form
-/// ([`Encoding::Native`]), which no format reads: only a target database of
-/// the source's product does.
-pub(crate) fn refuse_native(schema: &Schema) -> Result<(), Error> {
-    match schema
-        .columns
-        .iter()
-        .find(|column| column.encoding == Encoding::Native)
-    {
-        None => Ok(()),
-        Some(column) => Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "column {:?} arrived in its database's own binary form, which no format reads",
-                column.name
-            ),
-        )),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Building PostgreSQL input text from JSON values: array literals (`{…}`) and
 //! record literals (`(…)`), so NDJSON arrays and objects load into array and
-//! composite columns. The inverse of [`crate::pg_literal`], and hand-written for
+//! composite columns. The inverse of [`crate::json_value`]'s literal rendering, and hand-written for
 //! the same reason: no crate writes these literals.
 
 use base64::Engine as _;

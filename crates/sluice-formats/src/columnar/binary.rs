@@ -20,6 +20,7 @@ use super::convert::{Primitive, TextConverter};
 use super::text::{
     Reason, DATE_INFINITY, DATE_MINUS_INFINITY, TIMESTAMP_INFINITY, TIMESTAMP_MINUS_INFINITY,
 };
+use super::widths::{integer_type, is_single_precision};
 
 /// Days from 1970-01-01 to 2000-01-01, the binary form's epoch.
 const EPOCH_DAYS: i32 = 10_957;
@@ -32,11 +33,12 @@ pub(crate) fn binary_converter(column: &Column) -> Option<Box<dyn TextConverter>
     Some(match &column.kind {
         Kind::Bool => Box::new(super::convert::Bool::binary()),
         Kind::Integer => integer_converter(&column.type_name),
-        Kind::Float if super::mapping::is_single_precision(&column.type_name) => Box::new(
-            Primitive::<Float32Type, _>::new(DataType::Float32, |value: &[u8]| {
-                fixed::<4>(value, "a binary32 float").map(f32::from_be_bytes)
-            }),
-        ),
+        Kind::Float if is_single_precision(&column.type_name) => {
+            Box::new(Primitive::<Float32Type, _>::new(
+                DataType::Float32,
+                |value: &[u8]| fixed::<4>(value, "a binary32 float").map(f32::from_be_bytes),
+            ))
+        }
         Kind::Float => Box::new(Primitive::<Float64Type, _>::new(
             DataType::Float64,
             |value: &[u8]| fixed::<8>(value, "a binary64 float").map(f64::from_be_bytes),
@@ -64,7 +66,7 @@ pub(crate) fn binary_converter(column: &Column) -> Option<Box<dyn TextConverter>
 /// The integer's width in the Arrow type follows the type name, as on the
 /// text path; the value's own width (2, 4 or 8 bytes) may be narrower.
 fn integer_converter(type_name: &str) -> Box<dyn TextConverter> {
-    match super::mapping::integer_type(type_name) {
+    match integer_type(type_name) {
         DataType::Int16 => Box::new(Primitive::<Int16Type, _>::new(
             DataType::Int16,
             |value: &[u8]| narrow(integer(value)?, "a 16-bit integer"),

@@ -1,5 +1,6 @@
 //! Which Arrow type each column becomes, and the converter that builds it: the
-//! type table of [`super`]'s docs, decided here and nowhere else.
+//! type table of [`super`]'s docs, decided here and nowhere else (the number
+//! widths, which the binary path asks too, in [`super::widths`]).
 //!
 //! The [`Kind`] says how values are spelled; the database's type name refines
 //! it where Arrow has narrower types (integer and float widths, UUIDs), and the
@@ -18,6 +19,7 @@ use super::convert::{
 };
 use super::nested::{List, Struct, TopList};
 use super::text;
+use super::widths::{integer_type, is_single_precision};
 
 /// Settings that change the mapping.
 #[derive(Debug, Clone, Copy)]
@@ -134,22 +136,6 @@ fn is_uuid(type_name: &str) -> bool {
     type_name.eq_ignore_ascii_case("uuid")
 }
 
-/// Arrow's integer type for a database type name: the narrow types where the
-/// name promises the range (PostgreSQL's `int2`/`int4`, MariaDB's `TINYINT`
-/// … `INT` and their unsigned forms), `UInt64` for MariaDB's `BIGINT
-/// UNSIGNED`, `Int64` otherwise. SQLite's `INTEGER` is 64-bit, so it is not
-/// narrowed (and neither is PostgreSQL's, whose name is `int4`).
-pub(crate) fn integer_type(type_name: &str) -> DataType {
-    match type_name.to_ascii_lowercase().as_str() {
-        "int2" | "smallint" | "tinyint" | "tinyint unsigned" | "year" => DataType::Int16,
-        "int4" | "int" | "mediumint" | "smallint unsigned" | "mediumint unsigned" => {
-            DataType::Int32
-        }
-        "bigint unsigned" => DataType::UInt64,
-        _ => DataType::Int64,
-    }
-}
-
 fn integer_converter(type_name: &str) -> Box<dyn TextConverter> {
     match integer_type(type_name) {
         DataType::Int16 => Box::new(Primitive::<Int16Type, _>::new(
@@ -169,17 +155,6 @@ fn integer_converter(type_name: &str) -> Box<dyn TextConverter> {
             text::parse_i64,
         )),
     }
-}
-
-/// Whether a float type is single precision (PostgreSQL's `float4`,
-/// MariaDB's `FLOAT`), written as `Float32`; everything else, SQLite's `REAL`
-/// included (it is a double), is `Float64`. The text and binary paths both
-/// ask here, so a column maps the same whichever way it arrived.
-pub(crate) fn is_single_precision(type_name: &str) -> bool {
-    matches!(
-        type_name.to_ascii_lowercase().as_str(),
-        "float4" | "float" | "float unsigned"
-    )
 }
 
 fn float_converter(type_name: &str) -> Box<dyn TextConverter> {

@@ -13,7 +13,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use sluice_core::{Error, ErrorKind};
 
-use super::{ColumnarOptions, ParquetCompression};
+use super::options::{ColumnarOptions, ParquetCompression};
 
 /// Which container the record batches go into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
