@@ -3,7 +3,10 @@
 //! become the target import's rows ([`SourceRows`]) with no file between them
 //! and nothing held but a batch on each side; the target side is one unit of
 //! work ([`Session::begin_load`]): created, emptied and filled together, so a
-//! copy that fails leaves the target as it was.
+//! copy that fails leaves the target as it was. A copy stopped by Ctrl-C or
+//! SIGTERM is a failure like any other: the target's unit is an
+//! [`interrupt::Unit`], which the copy undoes itself (dropping a table it
+//! created and committed) before it exits.
 
 mod columns;
 mod jobs;
@@ -21,7 +24,7 @@ use sluice_core::load::{
 use sluice_core::{Batch, Chunk, DynSource, Encoding, Error, Meter, Progress, Rejected, Schema};
 
 use crate::console::err_line;
-use crate::interrupt::Interrupt;
+use crate::interrupt::{self, Interrupt, Unit};
 use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
 use crate::vocabulary::query_help;
 use crate::wait::WaitArgs;
@@ -218,7 +221,10 @@ pub async fn run(arguments: CopyArgs) -> u8 {
     match copy(&arguments, &interrupt).await {
         Ok(()) => 0,
         // The servers report the cancel as an error; it is the user's Ctrl-C.
-        Err(_) if interrupt.happened() => exit_code(&interrupt.wait_for_cancel().await),
+        Err(_) if interrupt.happened() => {
+            interrupt.wait_for_cancel().await;
+            interrupt.exit_code()
+        }
         Err(failure) => {
             err_line!("sluice: {}", copy_message(failure.side, &failure.error));
             exit_code(&failure.error)
@@ -290,6 +296,8 @@ async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure
     .await;
     let progress = Arc::new(Progress::new());
     let native;
+    // Open until the copy returns: a signal after the commit stops nothing.
+    let unit;
     let summary = if plan.jobs > 1 {
         let (exports, spec) = jobs::open_parts(
             source_session,
@@ -298,21 +306,28 @@ async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure
             arguments,
             &plan,
             described,
+            interrupt,
         )
         .await?;
         native = sends_native(exports[0].schema());
         if arguments.create {
             plan.setup.create = Some(spec);
         }
+        unit = interrupt.begin_unit(abandoned(arguments.create))?;
         let meter = target_meter.meter.clone();
+        let sessions = jobs::TargetSessions {
+            target: &*target,
+            meter: &meter,
+            wait: &arguments.wait,
+            interrupt,
+        };
         jobs::load_parts(
             lead,
-            &*target,
-            &meter,
-            &arguments.wait,
+            &sessions,
             exports,
             Arc::new(plan),
             progress.clone(),
+            &unit,
         )
         .await?
     } else {
@@ -322,8 +337,9 @@ async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure
         if arguments.create {
             plan.setup.create = Some(spec);
         }
+        unit = interrupt.begin_unit(abandoned(arguments.create))?;
         let progress_line = ProgressLine::start(progress.clone(), None);
-        let result = transfer(&mut *target, &mut export, &plan, &progress).await;
+        let result = transfer(&mut *target, &mut export, &plan, &progress, &unit).await;
         progress_line.finish();
         let summary = result?;
         export.close().await;
@@ -344,7 +360,18 @@ async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure
         }
         .print();
     }
+    drop(unit);
     Ok(())
+}
+
+/// What a second Ctrl-C, exiting before the copy is undone, may leave: the
+/// servers roll back what was not committed, but cannot drop a table
+/// `--create` made and committed.
+fn abandoned(create: bool) -> &'static str {
+    match create {
+        true => "a table the copy created may be left on the target, empty",
+        false => "nothing was committed to the target",
+    }
 }
 
 /// Whether the source hands over its values in its own binary form for the
@@ -476,27 +503,29 @@ fn spec_of(schema: &Schema, described: Option<&TableInfo>, dialect: Dialect) -> 
 }
 
 /// The target's unit of work around the rows: begun (table created,
-/// emptied), filled, then committed, or undone whatever failed.
+/// emptied), filled, then committed, or undone whatever failed or a signal
+/// stopped.
 async fn transfer(
     target: &mut dyn Session,
     export: &mut Box<dyn Export>,
     plan: &Plan,
     progress: &Progress,
+    unit: &Unit,
 ) -> Result<ImportSummary, Failure> {
     let table = target
         .begin_load(&plan.target_table, &plan.setup)
         .await
         .map_err(on(Side::Target))?;
-    match fill(target, &table, export, plan, progress).await {
-        Ok(summary) => {
-            target.end_load(true).await.map_err(on(Side::Target))?;
-            Ok(summary)
-        }
-        Err(failure) => {
-            let _ = target.end_load(false).await;
-            Err(failure)
-        }
+    let filled = match unit.stopped() {
+        true => Err(Failure::from(interrupt::cancelled())),
+        false => fill(target, &table, export, plan, progress).await,
+    };
+    if unit.end(filled.is_ok()).await {
+        target.end_load(true).await.map_err(on(Side::Target))?;
+        return filled;
     }
+    let _ = target.end_load(false).await;
+    filled.and(Err(Failure::from(interrupt::cancelled())))
 }
 
 /// Matches the columns and imports the source's rows into the table.

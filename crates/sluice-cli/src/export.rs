@@ -381,7 +381,7 @@ async fn export(
             source: &*target,
             meter: &meter,
             wait: &arguments.wait,
-            interrupt: Some(interrupt),
+            interrupt,
         };
         let request = arguments.split_request()?;
         open_parts(session, &sessions, &request, &arguments.columns, &options).await?

@@ -49,10 +49,12 @@ pub mod exit {
     pub const FINDINGS: u8 = 6;
     /// Interrupted by Ctrl-C (128 + SIGINT).
     pub const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGTERM (128 + SIGTERM).
+    pub const TERMINATED: u8 = 143;
 
     /// Every exit code and what it means to a user: the book's table of exit
     /// codes is made from this (a test keeps docs/src/errors.md current).
-    pub const MEANINGS: [(u8, &str); 8] = [
+    pub const MEANINGS: [(u8, &str); 9] = [
         (
             0,
             "success, or the reader closed the output early (`| head`)",
@@ -93,6 +95,11 @@ pub mod exit {
         (
             INTERRUPTED,
             "interrupted with Ctrl-C (the query was cancelled)",
+        ),
+        (
+            TERMINATED,
+            "stopped with SIGTERM, which `export`, `import`, `copy` and `call` take as Ctrl-C \
+             (the query was cancelled)",
         ),
     ];
 }

@@ -115,18 +115,7 @@ impl StagedFile {
         let Some(name) = target.file_name() else {
             return Ok(None);
         };
-        let directory = match target.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        // The temporary file's errors name its own path; a missing directory is
-        // said in plain words first.
-        if !std::fs::metadata(directory)?.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", directory.display()),
-            ));
-        }
+        let directory = parent_directory(target)?;
         let (file, temporary) = tempfile::Builder::new()
             .prefix(&format!(".{}.", name.to_string_lossy()))
             .suffix(".tmp")
@@ -198,12 +187,32 @@ impl StagedFile {
     }
 }
 
+/// The directory a staged output is written beside, so that renaming it into
+/// place is atomic: `target`'s parent (`.` for a bare name). The temporary's
+/// errors would name its own path, so one that is not a directory is said in
+/// plain words first.
+fn parent_directory(target: &Path) -> io::Result<&Path> {
+    let directory = match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !std::fs::metadata(directory)?.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", directory.display()),
+        ));
+    }
+    Ok(directory)
+}
+
 /// `--output-dir DIR`: one file per part, written in a temporary directory
 /// beside DIR and renamed to DIR once every part has succeeded, so an engine
 /// that reads a directory of parts (Spark, DuckDB, Dask) never finds some
 /// parts without the others, and a failed export leaves no DIR. DIR must not
-/// exist or be empty: parts of an earlier export left beside new ones would
-/// be read as rows of this one.
+/// exist or be an empty directory: parts of an earlier export left beside new
+/// ones would be read as rows of this one, and the rename replaces nothing
+/// else. What it cannot replace is refused when staging, before the export
+/// runs, not by the rename at its end.
 pub struct StagedDirectory {
     target: PathBuf,
     temporary: Mutex<Option<PathBuf>>,
@@ -211,31 +220,16 @@ pub struct StagedDirectory {
 
 impl StagedDirectory {
     /// Creates the temporary directory beside `target`, after checking that
-    /// `target` is new or an empty directory.
+    /// the final rename can replace `target` ([`replaceable`]).
     pub fn create(target: &Path) -> io::Result<StagedDirectory> {
-        match std::fs::read_dir(target) {
-            Ok(mut entries) => {
-                if entries.next().is_some() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AlreadyExists,
-                        "the directory is not empty (its files would be read as parts of this \
-                         export): name a new or empty directory",
-                    ));
-                }
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error),
-        }
         let Some(name) = target.file_name() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the path names no directory to create",
             ));
         };
-        let parent = match target.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
+        let parent = parent_directory(target)?;
+        replaceable(target)?;
         let temporary = tempfile::Builder::new()
             .prefix(&format!(".{}.", name.to_string_lossy()))
             .suffix(".tmp")
@@ -301,6 +295,39 @@ impl StagedDirectory {
             "the output was incomplete and {removed} ({target} not written)"
         ))
     }
+}
+
+/// Whether renaming a directory to `target` can succeed: nothing is there, or
+/// an empty directory. A symbolic link is refused, dangling or not: rename(2)
+/// does not follow it, and cannot put a directory in its place.
+fn replaceable(target: &Path) -> io::Result<()> {
+    let refused = |kind, words| Err(io::Error::new(kind, words));
+    let found = match std::fs::symlink_metadata(target) {
+        Ok(found) => found,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    if found.file_type().is_symlink() {
+        return refused(
+            io::ErrorKind::InvalidInput,
+            "it is a symbolic link, which the directory of parts cannot replace (it is renamed \
+             into place): name the directory itself, or a new one",
+        );
+    }
+    if !found.is_dir() {
+        return refused(
+            io::ErrorKind::AlreadyExists,
+            "it is not a directory: name a new or empty directory",
+        );
+    }
+    if std::fs::read_dir(target)?.next().is_some() {
+        return refused(
+            io::ErrorKind::AlreadyExists,
+            "the directory is not empty (its files would be read as parts of this export): \
+             name a new or empty directory",
+        );
+    }
+    Ok(())
 }
 
 /// Where `--keep-partial` keeps an incomplete output: `FILE.partial`, or

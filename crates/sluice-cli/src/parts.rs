@@ -19,9 +19,8 @@ pub struct PartSessions<'a> {
     pub meter: &'a Meter,
     /// The connection's waits and timeouts.
     pub wait: &'a WaitArgs,
-    /// Learns each part's canceller, for Ctrl-C; `None` where the caller
-    /// stops parts itself.
-    pub interrupt: Option<&'a Interrupt>,
+    /// Learns each part's canceller, for Ctrl-C and SIGTERM.
+    pub interrupt: &'a Interrupt,
 }
 
 /// Splits `request` on `coordinator` and starts each part's export, with
@@ -43,9 +42,7 @@ pub async fn open_parts(
     for part in split.parts {
         let mut session = sessions.source.connect(sessions.meter).await?;
         sessions.wait.apply(&mut *session)?;
-        if let Some(interrupt) = sessions.interrupt {
-            interrupt.arm(session.canceller());
-        }
+        sessions.interrupt.arm(session.canceller());
         let options = ExportOptions {
             params: part.params,
             snapshot: Some(split.snapshot.clone()),

@@ -11,8 +11,9 @@
 mod support;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use sluice_testkit::{TestDb, TestMariaDb};
+use sluice_testkit::{eventually, wait_until, TestDb, TestMariaDb};
 use support::{assert_exit, run, sluice};
 
 /// Runs `sluice copy` with `arguments`.
@@ -621,6 +622,260 @@ fn a_failure_half_way_leaves_a_mariadb_target_as_it_was() {
     let message = assert_exit(&copy(&created), 1);
     assert!(message.contains("division by zero"), "{message}");
     assert!(!mariadb_exists(&target, "fresh"));
+}
+
+/// Rows whose reading takes 30 s each, so a copy of them is under way, its
+/// table made and no row in, until a signal stops it. `nap` is declared
+/// immutable (it is not) so that `--split-by`'s least and greatest value,
+/// which does not read its column, does not wait for it.
+const NAPPING_ROWS: &str = "select n, nap(n) as m from generate_series(1::int8, 4) n";
+
+/// Makes `nap`. Cancelled, it takes 3 s more to stop, as a statement with
+/// much to undo does: a copy that exited once it had asked for the cancels
+/// would be gone before its own failure could undo its work.
+fn napping(source: &TestDb) {
+    source.execute(
+        "create function nap(n int8) returns int8 language plpgsql immutable as $$
+         begin
+           perform pg_sleep(30);
+           return n;
+         exception when query_canceled then
+           perform pg_sleep(3);
+           raise;
+         end $$;",
+    );
+}
+
+/// `url` with `application_name=name`, so that its sessions can be told apart.
+fn named(url: &str, name: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}application_name={name}")
+}
+
+/// A `sluice copy` of [`NAPPING_ROWS`] with `--create`, running until a
+/// signal stops it; killed (and reaped) if the test ends before it does.
+struct Signalled {
+    child: std::process::Child,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Signalled {
+    /// Starts the copy from `source` into `table` of `target` with `jobs`.
+    fn start(source: &str, target: &str, table: &str, jobs: usize) -> Signalled {
+        let mut command = sluice();
+        command
+            .args(["copy", "--from", source, "--query", NAPPING_ROWS])
+            .args(["--to", target, "--table", table, "--create"])
+            .args(["--jobs", &jobs.to_string()])
+            .env_remove("MYSQL_PWD")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if jobs > 1 {
+            command.args(["--split-by", "n"]);
+        }
+        let mut child = command.spawn().expect("could not start sluice");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        Signalled {
+            child,
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Waits until `condition` holds, the copy still running.
+    fn wait_until(&mut self, what: &str, mut condition: impl FnMut() -> bool) {
+        wait_until(what, Duration::from_secs(30), || {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let stderr = self.stderr.take().map(|reader| reader.join().unwrap());
+                panic!("sluice ended ({status}) before {what}: {stderr:?}");
+            }
+            condition()
+        });
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+
+    /// Waits for the exit; its code and standard error.
+    fn finish(mut self) -> (Option<i32>, String) {
+        let mut status = None;
+        wait_until("sluice to exit", Duration::from_secs(30), || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        let stderr = self.stderr.take().unwrap().join().unwrap();
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        (status.and_then(|status| status.code()), stderr)
+    }
+}
+
+impl Drop for Signalled {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// What each signal makes of a copy: its exit code and its line.
+const SIGNALS: [(libc::c_int, i32, &str); 2] = [
+    (
+        libc::SIGINT,
+        130,
+        "sluice: interrupted; the copy was cancelled on both servers; nothing was committed to the target\n",
+    ),
+    (
+        libc::SIGTERM,
+        143,
+        "sluice: terminated; the copy was cancelled on both servers; nothing was committed to the target\n",
+    ),
+];
+
+/// Stops a `--create` copy into a table with each signal, with one job and
+/// with two, and says what went wrong each way (an exit code or line not the
+/// signal's, the table left, the source still reading), so that every way is
+/// tried. `target` gives the target's URL for a table; `begun(table,
+/// sessions)` whether the copy has made the table and its `sessions` target
+/// sessions (the jobs', and the lead's with more than one) have begun
+/// loading it, idle while the source naps; `exists` whether the table is
+/// there afterwards.
+fn each_way_stopped(
+    source: &TestDb,
+    target: impl Fn(&str) -> String,
+    begun: impl Fn(&str, usize) -> bool,
+    exists: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let reading = format!("{}_reading", source.schema());
+    let source_url = named(source.url(), &reading);
+    let still_reading = || {
+        source.query_text(&format!(
+            "select count(*) from pg_stat_activity \
+             where application_name = '{reading}' and state = 'active'"
+        )) != "0"
+    };
+    let mut wrong = Vec::new();
+    for jobs in [1, 2] {
+        let sessions = if jobs > 1 { jobs + 1 } else { 1 };
+        for (signal, code, line) in SIGNALS {
+            let table = format!("signalled_{jobs}_{code}");
+            let mut copy = Signalled::start(&source_url, &target(&table), &table, jobs);
+            copy.wait_until("the copy to begin loading", || begun(&table, sessions));
+            copy.signal(signal);
+            let (exit, stderr) = copy.finish();
+            let way = format!("--jobs {jobs}, signal {signal}");
+            if exit != Some(code) || stderr != line {
+                wrong.push(format!("{way}: exit {exit:?}, {stderr:?}"));
+            }
+            if exists(&table) {
+                wrong.push(format!("{way}: {table} is left"));
+            }
+            // Cancelled, each read ends within nap's 3 s.
+            if !eventually(Duration::from_secs(20), || !still_reading()) {
+                wrong.push(format!("{way}: the source still reads"));
+            }
+        }
+    }
+    wrong
+}
+
+/// Ctrl-C or SIGTERM during `copy --create` into PostgreSQL leaves no table,
+/// with one job (the table made in the copy's transaction) and with two (made
+/// and committed first, so that the jobs' sessions see it, then dropped).
+#[test]
+fn a_signal_during_a_create_leaves_no_postgresql_table() {
+    let source = TestDb::new();
+    napping(&source);
+    let target = TestDb::new();
+    // The copy's target sessions are told apart by their name.
+    let loading = |table: &str| format!("{}_{table}", target.schema());
+    let wrong = each_way_stopped(
+        &source,
+        |table| named(target.url(), &loading(table)),
+        // The table is made in the transaction every session has open.
+        |table, sessions| {
+            target.query_text(&format!(
+                "select count(*) from pg_stat_activity where application_name = '{}' \
+                 and state = 'idle in transaction'",
+                loading(table)
+            )) == sessions.to_string()
+        },
+        |table| pg_exists(&target, table),
+    );
+    assert_eq!(wrong, Vec::<String>::new());
+}
+
+/// The same into MariaDB, whose `CREATE TABLE` commits at once, so the table
+/// is dropped again on the way out.
+#[test]
+fn a_signal_during_a_create_leaves_no_mariadb_table() {
+    let source = TestDb::new();
+    napping(&source);
+    let target = TestMariaDb::new();
+    let exists = |table: &str| mariadb_exists(&target, table);
+    let wrong = each_way_stopped(
+        &source,
+        |_| target.url().to_owned(),
+        |table, sessions| {
+            exists(table)
+                && target.query_text(
+                    "select count(*) from information_schema.processlist \
+                     where db = database() and command = 'Sleep'",
+                ) == sessions.to_string()
+        },
+        exists,
+    );
+    assert_eq!(wrong, Vec::<String>::new());
+}
+
+/// A second Ctrl-C exits at once, without waiting for the undoing, and says
+/// what may be left: here the drop of the table made for two jobs waits for
+/// a lock another session holds on it.
+#[test]
+fn a_second_ctrl_c_exits_without_waiting_for_the_undoing() {
+    let source = TestDb::new();
+    napping(&source);
+    let target = TestDb::new();
+    let loading = format!("{}_held", target.schema());
+    let mut copy = Signalled::start(source.url(), &named(target.url(), &loading), "held", 2);
+    copy.wait_until("the table to be made", || pg_exists(&target, "held"));
+    let mut holder = target.open_session();
+    let mut input = holder.stdin.take().expect("piped stdin");
+    std::io::Write::write_all(
+        &mut input,
+        b"begin; lock table held in access share mode;\n",
+    )
+    .unwrap();
+    copy.wait_until("the lock to be held", || {
+        target.query_text(
+            "select count(*) from pg_locks l join pg_stat_activity a using (pid) \
+             where l.relation = 'held'::regclass and l.granted and a.application_name = 'psql'",
+        ) == "1"
+    });
+    copy.signal(libc::SIGINT);
+    copy.wait_until("the drop to wait for the lock", || {
+        target.query_text(&format!(
+            "select count(*) from pg_stat_activity \
+             where application_name = '{loading}' and wait_event_type = 'Lock'"
+        )) == "1"
+    });
+    copy.signal(libc::SIGINT);
+    let (exit, stderr) = copy.finish();
+    assert_eq!(exit, Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        "sluice: interrupted again: exiting at once; a table the copy created may be left on \
+         the target, empty\n"
+    );
+    drop(input);
+    holder.wait().unwrap();
 }
 
 #[test]

@@ -409,3 +409,60 @@ fn a_failing_part_leaves_no_directory_and_a_full_one_is_refused() {
     let stderr = assert_exit(&output, 4);
     assert!(stderr.contains("is not empty"), "{stderr}");
 }
+
+/// An `--output-dir` the final rename could not replace (a symbolic link to
+/// a directory or to nothing, a file) or could not be staged beside (a parent
+/// that is a file or missing; as root no permission bit stops a write, so a
+/// file stands in for an unwritable parent) is refused before the export
+/// connects: the query, which would advance a sequence, never runs, and
+/// nothing is left beside it.
+#[test]
+fn an_output_dir_that_cannot_be_written_is_refused_before_the_query_runs() {
+    let db = TestDb::new();
+    db.execute("create sequence probe");
+    let scratch = tempfile::tempdir().unwrap();
+    let path = |name: &str| scratch.path().join(name);
+    let empty = path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::os::unix::fs::symlink(&empty, path("link")).unwrap();
+    std::os::unix::fs::symlink(path("nowhere"), path("dangling")).unwrap();
+    std::fs::write(path("file"), "not a directory\n").unwrap();
+    let file_parent = format!("{} is not a directory", path("file").display());
+    let cases = [
+        ("link", "it is a symbolic link"),
+        ("dangling", "it is a symbolic link"),
+        (
+            "file",
+            "it is not a directory: name a new or empty directory",
+        ),
+        ("file/parts", file_parent.as_str()),
+        ("missing/parts", "No such file or directory"),
+    ];
+    for (name, words) in cases {
+        let directory = path(name);
+        let output = export(
+            db.url(),
+            "select nextval('probe') as n",
+            &["--output-dir", directory.to_str().unwrap()],
+        );
+        assert_eq!(
+            db.query_text("select is_called from probe"),
+            "f",
+            "{name}: the query ran"
+        );
+        let stderr = assert_exit(&output, 4);
+        assert!(
+            stderr.starts_with(&format!(
+                "sluice: cannot write {}: {words}",
+                directory.display()
+            )),
+            "{name}: {stderr}"
+        );
+        assert_eq!(
+            names(scratch.path()),
+            ["dangling", "empty", "file", "link"],
+            "{name}: nothing is staged or replaced"
+        );
+    }
+    assert!(names(&empty).is_empty());
+}

@@ -13,8 +13,10 @@
 //! own and keeps it open. When every job has succeeded, the jobs commit, then
 //! the lead. When one fails, the others are stopped, every job's transaction
 //! is rolled back and the lead drops the table it created: the target is as
-//! it was. One window remains: a connection lost *between* two of the final
-//! commits leaves the parts already committed in place, and the error says so.
+//! it was. A signal is such a failure: every session of both sides is armed,
+//! so that its statement is cancelled and the jobs fail ([`Unit`]). One
+//! window remains: a connection lost *between* two of the final commits
+//! leaves the parts already committed in place, and the error says so.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use sluice_core::{Error, ErrorKind, Meter, Progress};
 use tokio::task::JoinHandle;
 
 use super::{fill, on, spec_of, CopyArgs, Failure, Plan};
+use crate::interrupt::{self, Interrupt, Unit};
 use crate::parts::PartSessions;
 use crate::report::{ProgressLine, Side};
 use crate::wait::WaitArgs;
@@ -40,6 +43,7 @@ pub(super) async fn open_parts(
     arguments: &CopyArgs,
     plan: &Plan,
     described: Option<TableInfo>,
+    interrupt: &Interrupt,
 ) -> Result<(Vec<Box<dyn Export>>, TableSpec), Failure> {
     let split_source = match &described {
         Some(table) => SplitSource::Table(table.name.clone()),
@@ -57,7 +61,7 @@ pub(super) async fn open_parts(
         source,
         meter,
         wait: &arguments.wait,
-        interrupt: None,
+        interrupt,
     };
     let options = ExportOptions {
         native_values: plan.native,
@@ -77,16 +81,27 @@ pub(super) async fn open_parts(
     Ok((exports, spec))
 }
 
+/// Where the jobs' target sessions come from, and how they are set up.
+pub(super) struct TargetSessions<'a> {
+    /// The target database.
+    pub target: &'a dyn Target,
+    /// Counts every job's round trips.
+    pub meter: &'a Meter,
+    /// The connection's waits and timeouts.
+    pub wait: &'a WaitArgs,
+    /// Learns each job's canceller, for Ctrl-C and SIGTERM.
+    pub interrupt: &'a Interrupt,
+}
+
 /// Loads each export into the target on a session of its own and commits
 /// them all, or none. `lead` begins and ends the unit.
 pub(super) async fn load_parts(
     mut lead: Box<dyn Session>,
-    target: &dyn Target,
-    meter: &Meter,
-    wait: &WaitArgs,
+    sessions: &TargetSessions<'_>,
     exports: Vec<Box<dyn Export>>,
     plan: Arc<Plan>,
     progress: Arc<Progress>,
+    unit: &Unit,
 ) -> Result<ImportSummary, Failure> {
     let setup = TableSetup {
         shared: true,
@@ -96,15 +111,24 @@ pub(super) async fn load_parts(
         .begin_load(&plan.target_table, &setup)
         .await
         .map_err(on(Side::Target))?;
-    let outcome = match join_jobs(target, meter, wait, exports.len(), &plan.target_table).await {
-        Ok(sessions) => {
-            let running = Arc::new(AtomicUsize::new(sessions.len()));
-            let line = ProgressLine::start_jobs(progress.clone(), running.clone(), sessions.len());
-            let outcome = run_jobs(sessions, exports, &table, plan, progress, running).await;
+    let joined = join_jobs(sessions, exports.len(), &plan.target_table).await;
+    let outcome = match joined {
+        Ok(jobs) if !unit.stopped() => {
+            let running = Arc::new(AtomicUsize::new(jobs.len()));
+            let line = ProgressLine::start_jobs(progress.clone(), running.clone(), jobs.len());
+            let outcome = run_jobs(jobs, exports, &table, plan, progress, running, unit).await;
             line.finish();
             outcome
         }
-        Err(error) => Err(on(Side::Target)(error)),
+        Ok(jobs) => {
+            unit.end(false).await;
+            end_all(jobs, false).await;
+            Err(Failure::from(interrupt::cancelled()))
+        }
+        Err(error) => {
+            unit.end(false).await;
+            Err(on(Side::Target)(error))
+        }
     };
     let _ = lead
         .end_load(outcome.is_ok())
@@ -114,11 +138,9 @@ pub(super) async fn load_parts(
     outcome
 }
 
-/// A target session per job, each with its unit begun.
+/// A target session per job, armed and with its unit begun.
 async fn join_jobs(
-    target: &dyn Target,
-    meter: &Meter,
-    wait: &WaitArgs,
+    sessions: &TargetSessions<'_>,
     jobs: usize,
     table: &str,
 ) -> Result<Vec<Box<dyn Session>>, Error> {
@@ -126,21 +148,22 @@ async fn join_jobs(
         shared: true,
         ..TableSetup::default()
     };
-    let mut sessions = Vec::with_capacity(jobs);
+    let mut joined = Vec::with_capacity(jobs);
     for _ in 0..jobs {
-        let mut session = target.connect(meter).await?;
-        wait.apply(&mut *session)?;
+        let mut session = sessions.target.connect(sessions.meter).await?;
+        sessions.wait.apply(&mut *session)?;
+        sessions.interrupt.arm(session.canceller());
         session.begin_load(table, &setup).await?;
-        sessions.push(session);
+        joined.push(session);
     }
-    Ok(sessions)
+    Ok(joined)
 }
 
 type Job = JoinHandle<(Box<dyn Session>, Result<ImportSummary, Failure>)>;
 
 /// Runs the jobs at once; on the first failure stops the rest (their
 /// sessions dropped: the server rolls their transactions back). Then commits
-/// every job's unit, or undoes them.
+/// every job's unit, or undoes them (a signal stopped them, too).
 async fn run_jobs(
     sessions: Vec<Box<dyn Session>>,
     exports: Vec<Box<dyn Export>>,
@@ -148,6 +171,7 @@ async fn run_jobs(
     plan: Arc<Plan>,
     progress: Arc<Progress>,
     running: Arc<AtomicUsize>,
+    unit: &Unit,
 ) -> Result<ImportSummary, Failure> {
     let handles: Vec<Job> = sessions
         .into_iter()
@@ -196,13 +220,11 @@ async fn run_jobs(
         }
         finished.push(session);
     }
-    match failure {
-        Some(failure) => {
-            end_all(finished, false).await;
-            Err(failure)
-        }
-        None => commit_all(finished).await.map(|()| total),
+    if unit.end(failure.is_none()).await {
+        return commit_all(finished).await.map(|()| total);
     }
+    end_all(finished, false).await;
+    Err(failure.unwrap_or_else(|| Failure::from(interrupt::cancelled())))
 }
 
 /// One job: its part loaded into its session's unit, left open.
