@@ -26,7 +26,13 @@ fn child_makes_certificates_and_never_drops_them() {
 fn certificates_nothing_drops_are_gone_with_their_process() {
     let temporary = tempfile::tempdir().unwrap();
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", CHILD, "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            CHILD,
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("TMPDIR", temporary.path())
         .output()
         .unwrap();
@@ -34,7 +40,10 @@ fn certificates_nothing_drops_are_gone_with_their_process() {
     assert!(output.status.success(), "the child failed: {stdout}");
     let directory: PathBuf = stdout
         .lines()
-        .find_map(|line| line.split_once("certificates in ").map(|(_, path)| path.trim()))
+        .find_map(|line| {
+            line.split_once("certificates in ")
+                .map(|(_, path)| path.trim())
+        })
         .unwrap_or_else(|| panic!("the child said where its certificates are: {stdout}"))
         .into();
     assert!(directory.starts_with(temporary.path()));
