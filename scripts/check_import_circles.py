@@ -7,7 +7,8 @@ next change copies). This reads every crate's `src/` as text: each file is a
 module (`src/a.rs` and `src/a/mod.rs` are `crate::a`, `src/a/b.rs` is
 `crate::a::b`), and a file imports another when it names a path into it:
 `use crate::a::b::Name`, `super::Name`, `self::child::Name`, a child module's
-name after `use` (2018 paths), or `crate::a::b::f()` written inline. A path
+name after `use` (2018 paths), or `crate::a::b::f()` and `child::f()` written
+inline. A path
 ties to the file that defines the name: the longest module prefix it names,
 followed through that module's `pub use` re-exports (a crate root that hands
 `Error` on is not where `Error` is read from). Comments and string literals
@@ -29,6 +30,7 @@ PATH = re.compile(r"\b(crate|super|self)((?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)+)")
 USE = re.compile(r"\buse\s+([^;]+);", re.S)
 REEXPORT = re.compile(r"\bpub(?:\s*\([^)]*\))?\s+use\s+([^;]+);", re.S)
 ALIAS = re.compile(r"\s+as\s+([A-Za-z_][A-Za-z0-9_]*)")
+CHILD_PATH = re.compile(r"(?<![:\w])([a-z_][a-z0-9_]*)((?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)+)")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -193,6 +195,10 @@ def edges_of(file: Path, here, modules, reexports) -> dict[tuple[str, ...], set[
             add(path.removesuffix("::*"))
     for match in PATH.finditer(code):
         add(match.group(1) + re.sub(r"\s+", "", match.group(2)))
+    # `child::item` written inline, for a child module of this one.
+    for match in CHILD_PATH.finditer(code):
+        if here + (match.group(1),) in modules:
+            add(re.sub(r"\s+", "", match.group(0)))
     return found
 
 

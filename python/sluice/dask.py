@@ -49,8 +49,9 @@ def _decimal_meta(value: decimal.Decimal, index: Any = None) -> decimal.Decimal:
 class FlightPlan:
     """A plan of ``sluice serve``: its Arrow ``schema`` and ``parts``. The
     server holds the plan's snapshot until its ``plan_timeout``, a newer plan
-    needing its place, or :meth:`release`; used as a context manager, the
-    plan is released on leaving the block."""
+    needing its place, ``unread_plan_timeout`` with parts never read and none
+    being read, or :meth:`release`; used as a context manager, the plan is
+    released on leaving the block."""
 
     def __init__(self, location: str, schema: Any, parts: list[Part]):
         self.location = location
@@ -115,8 +116,9 @@ def read_flight(
 ) -> dd.DataFrame:
     """The named ``query`` (or ad-hoc ``sql``) as a Dask DataFrame, one
     partition per endpoint of a plan made now (arguments as :func:`plan`).
-    The plan lives on the server until its ``plan_timeout`` or until a newer
-    plan needs its place; use :func:`plan` to end it yourself."""
+    The plan lives on the server until its ``plan_timeout``, until a newer
+    plan needs its place, or, left unread, until ``unread_plan_timeout``; use
+    :func:`plan` to end it yourself."""
     return plan(location, query, sql=sql, params=params, token=token, partitions=partitions,
                 columns=columns).dataframe()
 

@@ -37,7 +37,8 @@ the refusal of columns Spark cannot hold exactly. The schema comes from
 plans anew on the driver (``GetFlightInfo`` in :meth:`SluiceReader.partitions`,
 so every action reads one fresh snapshot), and each task reads its endpoint,
 again if Spark retries it: the server keeps a plan readable until its
-``plan_timeout`` or until a newer plan needs its place.
+``plan_timeout``, until a newer plan needs its place, or, while some part was
+never read, until ``unread_plan_timeout`` passes with none being read.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ async fn lab(arguments: &LabArgs) -> Result<(), Error> {
             ),
         )
     })?;
-    for line in results.recommendations() {
+    for line in sluice_lab::recommendations(&results) {
         out_line!("- {line}");
     }
     err_line!(

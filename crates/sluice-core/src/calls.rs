@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use crate::database::BoxFuture;
+use crate::future::BoxFuture;
 use crate::{Batch, DbError, Error};
 
 /// How the calls are grouped into transactions.

@@ -10,16 +10,13 @@
 //! cost is one allocation per call, which is nothing beside a round trip.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use crate::connect::{Dialect, Session};
 use crate::source::{Chunk, DynSource};
 use crate::{Batch, BatchSource, Error, Schema};
 
-/// A boxed, sendable future, as the object-safe traits return.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 /// A value bound to a query parameter, already checked against its declared
 /// type. Each database binds it its own way: PostgreSQL sends the text and lets

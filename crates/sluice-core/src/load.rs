@@ -12,7 +12,7 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::database::BoxFuture;
+use crate::future::BoxFuture;
 use crate::source::DynSource;
 use crate::{Batch, Column, Decoded, Decoder, Error, ErrorKind, Progress, Rejected, RowError};
 

@@ -116,7 +116,7 @@
 
 use std::future::Future;
 
-use crate::database::BoxFuture;
+use crate::future::BoxFuture;
 use crate::{Batch, Error, Schema};
 
 /// What a source hands over next: a batch of rows, or a part of one row too

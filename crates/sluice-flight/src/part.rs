@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use tonic::{Code, Status};
 
 use crate::ipc::MessageSplitter;
+use crate::plans::Reading;
 
 /// The first capacity of a fill's buffer (the transfer hands out 64 KiB
 /// pieces, or a whole record batch's message).
@@ -69,6 +70,9 @@ pub struct PartStream {
     pub shutdown: CancellationToken,
     /// Follows the cancel requests of abandoned parts.
     pub tracker: TaskTracker,
+    /// A split plan's part: keeps its plan counted as being read until the
+    /// stream ends.
+    pub reading: Option<Reading>,
 }
 
 /// How a part ended.
@@ -102,6 +106,8 @@ impl PartStream {
             context,
             shutdown,
             tracker,
+            // Held to the end of the part, when its plan's read ends.
+            reading: _reading,
         } = self;
         let mut transfer = Transfer::new(source, encoder).with_limits(limits);
         let deadline = Instant::now() + max_duration;

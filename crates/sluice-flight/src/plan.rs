@@ -147,26 +147,31 @@ impl Planner<'_> {
         };
         let tickets: Vec<Ticket> = match (&query.split, parts > 1) {
             (Some(split), true) => {
+                let config = self.state.config();
+                let planners = config.planners(&query.database);
                 let claim = Claim {
                     owner,
                     database: &query.database,
                     per_token: self.flight.max_plans_per_token,
-                    per_database: self.state.config().databases[&query.database].pool_size,
+                    per_database: config.databases[&query.database].pool_size,
+                    planners: &planners,
                 };
                 let place = self
                     .plans
                     .reserve(plan, &claim, SPLIT_TIMEOUT, &self.state.tracker())
-                    .map_err(|full| GatewayError::TooManyRequests {
-                        message: format!(
-                            "{full}; retry when one is released (DoAction CancelFlightInfo) or \
-                             every part of one has been read"
-                        ),
-                        retry_after: 1,
+                    .map_err(|refused| GatewayError::TooManyRequests {
+                        message: refused.to_string(),
+                        retry_after: refused.retry_seconds(),
                     })?;
                 let (coordinator, read) = self.split(query, split, &params, parts).await?;
                 let read = read.narrowed(&request.columns, dialect);
                 let count = read.parts.len();
-                place.hold(coordinator, count, self.flight.plan_timeout);
+                place.hold(
+                    coordinator,
+                    count,
+                    self.flight.plan_timeout,
+                    self.unread_limit(),
+                );
                 read.parts
                     .into_iter()
                     .enumerate()
@@ -183,6 +188,16 @@ impl Planner<'_> {
             _ => vec![ticket(0, None)],
         };
         Ok(self.info(descriptor, schema, &tickets))
+    }
+
+    /// How long a plan with parts never read may go unread: reads are seen
+    /// only where they happen, so not when `locations` sends the parts to
+    /// other replicas (there the plan lives until its timeout or release).
+    fn unread_limit(&self) -> Option<Duration> {
+        self.flight
+            .locations
+            .is_empty()
+            .then_some(self.flight.unread_plan_timeout)
     }
 
     /// The plan as Flight describes it: the schema and an endpoint per ticket.

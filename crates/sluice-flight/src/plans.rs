@@ -9,10 +9,12 @@
 //! which is what engines that retry tasks, speculate, or run a second action
 //! over one lazily planned DataFrame (Spark, Dask) need. A plan lives until
 //! `[flight] plan_timeout`, until its client releases it (`DoAction`
-//! `CancelFlightInfo` or `release`), or until a new plan needs its place and
+//! `CancelFlightInfo` or `release`), until a new plan needs its place and
 //! every one of its parts has been read at least once (the oldest such plan
-//! goes first). Parts redeemed on another replica are not seen here: a plan
-//! spread over replicas is held until its timeout or release.
+//! goes first), or — while some part was never read — until it has gone
+//! `[flight] unread_plan_timeout` with none of its parts being read. Parts
+//! redeemed on another replica are not seen here: a plan spread over replicas
+//! (`locations`) is held until its timeout or release.
 //!
 //! The price is the database's: an open snapshot keeps VACUUM from removing
 //! rows deleted after it began, for as long as the plan lives.
@@ -21,12 +23,24 @@
 //! so that a plan of as many parts as the pool has sessions cannot wait on
 //! itself. Each held plan is therefore a database connection sitting idle in
 //! a transaction, and the room for them is shared: a plan takes its place
-//! ([`Plans::reserve`]) before its coordinator connects, within three caps —
-//! [`MAX_HELD_PLANS`] on the server, `[flight] max_plans_per_token` per token
-//! (so one client cannot take every place for the whole `plan_timeout`), and
+//! ([`Plans::reserve`]) before its coordinator connects, within four caps —
+//! [`MAX_HELD_PLANS`] on the server, `[flight] max_plans_per_token` per token,
 //! the database's `pool_size` per database (so plans never keep more
 //! connections open beside the pool than the pool itself has, and HTTP's
-//! sessions still find room on the server).
+//! sessions still find room on the server), and each token's share of a
+//! database's places (`Cap::Share`).
+//!
+//! Why both the share and the unread limit: the caps alone let one token
+//! plan `pool_size` times, read nothing, and lock every other client out of
+//! the database for `plan_timeout`. The share keeps a place for every other
+//! token that may plan there and holds none, so a token is never locked out
+//! by others (while the database has at least as many places as such
+//! tokens); the unread limit makes holding places cost continuous reading,
+//! which covers what the share cannot: clients without tokens (all one
+//! client), more tokens than places, and the VACUUM horizon a held snapshot
+//! pins. Plans being read, and plans read to the end, are not touched by it:
+//! a job reading its parts in waves keeps its plan, and a fully read plan
+//! already gives way to any new plan that needs its place.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -58,12 +72,37 @@ struct Held {
     /// When the plan took its place: the snapshot's age.
     since: Instant,
     until: Instant,
+    /// How long it may go with none of its parts being read while some were
+    /// never read; `None`: no such limit (its parts are read on other
+    /// replicas, unseen here).
+    unread_limit: Option<Duration>,
+    /// Its parts being read now.
+    reading: usize,
+    /// When it was made, or a read of one of its parts last ended.
+    last_read: Instant,
 }
 
 impl Held {
     /// Held, and every part read at least once: the first to give way.
     fn fully_read(&self) -> bool {
         self.coordinator.is_some() && self.unread.is_empty()
+    }
+
+    /// When it is released unless one of its parts is read before: at its
+    /// timeout, or once it has gone unread for its limit.
+    fn released_at(&self) -> Instant {
+        let waiting = self.coordinator.is_some() && !self.unread.is_empty() && self.reading == 0;
+        match self.unread_limit {
+            Some(limit) if waiting => self.until.min(self.last_read + limit),
+            _ => self.until,
+        }
+    }
+
+    /// Ends the coordinator's transaction, and with it the snapshot.
+    fn close(self, tracker: &TaskTracker) {
+        if let Some(coordinator) = self.coordinator {
+            tracker.spawn(coordinator.close());
+        }
     }
 }
 
@@ -75,11 +114,14 @@ pub struct Claim<'a> {
     pub database: &'a str,
     /// `[flight] max_plans_per_token`.
     pub per_token: usize,
-    /// The database's `pool_size`.
+    /// The database's `pool_size`: its plan places.
     pub per_database: usize,
+    /// The tokens that may plan on the database (`Config::planners`; none
+    /// without tokens): each keeps a place while it holds none.
+    pub planners: &'a [&'a str],
 }
 
-/// Why a plan found no room; each says which cap and its figure.
+/// Why a plan found no room; each says which cap and its figures.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Full {
     /// [`MAX_HELD_PLANS`] are held on this server.
@@ -88,6 +130,18 @@ pub enum Full {
     Token(usize),
     /// The database's `pool_size` plans are held for it.
     Database(usize),
+    /// The token holds plans on the database, and its free places are kept
+    /// for the other tokens that may plan there and hold none.
+    Share {
+        /// The database.
+        database: String,
+        /// The plans this token holds there.
+        held: usize,
+        /// Its places not held by anyone.
+        free: usize,
+        /// The other tokens that may plan there and hold none.
+        waiting: usize,
+    },
 }
 
 impl std::fmt::Display for Full {
@@ -105,7 +159,48 @@ impl std::fmt::Display for Full {
                 f,
                 "{cap} plans already hold a snapshot open on this database (at most its pool_size)"
             ),
+            Full::Share {
+                database,
+                held,
+                free,
+                waiting,
+            } => write!(
+                f,
+                "this token holds {held} plans on database {database:?}; its free plan places \
+                 ({free}) are kept for the other tokens that may plan there and hold none \
+                 ({waiting}): a token holding plans on a database leaves a place to each of them"
+            ),
         }
+    }
+}
+
+/// A plan refused: the cap it met, and how long until a plan within that
+/// cap is released at the latest, unless its parts are read meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The cap.
+    pub full: Full,
+    /// When to retry.
+    pub retry_in: Duration,
+}
+
+impl Refused {
+    /// [`Refused::retry_in`] in whole seconds, at least one.
+    pub fn retry_seconds(&self) -> u64 {
+        self.retry_in.as_secs_f64().ceil().max(1.0) as u64
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}; retry in {} s, when the first of those plans is released unless it is being \
+             read (sooner when one is released with DoAction CancelFlightInfo or every part of \
+             one has been read)",
+            self.full,
+            self.retry_seconds()
+        )
     }
 }
 
@@ -119,12 +214,22 @@ pub struct Reservation {
 
 impl Reservation {
     /// Holds `coordinator` (and so the snapshot) for the plan's `parts` parts,
-    /// for at most `timeout`.
-    pub fn hold(mut self, coordinator: Box<dyn Session>, parts: usize, timeout: Duration) {
+    /// for at most `timeout`, and while parts were never read, for at most
+    /// `unread_limit` with none being read (`None`: no such limit).
+    pub fn hold(
+        mut self,
+        coordinator: Box<dyn Session>,
+        parts: usize,
+        timeout: Duration,
+        unread_limit: Option<Duration>,
+    ) {
         if let Some(entry) = self.plans.lock().get_mut(&self.plan) {
+            let now = Instant::now();
             entry.coordinator = Some(coordinator);
             entry.unread = (0..parts).collect();
-            entry.until = Instant::now() + timeout;
+            entry.until = now + timeout;
+            entry.unread_limit = unread_limit;
+            entry.last_read = now;
         }
         self.filled = true;
     }
@@ -138,18 +243,50 @@ impl Drop for Reservation {
     }
 }
 
+/// A part of a plan being read: while it lives, the plan is not released
+/// for going unread; dropped when the part's stream ends.
+pub struct Reading {
+    plans: Plans,
+    plan: u64,
+    /// The part started: its end counts as a read. A call refused before
+    /// (no token, say) does not keep the plan.
+    started: bool,
+}
+
+impl Reading {
+    /// Records that part `index` was read here (it may be read again while
+    /// the plan lives).
+    pub fn read(&mut self, index: usize) {
+        if let Some(entry) = self.plans.lock().get_mut(&self.plan) {
+            entry.unread.remove(&index);
+        }
+        self.started = true;
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        if let Some(entry) = self.plans.lock().get_mut(&self.plan) {
+            entry.reading = entry.reading.saturating_sub(1);
+            if self.started {
+                entry.last_read = Instant::now();
+            }
+        }
+    }
+}
+
 impl Plans {
     /// Takes a place for `plan` within the caps of `claim`, for at most
     /// `planning` until [`Reservation::hold`] sets the plan's own time. A cap
-    /// that is reached gives way by releasing the oldest plan in its reach
-    /// whose parts have all been read; with none, the plan is refused.
+    /// that is reached gives way by releasing the oldest plans in its reach
+    /// whose parts have all been read; with too few, the plan is refused.
     pub fn reserve(
         &self,
         plan: u64,
         claim: &Claim<'_>,
         planning: Duration,
         tracker: &TaskTracker,
-    ) -> Result<Reservation, Full> {
+    ) -> Result<Reservation, Refused> {
         let mut held = self.lock();
         let giving_way = room(&held, claim)?;
         let released: Vec<(u64, Held)> = giving_way
@@ -164,6 +301,9 @@ impl Plans {
             unread: BTreeSet::new(),
             since: now,
             until: now + planning,
+            unread_limit: None,
+            reading: 0,
+            last_read: now,
         };
         held.insert(plan, entry);
         drop(held);
@@ -181,11 +321,16 @@ impl Plans {
         })
     }
 
-    /// Records that part `index` of `plan` was read here (it may be read
-    /// again while the plan lives).
-    pub fn read(&self, plan: u64, index: usize) {
+    /// A part of `plan` starts being read: until the returned [`Reading`]
+    /// is dropped, the plan is not released for going unread.
+    pub fn reading(&self, plan: u64) -> Reading {
         if let Some(entry) = self.lock().get_mut(&plan) {
-            entry.unread.remove(&index);
+            entry.reading += 1;
+        }
+        Reading {
+            plans: self.clone(),
+            plan,
+            started: false,
         }
     }
 
@@ -236,14 +381,15 @@ impl Plans {
         self.len() == 0
     }
 
-    /// Releases the plans whose time is over.
+    /// Releases the plans whose time is over, and those with parts never
+    /// read that went unread for their limit.
     pub fn expire(&self, tracker: &TaskTracker) {
         let now = Instant::now();
         let expired: Vec<(u64, Held)> = {
             let mut held = self.lock();
             let numbers: Vec<u64> = held
                 .iter()
-                .filter(|(_, entry)| entry.until <= now && entry.coordinator.is_some())
+                .filter(|(_, entry)| entry.coordinator.is_some() && entry.released_at() <= now)
                 .map(|(plan, _)| *plan)
                 .collect();
             numbers
@@ -252,11 +398,21 @@ impl Plans {
                 .collect()
         };
         for (plan, entry) in expired {
-            tracing::info!(
-                plan,
-                parts_never_read = entry.unread.len(),
-                "plan timed out: its snapshot is released"
-            );
+            let parts_never_read = entry.unread.len();
+            if entry.until <= now {
+                tracing::info!(
+                    plan,
+                    parts_never_read,
+                    "plan timed out: its snapshot is released"
+                );
+            } else {
+                tracing::info!(
+                    plan,
+                    parts_never_read,
+                    "no part of the plan was read for [flight] unread_plan_timeout: its snapshot \
+                     is released"
+                );
+            }
             entry.close(tracker);
         }
     }
@@ -280,48 +436,118 @@ impl Plans {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotOwner;
 
-/// Which held plans a cap counts.
-type Within<'a> = dyn Fn(&Held) -> bool + 'a;
-
-/// The plans that must give way for `claim` to take a place, or the cap that
-/// cannot make room: for each cap reached, the oldest fully read plan in its
-/// reach (server, token, database).
-fn room(held: &HashMap<u64, Held>, claim: &Claim<'_>) -> Result<Vec<u64>, Full> {
-    let caps: [(usize, Full, &Within); 3] = [
-        (MAX_HELD_PLANS, Full::Server(MAX_HELD_PLANS), &|_| true),
-        (claim.per_token, Full::Token(claim.per_token), &|entry| {
-            entry.owner.as_deref() == claim.owner
-        }),
-        (
-            claim.per_database,
-            Full::Database(claim.per_database),
-            &|entry| entry.database == claim.database,
-        ),
-    ];
-    let mut giving_way: Vec<u64> = Vec::new();
-    for (cap, full, within) in caps {
-        let staying = |(plan, entry): &(&u64, &Held)| !giving_way.contains(plan) && within(entry);
-        if held.iter().filter(staying).count() < cap {
-            continue;
-        }
-        let oldest = held
-            .iter()
-            .filter(staying)
-            .filter(|(_, entry)| entry.fully_read())
-            .min_by_key(|(_, entry)| entry.since)
-            .map(|(plan, _)| *plan);
-        giving_way.push(oldest.ok_or(full)?);
-    }
-    Ok(giving_way)
+/// The caps a new plan is held to, in the order they are checked.
+#[derive(Clone, Copy, Debug)]
+enum Cap {
+    /// [`MAX_HELD_PLANS`], over every plan on the server.
+    Server,
+    /// `[flight] max_plans_per_token`, over the token's plans.
+    Token,
+    /// The database's `pool_size`, over the plans on it.
+    Database,
+    /// The token's share of the database's places, over its plans there:
+    /// while it holds some, it takes another only if a free place stays for
+    /// each other token that may plan there and holds none. So no token, nor
+    /// any set of fewer tokens than may plan there, can take every place
+    /// (with at least as many places as such tokens), yet a token alone on a
+    /// database may use all but the places kept for the others. A token
+    /// holding none there takes any free place: that is the place kept for it.
+    Share,
 }
 
-impl Held {
-    /// Ends the coordinator's transaction, and with it the snapshot.
-    fn close(self, tracker: &TaskTracker) {
-        if let Some(coordinator) = self.coordinator {
-            tracker.spawn(coordinator.close());
+const CAPS: [Cap; 4] = [Cap::Server, Cap::Token, Cap::Database, Cap::Share];
+
+impl Cap {
+    /// Whether `entry` counts against this cap for `claim`.
+    fn within(self, claim: &Claim<'_>, entry: &Held) -> bool {
+        let own = entry.owner.as_deref() == claim.owner;
+        let here = entry.database == claim.database;
+        match self {
+            Cap::Server => true,
+            Cap::Token => own,
+            Cap::Database => here,
+            Cap::Share => own && here,
         }
     }
+
+    /// The most plans its reach may hold, the claim's new one included, and
+    /// the refusal when they would be more; `None`: no limit now.
+    fn limit(self, claim: &Claim<'_>, staying: &[&Held]) -> Option<(usize, Full)> {
+        match self {
+            Cap::Server => Some((MAX_HELD_PLANS, Full::Server(MAX_HELD_PLANS))),
+            Cap::Token => Some((claim.per_token, Full::Token(claim.per_token))),
+            Cap::Database => Some((claim.per_database, Full::Database(claim.per_database))),
+            Cap::Share => share(claim, staying),
+        }
+    }
+}
+
+/// [`Cap::Share`]'s limit: the places not held by other tokens, less one
+/// for each other planner holding none; no limit while the token holds none.
+fn share(claim: &Claim<'_>, staying: &[&Held]) -> Option<(usize, Full)> {
+    let here: Vec<&Held> = staying
+        .iter()
+        .copied()
+        .filter(|entry| entry.database == claim.database)
+        .collect();
+    let holding = |name: Option<&str>| {
+        here.iter()
+            .filter(|entry| entry.owner.as_deref() == name)
+            .count()
+    };
+    let own = holding(claim.owner);
+    if own == 0 {
+        return None;
+    }
+    let others = here.len() - own;
+    let waiting = claim
+        .planners
+        .iter()
+        .filter(|name| Some(**name) != claim.owner && holding(Some(name)) == 0)
+        .count();
+    let full = Full::Share {
+        database: claim.database.to_owned(),
+        held: own,
+        free: claim.per_database.saturating_sub(here.len()),
+        waiting,
+    };
+    Some((claim.per_database.saturating_sub(others + waiting), full))
+}
+
+/// The plans that must give way for `claim` to take a place, or the refusal
+/// of the first cap that cannot make room: for each cap reached, the oldest
+/// fully read plans in its reach (server, token, database, share).
+fn room(held: &HashMap<u64, Held>, claim: &Claim<'_>) -> Result<Vec<u64>, Refused> {
+    let mut giving_way: Vec<u64> = Vec::new();
+    for cap in CAPS {
+        let staying: Vec<(u64, &Held)> = held
+            .iter()
+            .filter(|(plan, _)| !giving_way.contains(plan))
+            .map(|(plan, entry)| (*plan, entry))
+            .collect();
+        let entries: Vec<&Held> = staying.iter().map(|(_, entry)| *entry).collect();
+        let Some((limit, full)) = cap.limit(claim, &entries) else {
+            continue;
+        };
+        let reach: Vec<(u64, &Held)> = staying
+            .into_iter()
+            .filter(|(_, entry)| cap.within(claim, entry))
+            .collect();
+        let excess = (reach.len() + 1).saturating_sub(limit);
+        let mut fully_read: Vec<&(u64, &Held)> = reach
+            .iter()
+            .filter(|(_, entry)| entry.fully_read())
+            .collect();
+        if fully_read.len() < excess {
+            let now = Instant::now();
+            let soonest = reach.iter().map(|(_, entry)| entry.released_at()).min();
+            let retry_in = soonest.map_or(Duration::ZERO, |at| at.saturating_duration_since(now));
+            return Err(Refused { full, retry_in });
+        }
+        fully_read.sort_by_key(|(_, entry)| entry.since);
+        giving_way.extend(fully_read.iter().take(excess).map(|(plan, _)| *plan));
+    }
+    Ok(giving_way)
 }
 
 #[cfg(test)]
@@ -334,6 +560,7 @@ mod tests {
             database,
             per_token: 2,
             per_database: 3,
+            planners: &[],
         }
     }
 
@@ -393,17 +620,20 @@ mod tests {
             plans
                 .reserve(plan, &claim, PLANNING, &tracker())
                 .unwrap()
-                .hold(Box::new(Idle), 2, PLANNING);
+                .hold(Box::new(Idle), 2, PLANNING, None);
         }
         // Parts read, and read again, keep the plan: its snapshot is held.
-        plans.read(1, 0);
-        plans.read(1, 0);
+        plans.reading(1).read(0);
+        plans.reading(1).read(0);
         assert_eq!(plans.len(), 2);
         let refused = plans.reserve(3, &claim, PLANNING, &tracker());
-        assert_eq!(refused.err(), Some(Full::Token(2)));
+        assert_eq!(
+            refused.err().map(|refused| refused.full),
+            Some(Full::Token(2))
+        );
         // Once every part of plan 1 was read, a new plan takes its place;
         // plan 2, not fully read, stays.
-        plans.read(1, 1);
+        plans.reading(1).read(1);
         let _planning = plans.reserve(3, &claim, PLANNING, &tracker()).unwrap();
         assert_eq!(plans.len(), 2);
         assert_eq!(plans.release(1, Some("a"), &tracker()), Ok(false));
@@ -416,7 +646,7 @@ mod tests {
         plans
             .reserve(1, &claim(Some("a"), "main"), PLANNING, &tracker())
             .unwrap()
-            .hold(Box::new(Idle), 1, PLANNING);
+            .hold(Box::new(Idle), 1, PLANNING, None);
         assert_eq!(plans.release(1, Some("b"), &tracker()), Err(NotOwner));
         assert_eq!(plans.release(1, None, &tracker()), Err(NotOwner));
         assert_eq!(plans.live().0, 1);
@@ -434,13 +664,19 @@ mod tests {
             .reserve(2, &claim(Some("a"), "main"), PLANNING, &tracker())
             .unwrap();
         let refused = plans.reserve(3, &claim(Some("a"), "main"), PLANNING, &tracker());
-        assert_eq!(refused.err(), Some(Full::Token(2)));
+        assert_eq!(
+            refused.err().map(|refused| refused.full),
+            Some(Full::Token(2))
+        );
         // Another token still plans, up to the database's share.
         let _b1 = plans
             .reserve(4, &claim(Some("b"), "main"), PLANNING, &tracker())
             .unwrap();
         let refused = plans.reserve(5, &claim(Some("b"), "main"), PLANNING, &tracker());
-        assert_eq!(refused.err(), Some(Full::Database(3)));
+        assert_eq!(
+            refused.err().map(|refused| refused.full),
+            Some(Full::Database(3))
+        );
         // ...and on another database.
         let _b2 = plans
             .reserve(6, &claim(Some("b"), "other"), PLANNING, &tracker())
@@ -462,10 +698,116 @@ mod tests {
                 database: "main",
                 per_token: usize::MAX,
                 per_database: usize::MAX,
+                planners: &[],
             };
             kept.push(plans.reserve(plan, &claim, PLANNING, &tracker()).unwrap());
         }
         let refused = plans.reserve(999, &claim(Some("new"), "other"), PLANNING, &tracker());
-        assert_eq!(refused.err(), Some(Full::Server(MAX_HELD_PLANS)));
+        assert_eq!(
+            refused.err().map(|refused| refused.full),
+            Some(Full::Server(MAX_HELD_PLANS))
+        );
+    }
+
+    /// Holds `plan`, of two parts, for `claim`, for [`PLANNING`] and at most
+    /// `unread_limit` unread.
+    fn held(
+        plans: &Plans,
+        plan: u64,
+        claim: &Claim<'_>,
+        unread_limit: Option<Duration>,
+    ) -> Result<(), Full> {
+        let place = plans
+            .reserve(plan, claim, PLANNING, &tracker())
+            .map_err(|refused| refused.full)?;
+        place.hold(Box::new(Idle), 2, PLANNING, unread_limit);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_token_holding_plans_leaves_a_place_to_each_other_token_holding_none() {
+        let plans = Plans::default();
+        let planners = ["a", "b", "c"];
+        let on = |owner| Claim {
+            owner: Some(owner),
+            database: "main",
+            per_token: 8,
+            per_database: 8,
+            planners: &planners,
+        };
+        // Alone so far, a takes all but the places kept for b and c.
+        for plan in 0..6 {
+            held(&plans, plan, &on("a"), None).unwrap();
+        }
+        let refused = plans
+            .reserve(6, &on("a"), PLANNING, &tracker())
+            .err()
+            .unwrap();
+        assert_eq!(
+            refused.full,
+            Full::Share {
+                database: "main".into(),
+                held: 6,
+                free: 2,
+                waiting: 2,
+            }
+        );
+        assert!(refused.to_string().contains("retry in 60 s"), "{refused}");
+        // Each of the others still plans at once; b, holding one now, no
+        // longer takes c's place.
+        held(&plans, 10, &on("b"), None).unwrap();
+        assert!(matches!(
+            held(&plans, 11, &on("b"), None),
+            Err(Full::Share { waiting: 1, .. })
+        ));
+        held(&plans, 20, &on("c"), None).unwrap();
+        assert_eq!(held(&plans, 21, &on("c"), None), Err(Full::Database(8)));
+        // Every part of one of a's plans read: it gives way to a's next.
+        plans.reading(0).read(0);
+        plans.reading(0).read(1);
+        held(&plans, 7, &on("a"), None).unwrap();
+        assert_eq!(plans.len(), 8);
+        // Without tokens (no planners), one client may take every place.
+        let anyone = Claim {
+            owner: None,
+            database: "other",
+            per_token: 8,
+            per_database: 8,
+            planners: &[],
+        };
+        let other = Plans::default();
+        for plan in 0..8 {
+            held(&other, plan, &anyone, None).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plan_with_parts_never_read_is_released_once_none_is_being_read_for_its_limit() {
+        let plans = Plans::default();
+        let claim = Claim {
+            per_token: 8,
+            per_database: 8,
+            ..claim(None, "main")
+        };
+        // A limit of zero: gone at the next expiry unless being read.
+        for plan in [1, 2, 3] {
+            held(&plans, plan, &claim, Some(Duration::ZERO)).unwrap();
+        }
+        // Plan 4 has no unread limit (its parts are read on other replicas).
+        held(&plans, 4, &claim, None).unwrap();
+        // Plan 2 has a part being read; plan 3 was read to the end (it gives
+        // way to new plans instead).
+        let mut reading = plans.reading(2);
+        reading.read(0);
+        plans.reading(3).read(0);
+        plans.reading(3).read(1);
+        plans.expire(&tracker());
+        assert_eq!(plans.release(1, None, &tracker()), Ok(false));
+        assert_eq!(plans.len(), 3);
+        // Its read over, plan 2 goes unread again: now it is released.
+        drop(reading);
+        plans.expire(&tracker());
+        assert_eq!(plans.release(2, None, &tracker()), Ok(false));
+        assert_eq!(plans.len(), 2);
     }
 }

@@ -411,6 +411,12 @@ impl Service {
             Some(_) => self.sql_context(&state),
             None => self.context(&state, "flight", &ticket.query),
         };
+        // Counted as being read from before its start, so that the plan is
+        // not released for going unread while the part joins its snapshot.
+        let mut reading = ticket
+            .part
+            .as_ref()
+            .map(|_| self.plans.reading(ticket.plan));
         let started = match &ticket.statement {
             Some(statement) => {
                 let values = &ticket.statement_params;
@@ -426,8 +432,8 @@ impl Service {
             Ok(started) => started,
             Err(status) => return finish(&context, Err(status), 0),
         };
-        if ticket.part.is_some() {
-            self.plans.read(ticket.plan, ticket.index);
+        if let Some(reading) = &mut reading {
+            reading.read(ticket.index);
         }
         let part = PartStream {
             source,
@@ -437,6 +443,7 @@ impl Service {
             context,
             shutdown: state.shutdown_token(),
             tracker: state.tracker(),
+            reading,
         };
         Ok(part.start(&state.tracker()))
     }
@@ -552,9 +559,9 @@ fn start_failed(error: GatewayError, in_snapshot: bool) -> Status {
         let cause = error.as_db_error().map(|db| db.cause);
         if cause == Some(sluice_core::DbCause::SnapshotGone) {
             return Status::failed_precondition(
-                "the plan's snapshot is no longer held (the plan was released, timed out, or \
-                 gave its place to a newer plan after every part had been read): ask for a new \
-                 plan with GetFlightInfo",
+                "the plan's snapshot is no longer held (the plan was released, timed out, went \
+                 unread for [flight] unread_plan_timeout, or gave its place to a newer plan after \
+                 every part had been read): ask for a new plan with GetFlightInfo",
             );
         }
     }

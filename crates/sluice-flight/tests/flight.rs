@@ -706,14 +706,7 @@ async fn flight_sql_statements_run_as_post_sql_does() {
 async fn one_token_cannot_take_every_plan_nor_a_database_more_than_its_pool() {
     let db = TestDb::new();
     items(&db, 1_000);
-    let tokens: String = ["a", "b"]
-        .iter()
-        .map(|name| {
-            format!(
-                "[[tokens]]\nname = \"{name}\"\ntoken = \"{name}-token-0123456789\"\nqueries = [\"items\"]\n"
-            )
-        })
-        .collect();
+    let tokens = token_entry("a", "items") + &token_entry("b", "items");
     let text = format!(
         "[databases.main]\nurl = {}\npool_size = 3\n{TABLE_QUERY}{tokens}\
          [flight]\nlisten = \"127.0.0.1:0\"\npartitions = 2\nmax_plans_per_token = 2\n",
@@ -755,6 +748,133 @@ async fn one_token_cannot_take_every_plan_nor_a_database_more_than_its_pool() {
             .unwrap(),
     );
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+}
+
+/// A `[[tokens]]` entry named `name`, whose token is `{name}-token-0123456789`,
+/// that may run the named query `query`.
+fn token_entry(name: &str, query: &str) -> String {
+    format!(
+        "[[tokens]]\nname = \"{name}\"\ntoken = \"{name}-token-0123456789\"\nqueries = [\"{query}\"]\n"
+    )
+}
+
+#[tokio::test]
+async fn a_token_holding_all_the_plans_it_may_leaves_the_other_tokens_a_place() {
+    let db = TestDb::new();
+    items(&db, 1_000);
+    // As reported: the defaults (max_plans_per_token 8, pool_size 8), and a
+    // token c that may run only one split query.
+    let rest = format!(
+        "{TABLE_QUERY}[queries.ev_sub]\nsql = \"select id, v from items\"\nsplit_by = \"id\"\n{}{}",
+        token_entry("a", "items"),
+        token_entry("c", "ev_sub")
+    );
+    let server = start(config(db.url(), &rest, "partitions = 2")).await;
+    let mut c = client(server.address, Some("c-token-0123456789")).await;
+    let mut held = 0;
+    let refused = loop {
+        match c.get_flight_info(command(r#"{"query": "ev_sub"}"#)).await {
+            Ok(_) => held += 1,
+            Err(error) => break tonic_status(error),
+        }
+    };
+    // c holds all but the place kept for a, and reads none of them.
+    assert_eq!(held, 7);
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("leaves a place to each of them")
+            && refused.message().contains("retry in"),
+        "{refused:?}"
+    );
+    let mut a = client(server.address, Some("a-token-0123456789")).await;
+    let info = a
+        .get_flight_info(command(r#"{"query": "items"}"#))
+        .await
+        .unwrap();
+    let mut rows = 0;
+    for endpoint in &info.endpoint {
+        rows += pairs(&read(&mut a, endpoint).await).len();
+    }
+    assert_eq!(rows, 1_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_never_read_is_released_after_unread_plan_timeout() {
+    let db = TestDb::new();
+    items(&db, 1_000);
+    let application = format!("sluice_unread_{}", std::process::id());
+    let url = format!("{}&application_name={application}", db.url());
+    let server = start(config(&url, TABLE_QUERY, "unread_plan_timeout = \"3s\"")).await;
+    let mut client = client(server.address, None).await;
+    let info = client
+        .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
+        .await
+        .unwrap();
+    // The plan's coordinator: the one session idle in its transaction.
+    let coordinators = format!(
+        "select count(*) from pg_stat_activity where application_name = '{application}' \
+         and state = 'idle in transaction'"
+    );
+    assert_eq!(db.query_text(&coordinators), "1");
+    sluice_testkit::wait_until(
+        "the unread plan's snapshot to be released",
+        Duration::from_secs(30),
+        || db.query_text(&coordinators) == "0",
+    );
+    let status = tonic_status(
+        client
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(
+        status.message().contains("unread_plan_timeout"),
+        "{status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_being_read_or_read_to_its_end_is_not_released_for_going_unread() {
+    let db = TestDb::new();
+    // Enough rows that a part cannot be sent ahead into the connection's
+    // buffers: its stream waits for its client.
+    items(&db, 300_000);
+    let server = start(config(
+        db.url(),
+        TABLE_QUERY,
+        "unread_plan_timeout = \"1s\"",
+    ))
+    .await;
+    let mut slow = client(server.address, None).await;
+    let info = slow
+        .get_flight_info(command(r#"{"query": "items", "partitions": 2}"#))
+        .await
+        .unwrap();
+    let snapshot = table_now(&db);
+    db.execute("delete from items where id % 2 = 0");
+    // Part 0 is read slowly: its first batch, then nothing for three times
+    // the limit, while part 1 waits for a reader (a task queued behind it).
+    let mut stream = slow
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let first = stream.try_next().await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut other = client(server.address, None).await;
+    let second = pairs(&read(&mut other, &info.endpoint[1]).await);
+    let mut part = vec![first];
+    part.extend(stream.try_collect::<Vec<_>>().await.unwrap());
+    let first = pairs(&part);
+    // Read to its end, the plan stays for a second action, however long after.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut again = pairs(&read(&mut other, &info.endpoint[0]).await);
+    again.sort();
+    let mut sorted = first.clone();
+    sorted.sort();
+    assert_eq!(again, sorted);
+    assert_union(vec![first, second], &snapshot);
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use std::sync::Arc;
 
-use crate::config::{Allowed, TokenConfig};
+use crate::config::TokenConfig;
 use crate::error::GatewayError;
 use crate::throttle::{Slot, Throttle};
 
@@ -98,10 +98,7 @@ impl Auth {
         }
         let (index, token) = self.token(credential)?;
         let allowed = match need {
-            Need::Query(name) => match &token.queries {
-                Allowed::All => true,
-                Allowed::Only(names) => names.iter().any(|allowed| allowed == name),
-            },
+            Need::Query(name) => token.queries.includes(name),
             Need::Sql => token.scopes.iter().any(|scope| scope == "sql"),
             Need::Write => token.scopes.iter().any(|scope| scope == "write"),
         };
@@ -171,6 +168,7 @@ impl<'a> Credential<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Allowed;
     use crate::Class;
 
     #[test]

@@ -39,7 +39,10 @@ mod text;
 mod tokens;
 
 pub use databases::{DatabaseConfig, MAX_POOL_SIZE};
-pub use flight::{FlightConfig, DEFAULT_MAX_PLANS_PER_TOKEN, DEFAULT_PARTITIONS, MAX_PARTITIONS};
+pub use flight::{
+    FlightConfig, DEFAULT_MAX_PLANS_PER_TOKEN, DEFAULT_PARTITIONS, DEFAULT_UNREAD_PLAN_TIMEOUT,
+    MAX_PARTITIONS,
+};
 pub use keys::{default_text, type_name, Key, KeyDefault, Section, Type};
 pub use limits::Limits;
 pub use queries::{ParamSpec, QueryConfig, QuerySplit, RESERVED_PARAMETERS};
@@ -139,6 +142,23 @@ impl Config {
                 .unwrap_or(self.max_stream_duration),
             idle_write_timeout: limits.idle_write_timeout.unwrap_or(self.idle_write_timeout),
         }
+    }
+
+    /// The names of the tokens that may plan split reads of `database` (run a
+    /// named query on it that splits): the clients Flight shares its plan
+    /// places among. None without tokens, where every client is one.
+    pub fn planners(&self, database: &str) -> Vec<&str> {
+        let splits_there: Vec<&str> = self
+            .queries
+            .values()
+            .filter(|query| query.database == database && query.split.is_some())
+            .map(|query| query.name.as_str())
+            .collect();
+        self.tokens
+            .iter()
+            .filter(|token| splits_there.iter().any(|name| token.queries.includes(name)))
+            .map(|token| token.name.as_str())
+            .collect()
     }
 
     /// Reads and checks a configuration file; a key in an old spelling is

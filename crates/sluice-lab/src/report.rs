@@ -272,7 +272,7 @@ pub fn html(results: &LabResults) -> String {
     );
 
     out.push_str("<h2 id=\"recommendations\">Recommendations</h2>\n<ul>\n");
-    for line in results.recommendations() {
+    for line in crate::advice::recommendations(results) {
         let _ = writeln!(out, "<li>{}</li>", html_text(&line));
     }
     out.push_str("</ul>\n");
@@ -366,7 +366,7 @@ pub fn markdown(results: &LabResults) -> String {
         human_duration(results.elapsed)
     );
     out.push_str("## Recommendations\n\n");
-    for line in results.recommendations() {
+    for line in crate::advice::recommendations(results) {
         let _ = writeln!(out, "- {line}");
     }
     out.push_str("\n## Measured round-trip time\n\n| path | injected RTT | median `select 1` (ms) |\n|---|---|---|\n");
@@ -513,7 +513,7 @@ pub fn json(results: &LabResults) -> Value {
             "wal_bytes": m.wal_bytes,
         })).collect::<Vec<_>>(),
         "wal": json_wal(results),
-        "recommendations": results.recommendations(),
+        "recommendations": crate::advice::recommendations(results),
         "charts": CHARTS.iter().map(|c| json!({"file": c.file, "title": c.title})).collect::<Vec<_>>(),
     })
 }

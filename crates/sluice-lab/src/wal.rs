@@ -220,7 +220,7 @@ mod tests {
             table_rows(&results)[0],
             ["row-by-row", "50", "4,000", "80.0", "2.00×"].map(String::from)
         );
-        let advice = results.recommendations();
+        let advice = crate::advice::recommendations(&results);
         assert!(
             advice.iter().any(|line| line.starts_with(
                 "Server side: row by row writes 80 bytes of WAL per row, 2.00× the 40 of COPY (measured:"
@@ -249,8 +249,7 @@ mod tests {
         assert!(crate::report::html(&results).contains("WAL bytes per row: unavailable"));
         let json = crate::report::json(&results);
         assert_eq!(json["wal"]["unavailable"], reason.as_str());
-        assert!(!results
-            .recommendations()
+        assert!(!crate::advice::recommendations(&results)
             .iter()
             .any(|line| line.starts_with("Server side")));
     }

@@ -339,7 +339,7 @@ async fn the_lab_counts_what_the_seeds_predict_and_its_report_names_every_chart(
         per_row("COPY")
     );
 
-    let advice = results.recommendations();
+    let advice = sluice_lab::recommendations(&results);
     assert!(advice.iter().any(|line| line.starts_with("Server side:")));
     assert!(
         advice
@@ -410,8 +410,7 @@ async fn a_spent_budget_extrapolates_and_the_report_says_so() {
     check_report(dir.path(), &results);
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(html.contains("extrapolated from"), "the table says which");
-    assert!(results
-        .recommendations()
+    assert!(sluice_lab::recommendations(&results)
         .iter()
         .any(|line| line.contains("extrapolated")));
     let svg = std::fs::read_to_string(dir.path().join("export-time.svg")).unwrap();

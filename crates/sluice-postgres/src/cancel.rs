@@ -9,7 +9,7 @@ use sluice_core::{Error, ErrorKind, Meter};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::{Config, Target};
-use crate::connection::open_socket;
+use crate::connection::transport::open_socket;
 use crate::connection::transport::{negotiate, Negotiated};
 
 /// Everything needed to send a `CancelRequest` for one session.

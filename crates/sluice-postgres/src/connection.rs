@@ -31,10 +31,9 @@ pub(crate) mod statements;
 pub(crate) mod transport;
 mod wire;
 
-use transport::{negotiate, Negotiated, Transport};
+use transport::{negotiate, open_socket, Negotiated, Transport};
 
-pub(crate) use exchange::{tag_count, text_values};
-pub(crate) use frames::Received;
+pub(crate) use frames::{tag_count, text_values, Received};
 
 /// Free space asked of the read buffer before each socket read.
 const READ_CHUNK: usize = 256 * 1024;
@@ -42,16 +41,6 @@ const READ_CHUNK: usize = 256 * 1024;
 /// The largest batch a session keeps between results (values and field
 /// table): a short query's rows fit many times over.
 const SPARE_BATCH_BYTES: usize = 256 * 1024;
-
-/// Opens a socket to `target` within the configured connect timeout.
-pub(crate) async fn open_socket(target: &Target, config: &Config) -> Result<Socket, Error> {
-    match target {
-        Target::Tcp(host, port) => {
-            Socket::tcp_with(host, *port, target, config.connect_timeout, &config.tcp).await
-        }
-        Target::Unix(path) => Socket::unix(path, target, config.connect_timeout).await,
-    }
-}
 
 /// What the server says of a prepared statement.
 #[derive(Debug, Default)]

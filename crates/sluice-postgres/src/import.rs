@@ -87,7 +87,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     key.sort_unstable();
     info.primary_key = key.into_iter().map(|(_, column)| column).collect();
     let oids: Vec<u32> = raw.iter().map(|(_, oid)| *oid).collect();
-    let catalog = types::resolve(connection, &oids).await;
+    let catalog = connection.resolve_types(&oids).await;
     // resolve() runs inside an exchange; end it whatever happened.
     let catalog = connection.end_exchange(catalog).await?;
     info.columns = types::schema_of(&raw, &catalog).columns;

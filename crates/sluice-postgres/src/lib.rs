@@ -37,6 +37,7 @@ mod passfile;
 pub mod pipeline;
 pub mod privileges;
 pub mod query;
+mod rows;
 mod split;
 pub mod tls;
 pub mod types;

@@ -32,7 +32,7 @@ use sluice_core::{Batch, BatchSource, Chunk, Column, Error, Kind, Schema};
 
 use crate::connection::Connection;
 use crate::error::db_error;
-use crate::query::RowStream;
+use crate::rows::RowStream;
 use crate::types::Oid;
 use postgres_protocol::escape::escape_identifier;
 

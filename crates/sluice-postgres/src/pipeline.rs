@@ -58,7 +58,7 @@ impl<'c> Pipeline<'c> {
         let oids: Vec<Oid> = columns.iter().map(|(_, oid, _)| *oid).collect();
         let catalog = match failure {
             Some(error) => Err(error),
-            None => types::resolve(connection, &oids).await,
+            None => connection.resolve_types(&oids).await,
         };
         // End the preparing exchange; the named statement outlives it.
         let catalog = connection.end_exchange(catalog).await?;

@@ -6,11 +6,9 @@
 //! The JSON classification follows the server's `row_to_json`: only `int2/4/8`,
 //! `float4/8` and `numeric` are JSON numbers; `oid`, `money` and friends are strings.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sluice_core::{Column, DecimalShape, Error, Field, Kind};
-
-use crate::Connection;
 
 /// A PostgreSQL type OID.
 pub type Oid = u32;
@@ -291,45 +289,6 @@ pub(crate) fn name_of(oid: Oid, catalog: &HashMap<Oid, CatalogType>) -> String {
         .map(|(_, name)| name.to_owned())
         .or_else(|| catalog.get(&oid).map(|entry| entry.name.clone()))
         .unwrap_or_else(|| format!("oid {oid}"))
-}
-
-/// Looks up every OID outside the built-in table, and the types those refer to,
-/// with one catalog query per level of nesting. Runs inside the caller's exchange
-/// (no `Sync`), through a named statement so an unnamed one survives.
-pub(crate) async fn resolve(connection: &mut Connection, oids: &[Oid]) -> Result<Catalog, Error> {
-    let mut catalog = Catalog::new();
-    let mut wanted: HashSet<Oid> = oids
-        .iter()
-        .copied()
-        .filter(|oid| builtin(*oid).is_none())
-        .collect();
-    while !wanted.is_empty() {
-        let list = wanted
-            .iter()
-            .map(|oid| oid.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let array = format!("{{{list}}}");
-        let rows = connection
-            .extended_rows("sluice_type_catalog", CATALOG_QUERY, &[Some(&array)], false)
-            .await?;
-        let found = parse_catalog_rows(rows)?;
-        let mut next = HashSet::new();
-        for (oid, entry) in found {
-            for reference in references(&entry) {
-                if builtin(reference).is_none()
-                    && !catalog.contains_key(&reference)
-                    && !wanted.contains(&reference)
-                {
-                    next.insert(reference);
-                }
-            }
-            catalog.insert(oid, entry);
-        }
-        next.retain(|oid| !catalog.contains_key(oid));
-        wanted = next;
-    }
-    Ok(catalog)
 }
 
 #[cfg(test)]

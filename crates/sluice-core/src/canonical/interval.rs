@@ -3,7 +3,7 @@
 //! ISO 8601 with designators (`P1Y2M-3DT4H5M6.789S`).
 
 use super::moment::take_clock;
-use super::{take_byte, take_digits, FormError};
+use super::reading::{take_byte, take_digits, FormError};
 
 /// An interval in PostgreSQL's three parts, which do not convert into each
 /// other (a month has no fixed number of days, a day no fixed number of

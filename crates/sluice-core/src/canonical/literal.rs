@@ -13,7 +13,7 @@
 //! unquoted elements, backslash escapes outside quotes. Records are read canonically
 //! only: no importer reads record text.
 
-use super::{is_blank, trim_blanks, Strictness};
+use super::reading::{is_blank, trim_blanks, Strictness};
 
 /// PostgreSQL allows six dimensions.
 pub const MAX_DIMENSIONS: usize = 6;

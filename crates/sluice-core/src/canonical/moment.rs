@@ -1,7 +1,7 @@
 //! Dates, times of day and timestamps: `2024-02-29`, `0044-03-15 BC`,
 //! `13:14:15.5`, `2024-02-29 13:14:15.5+05:30`, `infinity`.
 
-use super::{number, take_byte, take_digits, trim_blanks, FormError, Strictness};
+use super::reading::{number, take_byte, take_digits, trim_blanks, FormError, Strictness};
 use crate::calendar;
 
 /// A date or timestamp: a finite value, or one of PostgreSQL's infinities.

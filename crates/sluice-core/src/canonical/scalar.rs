@@ -1,6 +1,6 @@
 //! Booleans and UUIDs.
 
-use super::{FormError, Strictness};
+use super::reading::{trim_blanks, FormError, Strictness};
 
 /// A boolean: `t` or `f`; lenient, also what PostgreSQL's `boolin` reads
 /// (`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`, in any case, any
@@ -19,7 +19,7 @@ pub fn read_bool(text: &[u8], strictness: Strictness) -> Result<bool, FormError>
         (Strictness::Canonical, _) => return Err(FormError::Syntax),
         (Strictness::Lenient, _) => {}
     }
-    let word = super::trim_blanks(text);
+    let word = trim_blanks(text);
     let prefix_of = |full: &[u8], shortest: usize| {
         word.len() >= shortest
             && word.len() <= full.len()

@@ -4,7 +4,7 @@
 
 use std::io::Write as _;
 
-use super::FormError;
+use super::reading::FormError;
 use crate::calendar::civil_from_days;
 
 const NANOS_PER_SECOND: i64 = 1_000_000_000;

@@ -19,6 +19,12 @@ pub const MAX_PARTITIONS: usize = 256;
 /// The default `[flight] plan_timeout`.
 pub const DEFAULT_PLAN_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The default `[flight] unread_plan_timeout`: a job's tasks start reading
+/// within seconds of its plan, and a cold executor or a short stage ahead of
+/// them within a minute; a plan left unread longer holds its place (and a
+/// snapshot VACUUM waits on) for no one.
+pub const DEFAULT_UNREAD_PLAN_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The default `[flight] max_plans_per_token`: a client planning one job at a
 /// time needs one; eight leave room for a few concurrent jobs, and eight tokens
 /// (not one) are needed to fill the server's 64 held plans.
@@ -37,6 +43,9 @@ pub struct FlightConfig {
     pub partitions: usize,
     /// How long a plan's snapshot is held, and its tickets redeemable, at most.
     pub plan_timeout: Duration,
+    /// How long a plan with parts never read may go with none of its parts
+    /// being read before its snapshot is released.
+    pub unread_plan_timeout: Duration,
     /// How many split plans (each holding a snapshot) one token may hold at
     /// once; without tokens, all clients together.
     pub max_plans_per_token: usize,
@@ -57,6 +66,7 @@ impl std::fmt::Debug for FlightConfig {
             .field("listen", &self.listen)
             .field("partitions", &self.partitions)
             .field("plan_timeout", &self.plan_timeout)
+            .field("unread_plan_timeout", &self.unread_plan_timeout)
             .field("max_plans_per_token", &self.max_plans_per_token)
             .field("locations", &self.locations)
             .field("ticket_secret", &self.ticket_secret.as_ref().map(|_| "…"))
@@ -69,7 +79,11 @@ impl std::fmt::Debug for FlightConfig {
 pub(super) static SECTION: Section = Section {
     path: "flight",
     heading: "[flight]",
-    about: "Arrow Flight beside HTTP. See [More than one machine](flight.md).",
+    about: "Arrow Flight beside HTTP. See [More than one machine](flight.md). A database's plans \
+            share its `pool_size` places: a token holding some of them takes another only while a \
+            place stays free for each other token that may plan there and holds none, so no token \
+            (nor any set of fewer tokens than may plan there) takes them all ([Who may hold how \
+            many](flight.md#arrow-flight)).",
     keys: &[
         Key {
             name: "listen",
@@ -93,6 +107,14 @@ pub(super) static SECTION: Section = Section {
             default: KeyDefault::Duration(DEFAULT_PLAN_TIMEOUT),
             meaning: "A plan's snapshot and tickets last this long at most.",
             example: Some("\"10m\""),
+            old_names: &[],
+        },
+        Key {
+            name: "unread_plan_timeout",
+            ty: Type::Timeout,
+            default: KeyDefault::Duration(DEFAULT_UNREAD_PLAN_TIMEOUT),
+            meaning: "A plan with parts not yet read is released after this long with none of its parts being read (counted from the plan, or its last read's end), so an unread plan holds its place and snapshot briefly; not with `locations` (reads on other replicas are not seen). As long as `plan_timeout`: never.",
+            example: Some("\"1m\""),
             old_names: &[],
         },
         Key {
@@ -143,6 +165,7 @@ pub(super) fn flight_section(entries: &Entries<'_>) -> Result<FlightConfig, Conf
         listen,
         partitions: count("partitions")?,
         plan_timeout: entries.duration("plan_timeout")?.unwrap_or_default(),
+        unread_plan_timeout: entries.duration("unread_plan_timeout")?.unwrap_or_default(),
         max_plans_per_token: count("max_plans_per_token")?,
         ticket_secret: ticket_secret(entries, !locations.is_empty())?,
         numeric_scale: entries.scale("numeric_scale")?,

@@ -333,6 +333,9 @@ fn flight_takes_its_defaults_and_needs_a_shared_secret_for_replicas() {
     assert_eq!(flight.partitions, DEFAULT_PARTITIONS);
     assert_eq!(flight.plan_timeout, Duration::from_secs(600));
     assert_eq!(flight.max_plans_per_token, DEFAULT_MAX_PLANS_PER_TOKEN);
+    assert_eq!(flight.unread_plan_timeout, DEFAULT_UNREAD_PLAN_TIMEOUT);
+    let unread = format!("{base}unread_plan_timeout = \"0s\"\n");
+    assert_eq!(error_for(&unread).key, "flight.unread_plan_timeout");
     assert!(flight.locations.is_empty() && flight.ticket_secret.is_none());
     assert_eq!(flight.numeric_scale, None);
     let scaled = format!("{base}numeric_scale = 0\n");
@@ -369,6 +372,27 @@ fn flight_takes_its_defaults_and_needs_a_shared_secret_for_replicas() {
     assert_eq!(error_for(&none).key, "flight.max_plans_per_token");
     let address = base.replace("127.0.0.1:8815", "somewhere");
     assert_eq!(error_for(&address).key, "flight.listen");
+}
+
+#[test]
+fn a_database_s_planners_are_the_tokens_that_may_run_a_query_splitting_it() {
+    let text = "[databases.main]\nurl = \"postgres://u@h/d\"\n\
+                [databases.other]\nurl = \"postgres://u@h/e\"\n\
+                [queries.whole]\ndatabase = \"main\"\ntable = \"t\"\n\
+                [queries.by_id]\ndatabase = \"main\"\nsql = \"select id from t\"\nsplit_by = \"id\"\n\
+                [queries.one]\ndatabase = \"main\"\nsql = \"select 1\"\n\
+                [queries.elsewhere]\ndatabase = \"other\"\ntable = \"u\"\n\
+                [[tokens]]\nname = \"all\"\ntoken = \"all-token-0123456789\"\nqueries = [\"*\"]\n\
+                [[tokens]]\nname = \"ids\"\ntoken = \"ids-token-0123456789\"\nqueries = [\"by_id\"]\n\
+                [[tokens]]\nname = \"one\"\ntoken = \"one-token-0123456789\"\nqueries = [\"one\", \"elsewhere\"]\n";
+    let config = Config::parse(text, "planners.toml").unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(config.planners("main"), ["all", "ids"]);
+    assert_eq!(config.planners("other"), ["all", "one"]);
+    let open = "[databases.main]\nurl = \"postgres://u@h/d\"\n[queries.whole]\ntable = \"t\"\n";
+    assert!(Config::parse(open, "open.toml")
+        .unwrap()
+        .planners("main")
+        .is_empty());
 }
 
 #[test]

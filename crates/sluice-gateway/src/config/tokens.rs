@@ -104,6 +104,16 @@ pub enum Allowed {
     Only(Vec<String>),
 }
 
+impl Allowed {
+    /// Whether the named query `name` is among them.
+    pub fn includes(&self, name: &str) -> bool {
+        match self {
+            Allowed::All => true,
+            Allowed::Only(names) => names.iter().any(|allowed| allowed == name),
+        }
+    }
+}
+
 /// A bearer token. Only its SHA-256 is kept.
 #[derive(Clone)]
 pub struct TokenConfig {

@@ -6,44 +6,16 @@
 //! Each costs one round trip: requests are encoded (see [`super::wire`]) and
 //! leave in one write before the answers are read.
 
+use std::collections::HashSet;
+
 use fallible_iterator::FallibleIterator;
-use postgres_protocol::message::backend::{DataRowBody, Message};
+use postgres_protocol::message::backend::Message;
 use sluice_core::{Error, ErrorKind};
 
+use super::frames::{tag_count, text_row, text_values};
 use super::{Connection, Description};
 use crate::error::db_error;
-
-/// The count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `COPY 7`).
-pub(crate) fn tag_count(tag: &str) -> Option<u64> {
-    tag.rsplit(' ').next().and_then(|count| count.parse().ok())
-}
-
-/// A `DataRow` of text values as strings (`None` for NULL).
-fn text_row(body: &DataRowBody) -> Result<Vec<Option<String>>, Error> {
-    let buffer = body.buffer();
-    let mut ranges = body.ranges();
-    let mut row = Vec::new();
-    while let Some(range) = ranges.next().map_err(Error::io)? {
-        row.push(match range {
-            Some(range) => Some(
-                std::str::from_utf8(&buffer[range])
-                    .map_err(|_| Error::protocol("invalid UTF-8 from the server"))?
-                    .to_owned(),
-            ),
-            None => None,
-        });
-    }
-    Ok(row)
-}
-
-/// Text parameters (`None`: NULL) as the bytes [`Connection::encode_bind`] takes.
-pub(crate) fn text_values<'v, T: AsRef<str> + 'v>(
-    values: &'v [Option<T>],
-) -> impl Iterator<Item = Option<&'v [u8]>> {
-    values
-        .iter()
-        .map(|value| value.as_ref().map(|text| text.as_ref().as_bytes()))
-}
+use crate::types::{builtin, parse_catalog_rows, references, Catalog, Oid, CATALOG_QUERY};
 
 impl Connection {
     /// Reads messages until `ReadyForQuery`, returning the first error seen. Used to
@@ -138,7 +110,7 @@ impl Connection {
         let described = match described {
             Ok(description) => {
                 let oids: Vec<_> = description.columns.iter().map(|column| column.1).collect();
-                crate::types::resolve(self, &oids).await.map(|catalog| {
+                self.resolve_types(&oids).await.map(|catalog| {
                     let schema = crate::types::schema_of(&description.columns, &catalog);
                     (description.parameter_types, schema)
                 })
@@ -252,5 +224,46 @@ impl Connection {
             }
         }
         error.map_or(Ok(rows), Err)
+    }
+}
+
+impl Connection {
+    /// Looks up every OID outside the built-in table, and the types those refer to,
+    /// with one catalog query per level of nesting. Runs inside the caller's exchange
+    /// (no `Sync`), through a named statement so an unnamed one survives.
+    pub(crate) async fn resolve_types(&mut self, oids: &[Oid]) -> Result<Catalog, Error> {
+        let mut catalog = Catalog::new();
+        let mut wanted: HashSet<Oid> = oids
+            .iter()
+            .copied()
+            .filter(|oid| builtin(*oid).is_none())
+            .collect();
+        while !wanted.is_empty() {
+            let list = wanted
+                .iter()
+                .map(|oid| oid.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            let array = format!("{{{list}}}");
+            let rows = self
+                .extended_rows("sluice_type_catalog", CATALOG_QUERY, &[Some(&array)], false)
+                .await?;
+            let found = parse_catalog_rows(rows)?;
+            let mut next = HashSet::new();
+            for (oid, entry) in found {
+                for reference in references(&entry) {
+                    if builtin(reference).is_none()
+                        && !catalog.contains_key(&reference)
+                        && !wanted.contains(&reference)
+                    {
+                        next.insert(reference);
+                    }
+                }
+                catalog.insert(oid, entry);
+            }
+            next.retain(|oid| !catalog.contains_key(oid));
+            wanted = next;
+        }
+        Ok(catalog)
     }
 }

@@ -16,7 +16,8 @@
 //! request queues nothing, so the exchange can still be ended cleanly.
 
 use bytes::{Buf, BufMut, BytesMut};
-use postgres_protocol::message::backend::Message;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::{DataRowBody, Message};
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
 use sluice_core::{Batch, Error};
@@ -255,6 +256,38 @@ pub(crate) fn next_message(buffer: &mut BytesMut) -> Result<Option<Message>, Err
         Some(_) => parse_whole(buffer).map(Some),
         None => Ok(None),
     }
+}
+
+/// The count at the end of a command tag (`INSERT 0 5`, `UPDATE 3`, `COPY 7`).
+pub(crate) fn tag_count(tag: &str) -> Option<u64> {
+    tag.rsplit(' ').next().and_then(|count| count.parse().ok())
+}
+
+/// A `DataRow` of text values as strings (`None` for NULL).
+pub(super) fn text_row(body: &DataRowBody) -> Result<Vec<Option<String>>, Error> {
+    let buffer = body.buffer();
+    let mut ranges = body.ranges();
+    let mut row = Vec::new();
+    while let Some(range) = ranges.next().map_err(Error::io)? {
+        row.push(match range {
+            Some(range) => Some(
+                std::str::from_utf8(&buffer[range])
+                    .map_err(|_| Error::protocol("invalid UTF-8 from the server"))?
+                    .to_owned(),
+            ),
+            None => None,
+        });
+    }
+    Ok(row)
+}
+
+/// Text parameters (`None`: NULL) as the bytes `Connection::encode_bind` takes.
+pub(crate) fn text_values<'v, T: AsRef<str> + 'v>(
+    values: &'v [Option<T>],
+) -> impl Iterator<Item = Option<&'v [u8]>> {
+    values
+        .iter()
+        .map(|value| value.as_ref().map(|text| text.as_ref().as_bytes()))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ pub(crate) use sluice_tls::Transport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Socket;
-use crate::config::Target;
+use crate::config::{Config, Target};
 
 /// What an `SSLRequest` was answered with.
 pub(crate) enum Negotiated {
@@ -64,4 +64,14 @@ pub(crate) async fn negotiate(
             Err(error) => Negotiated::Failed(error),
         },
     )
+}
+
+/// Opens a socket to `target` within the configured connect timeout.
+pub(crate) async fn open_socket(target: &Target, config: &Config) -> Result<Socket, Error> {
+    match target {
+        Target::Tcp(host, port) => {
+            Socket::tcp_with(host, *port, target, config.connect_timeout, &config.tcp).await
+        }
+        Target::Unix(path) => Socket::unix(path, target, config.connect_timeout).await,
+    }
 }
