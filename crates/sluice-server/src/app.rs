@@ -35,7 +35,7 @@ use sluice_gateway::AppState;
 use sluice_gateway::RequestContext;
 
 use crate::stream::{respond, Answer, Output, Serving, HTTP};
-use crate::uri::{QueryPairs, RouteName};
+use crate::uri::{single, QueryPairs, RouteName};
 use sluice_core::database::{Access, RunningQuery};
 
 /// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
@@ -175,19 +175,13 @@ async fn run_query(
 }
 
 /// The output asked for: the format by `?format=`, else by `Accept`, and
-/// `?complete=` (`1`/`true` or `0`/`false`): the completion line for NDJSON;
+/// `?complete=` (`1`/`true` or `0`/`false`), each given at most once: the completion line for NDJSON;
 /// nothing to add for JSON and Arrow, whose bodies cannot end whole without
 /// their closing `]` or end-of-stream marker; refused for CSV, which has
 /// neither (trailers are its way).
 fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, AppError> {
-    let value_of = |name: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    };
-    let format = choose_format(value_of("format"), headers)?;
-    let completion_line = match value_of("complete") {
+    let format = choose_format(single(pairs, "format")?, headers)?;
+    let completion_line = match single(pairs, "complete")? {
         None | Some("0" | "false") => false,
         Some("1" | "true") => true,
         Some(_) => return Err(AppError::parameter("complete", "give 1 or 0")),

@@ -65,7 +65,7 @@ use crate::error::AppError;
 use sluice_gateway::RequestContext;
 
 use crate::stream::HTTP;
-use crate::uri::{QueryPairs, RouteName};
+use crate::uri::{check_known_once, single, QueryPairs, RouteName};
 
 /// Bytes of calls sent to the database but not yet answered, at most.
 pub const WINDOW_BYTES: usize = 256 * 1024;
@@ -155,24 +155,22 @@ pub async fn run_batch(
         let config = state.admit_query(crate::auth::credential(&headers), &name, &mut context)?;
         let may_write = state.auth().has_scope(crate::auth::credential(&headers), "write");
         let QueryPairs(pairs) = query?;
-        let mut mode = None;
-        for (key, value) in &pairs {
-            if key != "transaction" {
+        check_known_once(
+            &pairs,
+            &["transaction"],
+            "unknown parameter (a batch takes transaction=single|each; the calls' \
+             parameters are the body's lines)",
+        )?;
+        let mode = match single(&pairs, "transaction")? {
+            None | Some("single") => Transaction::Single,
+            Some("each") => Transaction::Each,
+            Some(_) => {
                 return Err(AppError::parameter(
-                    key,
-                    "unknown parameter (a batch takes transaction=single|each; the calls' \
-                     parameters are the body's lines)",
-                ));
+                    "transaction",
+                    "expected single or each",
+                ))
             }
-            let chosen = match value.as_str() {
-                "single" => Transaction::Single,
-                "each" => Transaction::Each,
-                _ => return Err(AppError::parameter(key, "expected single or each")),
-            };
-            if mode.replace(chosen).is_some() {
-                return Err(AppError::parameter(key, "given more than once"));
-            }
-        }
+        };
         let form = BodyForm::of(&headers);
         let body = match form {
             BodyForm::Lines => crate::body::limited(&headers, body, state.config().max_body)?.0,
@@ -193,7 +191,7 @@ pub async fn run_batch(
             )));
         };
         let session = session.map_err(|error| AppError::from_start(error, false))?;
-        Ok((config.clone(), session, mode.unwrap_or_default(), body, form))
+        Ok((config.clone(), session, mode, body, form))
     }
     .await;
     let (config, session, mode, body, form) = match prepared {

@@ -40,7 +40,7 @@ use crate::error::{row_reason, AppError};
 use sluice_gateway::RequestContext;
 
 use crate::stream::HTTP;
-use crate::uri::{QueryPairs, RouteName};
+use crate::uri::{check_known_once, QueryPairs, RouteName};
 
 /// Rejected records reported in full in a skip-mode response; later ones are counted.
 pub const MAX_REJECTS: usize = 1000;
@@ -157,19 +157,11 @@ pub fn parse_options(
     } else {
         pairs
     };
-    let mut seen: Vec<&str> = Vec::new();
-    for (key, _) in pairs {
-        if !KNOWN.contains(&key.as_str()) {
-            return Err(AppError::parameter(
-                key,
-                format!("unknown parameter (known: {})", KNOWN.join(", ")),
-            ));
-        }
-        if seen.contains(&key.as_str()) {
-            return Err(AppError::parameter(key, "given more than once"));
-        }
-        seen.push(key);
-    }
+    check_known_once(
+        pairs,
+        KNOWN,
+        &format!("unknown parameter (known: {})", KNOWN.join(", ")),
+    )?;
     let get = |name: &str| {
         pairs
             .iter()

@@ -75,7 +75,8 @@ pub fn document(state: &AppState) -> Value {
             "description": "Named SQL queries streamed as NDJSON, JSON, CSV or an Arrow IPC \
                 stream; uploads into allow-listed tables; pipelined batches of calls. Errors \
                 before the first byte of a body are JSON ({\"error\": …}); a failure after it \
-                aborts the transfer, so a cut body never looks complete.",
+                aborts the transfer, so a cut body never looks complete. Every query-string \
+                parameter takes one value: a repeated one is a 400 naming it.",
         },
         "paths": paths,
         "components": components(),
@@ -139,7 +140,7 @@ fn components() -> Value {
             },
         },
         "responses": {
-            "BadRequest": error("A parameter or the body is malformed, or the database refused the values."),
+            "BadRequest": error("A parameter is malformed, unknown or repeated, or the body is malformed, or the database refused the values."),
             "Unauthorized": unauthorized,
             "Forbidden": error("The token may not do this."),
             "NotFound": error("No such query, table or route."),

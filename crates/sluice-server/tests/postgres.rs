@@ -150,6 +150,86 @@ async fn parameters_are_checked_by_type_and_named_in_400s() {
     assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE);
 }
 
+/// Every route's parameters take one value: a second one is a 400 naming the
+/// parameter, before anything runs (not the first or last value silently
+/// chosen: `format=csv&format=json` used to answer CSV).
+#[tokio::test]
+async fn a_repeated_parameter_is_a_400_naming_it_on_every_route() {
+    let db = TestDb::new();
+    db.execute("create table notes (id int primary key, note text);");
+    const TOKEN: &str = "every-scope-token-0123456789";
+    let config = postgres_config(
+        db.url(),
+        "pool_size = 1",
+        &format!(
+            "[queries.series]\nsql = \"select g from generate_series(1, $1::int) g\"\n\
+             params = [{{ name = \"n\", type = \"int\", required = true }}]\n\
+             [queries.add_note]\nsql = \"insert into notes values ($1::int, 'x')\"\n\
+             params = [{{ name = \"id\", type = \"int\", required = true }}]\n\
+             [sql]\n[tables.notes]\ntable = \"notes\"\n\
+             [[tokens]]\nname = \"all\"\ntoken = \"{TOKEN}\"\nqueries = [\"*\"]\n\
+             scopes = [\"sql\", \"write\"]\n"
+        ),
+    );
+    let state = AppState::new(config);
+    let bearer = format!("Bearer {TOKEN}");
+    for (method, uri, body, parameter) in [
+        (
+            "GET",
+            "/queries/series?n=1&format=csv&format=json",
+            "",
+            "format",
+        ),
+        (
+            "GET",
+            "/queries/series?format=csv&n=1&format=csv",
+            "",
+            "format",
+        ),
+        (
+            "GET",
+            "/queries/series?n=1&complete=1&complete=0",
+            "",
+            "complete",
+        ),
+        ("GET", "/queries/series?n=1&n=2", "", "n"),
+        (
+            "POST",
+            "/sql?format=json&format=csv",
+            r#"{"sql": "insert into notes values (1, 'x')"}"#,
+            "format",
+        ),
+        (
+            "POST",
+            "/queries/add_note/batch?transaction=each&transaction=each",
+            "[2]\n",
+            "transaction",
+        ),
+        (
+            "POST",
+            "/tables/notes?format=ndjson&format=ndjson",
+            "{\"id\": 3}\n",
+            "format",
+        ),
+    ] {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::AUTHORIZATION, &bearer)
+            .body(Body::from(body))
+            .unwrap();
+        let response = oneshot(&state, request).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{uri}");
+        let error = json(response).await;
+        assert_eq!(error["parameter"], parameter, "{uri}: {error}");
+        assert!(
+            error["error"].as_str().unwrap().contains("more than once"),
+            "{uri}: {error}"
+        );
+    }
+    assert_eq!(db.query_text("select count(*) from notes"), "0");
+}
+
 #[tokio::test]
 async fn invalid_utf8_in_a_parameter_is_a_400_naming_it() {
     let (_db, state) = setup();
