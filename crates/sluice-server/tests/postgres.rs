@@ -704,10 +704,11 @@ impl Drop for Gate<'_> {
     }
 }
 
-#[tokio::test]
-async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
+/// A database whose `wait_for_gate()` runs until the gate is opened, and a
+/// state over it with one pooled session, `pool_wait`, the queries `hold`
+/// (which waits for the gate) and `quick`, and the app's sessions.
+async fn gated_pool(pool_wait: &str) -> (TestDb, AppState, Sessions) {
     let db = TestDb::new();
-    // The one connection is held by a query that runs until the test opens the gate.
     db.execute(
         "create table gate (opened boolean);
          create function wait_for_gate() returns boolean language plpgsql as $$
@@ -721,18 +722,23 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
     let application = application_name();
     let config = postgres_config(
         &with_application_name(db.url(), &application),
-        "pool_size = 1\npool_wait = \"200ms\"",
+        &format!("pool_size = 1\npool_wait = \"{pool_wait}\""),
         "[queries.hold]\nsql = \"select wait_for_gate() as opened\"\n\
          [queries.quick]\nsql = \"select 1 as one\"\n",
     );
-    let state = AppState::new(config);
-    let gate = Gate(&db);
     let sessions = Sessions::watch(&db, &application).await;
+    (db, AppState::new(config), sessions)
+}
+
+/// Runs `hold` on the pool's one session, once it is running there.
+async fn hold_the_pool(
+    state: &AppState,
+    sessions: &Sessions,
+) -> tokio::task::JoinHandle<StatusCode> {
     let holder = tokio::spawn({
         let state = state.clone();
         async move { oneshot(&state, get("/queries/hold", &[])).await.status() }
     });
-    let sessions = &sessions;
     wait_until(
         PATIENCE,
         "the pool's one connection to run the holding query",
@@ -744,6 +750,15 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
         },
     )
     .await;
+    holder
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
+    let (db, state, sessions) = gated_pool("200ms").await;
+    // The one connection is held by a query that runs until the test opens the gate.
+    let gate = Gate(&db);
+    let holder = hold_the_pool(&state, &sessions).await;
     let started = std::time::Instant::now();
     // Bounded, as the holder never lets go by itself: a pool that waited for it
     // would hang here.
@@ -761,6 +776,33 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
     assert_eq!(holder.await.unwrap(), StatusCode::OK);
     let response = oneshot(&state, get("/queries/quick", &[])).await;
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// `/health` never queues for a session: with every session held and a
+/// `pool_wait` longer than its own 5 s limit, it answers at once that the
+/// database is busy (it used to wait, and call the database `timeout`: 503).
+#[tokio::test]
+async fn health_finds_a_held_pool_busy_without_waiting_for_it() {
+    let (db, state, sessions) = gated_pool("60s").await;
+    let gate = Gate(&db);
+    let holder = hold_the_pool(&state, &sessions).await;
+    let response = oneshot(&state, get("/health", &[])).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let health = json(response).await;
+    assert_eq!(health["databases"]["main"], "busy", "{health}");
+    assert_eq!(health["status"], "healthy");
+    gate.open();
+    assert_eq!(holder.await.unwrap(), StatusCode::OK);
+    // Once the holder's session is back, the check runs on it.
+    let state = &state;
+    wait_until(
+        PATIENCE,
+        "the health check to find the pool free",
+        || async {
+            json(oneshot(state, get("/health", &[])).await).await["databases"]["main"] == "ok"
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
