@@ -48,9 +48,10 @@ pub use limits::Limits;
 pub use queries::{ParamSpec, QueryConfig, QuerySplit, RESERVED_PARAMETERS};
 pub use reference::{example_file, reference_page};
 pub use server::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_WRITE_TIMEOUT, DEFAULT_KEEP_ALIVE_TIMEOUT,
-    DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_MAX_QUERY_STRING, DEFAULT_MAX_STREAM_DURATION,
-    DEFAULT_SHUTDOWN_GRACE, MAX_CONNECTIONS, MAX_THREADS,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_WRITE_TIMEOUT,
+    DEFAULT_KEEP_ALIVE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_MAX_QUERY_STRING,
+    DEFAULT_MAX_STREAM_DURATION, DEFAULT_MIN_BODY_RATE, DEFAULT_SHUTDOWN_GRACE, MAX_CONNECTIONS,
+    MAX_THREADS,
 };
 pub use sql::SqlConfig;
 pub use tables::{TableConfig, DEFAULT_MAX_LINE_BYTES};
@@ -116,6 +117,11 @@ pub struct Config {
     pub max_stream_duration: Duration,
     /// Longest a response body may wait for its client, unless its query says otherwise.
     pub idle_write_timeout: Duration,
+    /// Each stretch of this long spent waiting for a request body must bring
+    /// `min_body_rate` bytes a second (and at least one byte).
+    pub body_read_timeout: Duration,
+    /// Bytes a second a request body must average while the server waits for it.
+    pub min_body_rate: u64,
     /// Databases by name.
     pub databases: BTreeMap<String, DatabaseConfig>,
     /// Named queries by name.
@@ -261,6 +267,8 @@ impl Config {
             max_body: server.max_body,
             max_stream_duration: server.max_stream_duration,
             idle_write_timeout: server.idle_write_timeout,
+            body_read_timeout: server.body_read_timeout,
+            min_body_rate: server.min_body_rate,
             databases,
             queries,
             tokens,

@@ -212,10 +212,18 @@ impl AppState {
 impl AppState {
     /// Runs `select 1` on every database (at most 5 s each): whether all are
     /// usable, and each one's status (`ok`, `busy`, `unavailable`, `timeout`).
+    /// A database whose every session is in use is `busy` at once: the check
+    /// never queues for a session (`pool_wait`), so clients holding them all
+    /// cannot slow it down.
     pub async fn health(&self) -> (bool, BTreeMap<String, &'static str>) {
         let mut healthy = true;
         let mut statuses = BTreeMap::new();
         for (name, database) in &self.inner.databases {
+            let usage = database.usage();
+            if usage.in_use >= usage.size {
+                statuses.insert(name.clone(), "busy");
+                continue;
+            }
             let status = match tokio::time::timeout(Duration::from_secs(5), database.check()).await
             {
                 Ok(Ok(())) => "ok",

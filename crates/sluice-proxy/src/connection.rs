@@ -26,19 +26,27 @@
 //! trigger are passed on, then the fault acts. A cut or reset decided by a
 //! reader whose writer holds bytes back is queued behind those bytes, so the
 //! peer gets exactly what came before it.
+//!
+//! A side's close ends the connection whatever a fault holds back: the
+//! client's at once, dropping what is held (its session on the server must not
+//! outlive it), the server's once what it sent is delivered, without waiting
+//! for its delay. The reader of each side sees its close when it reads; a
+//! thread waiting on a fault's time looks for it every few milliseconds
+//! (`LiveFaults::watch`), so neither a delay nor a stall nor a full queue keeps
+//! a connection's slot after its client has gone.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::fault::live::{abort_on_close, Act, Closing, Cursor, LiveFaults};
+use crate::fault::live::{abort_on_close, Act, Closing, Cursor, LiveFaults, POLL};
 use crate::fault::{Action, FaultList, Trigger};
 use crate::observe::Observer;
 use crate::proxy::{Shared, Slot};
-use crate::shaping::{sleep_until, Schedule, Shaping};
+use crate::shaping::{Schedule, Shaping};
 
 /// Bytes read from a socket at once.
 const CHUNK: usize = 64 * 1024;
@@ -307,11 +315,27 @@ enum Item {
 }
 
 impl Sink {
-    /// Passes bytes on; false when the other side is gone.
-    fn forward(&mut self, bytes: &[u8], arrived: Instant) -> bool {
-        match self {
-            Sink::Socket(to) => write_or_close(to, bytes),
-            Sink::Queue(sender) => sender.send(Item::Bytes(arrived, bytes.to_vec())).is_ok(),
+    /// Passes bytes on; false when the other side is gone, or the connection
+    /// closed while the queue was full.
+    fn forward(&mut self, bytes: &[u8], arrived: Instant, live: &LiveFaults) -> bool {
+        let sender = match self {
+            Sink::Socket(to) => return write_or_close(to, bytes),
+            Sink::Queue(sender) => sender,
+        };
+        let mut item = Item::Bytes(arrived, bytes.to_vec());
+        loop {
+            match sender.try_send(item) {
+                Ok(()) => return true,
+                Err(TrySendError::Disconnected(_)) => return false,
+                // The writer holds the queue's worth back: wait for room,
+                // watching the sockets meanwhile.
+                Err(TrySendError::Full(again)) => item = again,
+            }
+            thread::sleep(POLL);
+            live.watch();
+            if live.closed() {
+                return false;
+            }
         }
     }
 
@@ -325,11 +349,12 @@ impl Sink {
         }
     }
 
-    /// The stream ended: passes the end on (FIN). A writer does so once it
-    /// has delivered everything queued, when the sender is dropped.
-    fn end(self, live: &LiveFaults, upward: bool) {
+    /// The server's stream ended: passes the end on to the client (FIN). A
+    /// writer does so once it has delivered everything queued, when the
+    /// sender is dropped.
+    fn end(self, live: &LiveFaults) {
         if let Sink::Socket(to) = self {
-            live.end_stream(&to, upward);
+            live.end_stream(&to, false);
         }
     }
 }
@@ -358,7 +383,11 @@ impl Pump {
         let mut buffer = vec![0u8; CHUNK];
         loop {
             let count = match from.read(&mut buffer) {
-                Ok(0) | Err(_) => return self.sink.end(&live, upward),
+                Ok(0) | Err(_) if upward => return live.client_left(),
+                Ok(0) | Err(_) => {
+                    live.server_left();
+                    return self.sink.end(&live);
+                }
                 Ok(count) => count,
             };
             let mut arrived = Instant::now();
@@ -394,7 +423,7 @@ impl Pump {
             return false;
         }
         self.tracked.observe(bytes, upward);
-        self.sink.forward(bytes, *arrived)
+        self.sink.forward(bytes, *arrived, live)
     }
 }
 
@@ -424,7 +453,8 @@ fn close_both(from: &TcpStream, to: &TcpStream) {
 /// Delivers one direction's chunks at their scheduled times, in order; closes
 /// the connection where a fault said to, forwards the end of the stream, and
 /// on a failed write closes the socket both ways so the reader on the other
-/// side stops too.
+/// side stops too. Once the server has closed its side, chunks for the client
+/// go at once and those for the server not at all.
 fn write_side(
     mut to: TcpStream,
     receiver: Receiver<Item>,
@@ -437,8 +467,8 @@ fn write_side(
             Item::Bytes(arrived, bytes) => (arrived, bytes),
             Item::Close(closing) => return live.close(closing),
         };
-        sleep_until(schedule.deliver_at(arrived, bytes.len()));
-        if live.closed() {
+        live.wait_until(schedule.deliver_at(arrived, bytes.len()));
+        if live.closed() || (upward && live.server_closed()) {
             return;
         }
         if !write_or_close(&mut to, &bytes) {

@@ -18,7 +18,7 @@ use sluice_postgres::config::Target;
 use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{Config, Connection};
 use sluice_proxy::{ControlToken, Fault, Proxy, ProxyHandle, Shaping, StartError};
-use sluice_testkit::TestDb;
+use sluice_testkit::{wait_until, TestDb};
 
 fn fault(spec: &str) -> Fault {
     spec.parse().unwrap()
@@ -82,6 +82,11 @@ impl Raw {
 
     /// Connects and sends the startup message, reading nothing.
     fn open(proxy: SocketAddr, config: &Config) -> Raw {
+        Raw::open_with(proxy, config, &[])
+    }
+
+    /// [`Raw::open`] with more startup parameters (an `application_name`).
+    fn open_with(proxy: SocketAddr, config: &Config, more: &[(&str, &str)]) -> Raw {
         let stream = TcpStream::connect(proxy).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
@@ -91,6 +96,7 @@ impl Raw {
             ("user", config.user.as_str()),
             ("database", config.database.as_str()),
         ];
+        parameters.extend_from_slice(more);
         if let Some(options) = &config.options {
             parameters.push(("options", options));
         }
@@ -392,6 +398,75 @@ fn a_slow_close_holds_the_servers_close_back() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Backends of the test server whose `application_name` is `application`.
+fn backends(db: &TestDb, application: &str) -> usize {
+    db.query_text(&format!(
+        "select count(*) from pg_stat_activity where application_name = '{application}'"
+    ))
+    .parse()
+    .unwrap()
+}
+
+/// A client that leaves while a fault holds its connection's bytes back (an
+/// hour's latency either way, a stall without end) frees its slot and its
+/// session on the server at once: with a single slot, the next client gets in
+/// rather than being refused (53300), and the first one's backend is gone.
+/// They used to wait for the fault's time: the hour.
+#[test]
+fn a_client_that_leaves_frees_its_slot_whatever_a_fault_holds_back() {
+    let db = TestDb::new();
+    for (number, spec) in [
+        "latency:delay=1h:downstream:once",
+        "latency:delay=1h:once",
+        "stall:downstream:once",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let proxy = Proxy::new("127.0.0.1:0", &upstream(&db), Shaping::default())
+            .max_connections(1)
+            .fault(fault(spec))
+            .start()
+            .unwrap();
+        let mut config: Config = db.url().parse().unwrap();
+        config.targets = vec![Target::Tcp("127.0.0.1".into(), proxy.address().port())];
+        config.tls = TlsSettings::disabled();
+        let application = format!("sluice_leaving_{}_{number}", std::process::id());
+        let mut first = Raw::open_with(
+            proxy.address(),
+            &config,
+            &[("application_name", &application)],
+        );
+        first.query("select 1");
+        // Held back on the way down only, the startup message and the query
+        // reach the server: its backend runs and waits, answers unread.
+        let reaches_the_server = spec.contains("downstream");
+        if reaches_the_server {
+            wait_until(
+                "the first client's backend",
+                Duration::from_secs(20),
+                || backends(&db, &application) == 1,
+            );
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        drop(first);
+        wait_until(
+            &format!("{spec}: the slot to be free"),
+            Duration::from_secs(10),
+            || proxy.report().open_connections == 0,
+        );
+        wait_until(
+            &format!("{spec}: the backend to be gone"),
+            Duration::from_secs(10),
+            || backends(&db, &application) == 0,
+        );
+        let mut second = Raw::login(proxy.address(), &config);
+        second.query("select 1");
+        assert_eq!(second.until_ready(), b"TDCZ", "{spec}");
+        assert_eq!(proxy.report().refused_connections, 0, "{spec}");
+    }
 }
 
 /// One HTTP/1.1 exchange with the control API, as curl would send it to

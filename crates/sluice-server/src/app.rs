@@ -7,7 +7,7 @@
 //! | `POST /sql` | stream ad-hoc SQL (`{"sql": "...", "params": [...]}`), if enabled, scope `sql` |
 //! | `POST /tables/{name}` | stream an NDJSON or CSV body into an allow-listed table, scope `write` ([`crate::ingest`]) |
 //! | `POST /queries/{name}/batch` | run a named query for each NDJSON line of the body, pipelined ([`crate::batch`]) |
-//! | `GET /health` | `select 1` on every database: 200 healthy, 503 otherwise |
+//! | `GET /health` | `select 1` on every database (a pool with no free session is `busy`, not waited for): 200 healthy, 503 otherwise |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /openapi.json` | OpenAPI 3 description of every named query |
 //!
@@ -15,7 +15,7 @@
 //! asks for it. Without tokens, every route first checks the `Host` header
 //! ([`crate::auth::check_host`]).
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -30,12 +30,13 @@ use sluice_core::database::Param;
 use sluice_gateway::config::QueryConfig;
 use sluice_gateway::GatewayError;
 
+use crate::body::{limited, read_whole, Limit, Pace};
 use crate::error::AppError;
 use sluice_gateway::AppState;
 use sluice_gateway::RequestContext;
 
 use crate::stream::{respond, Answer, Output, Serving, HTTP};
-use crate::uri::{QueryPairs, RouteName};
+use crate::uri::{single, QueryPairs, RouteName};
 use sluice_core::database::{Access, RunningQuery};
 
 /// The router. Tests drive it with `tower::ServiceExt::oneshot`; `sluice serve`
@@ -175,19 +176,13 @@ async fn run_query(
 }
 
 /// The output asked for: the format by `?format=`, else by `Accept`, and
-/// `?complete=` (`1`/`true` or `0`/`false`): the completion line for NDJSON;
+/// `?complete=` (`1`/`true` or `0`/`false`), each given at most once: the completion line for NDJSON;
 /// nothing to add for JSON and Arrow, whose bodies cannot end whole without
 /// their closing `]` or end-of-stream marker; refused for CSV, which has
 /// neither (trailers are its way).
 fn output_of(pairs: &[(String, String)], headers: &HeaderMap) -> Result<Output, AppError> {
-    let value_of = |name: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    };
-    let format = choose_format(value_of("format"), headers)?;
-    let completion_line = match value_of("complete") {
+    let format = choose_format(single(pairs, "format")?, headers)?;
+    let completion_line = match single(pairs, "complete")? {
         None | Some("0" | "false") => false,
         Some("1" | "true") => true,
         Some(_) => return Err(AppError::parameter("complete", "give 1 or 0")),
@@ -275,7 +270,7 @@ async fn run_sql(
         let output = output_of(&pairs, &headers)?;
         // Read here, not by an extractor: after the token check, and so that a
         // body over the limit is answered, logged and counted like any request.
-        let body = read_sql_body(body).await?;
+        let body = read_sql_body(&headers, body, &state).await?;
         let request = parse_sql_request(&body)?;
         let params = request.params.into_iter().map(untyped_param).collect();
         let database = state.database(&sql.database)?;
@@ -301,22 +296,20 @@ async fn run_sql(
 }
 
 /// The longest `POST /sql` body (axum's limit for buffered bodies).
-const MAX_SQL_BODY_BYTES: usize = 2 << 20;
+const MAX_SQL_BODY: Limit = Limit {
+    bytes: 2 << 20,
+    source: "a POST /sql body is at most 2 MiB",
+};
 
-/// Reads a `POST /sql` body of at most [`MAX_SQL_BODY_BYTES`].
-async fn read_sql_body(body: Body) -> Result<Bytes, AppError> {
-    let collected =
-        http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_SQL_BODY_BYTES))
-            .await;
-    match collected {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(
-            AppError::PayloadTooLarge("the body is larger than 2 MiB".into()),
-        ),
-        Err(error) => Err(AppError::bad_request(format!(
-            "reading the request body failed: {error}"
-        ))),
-    }
+/// Reads a `POST /sql` body whole, within [`MAX_SQL_BODY`] and at the
+/// server's pace for bodies (before any session is taken).
+async fn read_sql_body(
+    headers: &HeaderMap,
+    body: Body,
+    state: &AppState,
+) -> Result<Vec<u8>, AppError> {
+    let (body, cut) = limited(headers, body, MAX_SQL_BODY, Pace::of(state.config()))?;
+    read_whole(body, &cut).await
 }
 
 /// The body of `POST /sql`. A parameter that does not parse (a string that is

@@ -33,12 +33,24 @@
 //! the next set; a client that reads slowly therefore stops the pipeline (and
 //! with it the reading of the body and the database). Memory per request is the
 //! pipeline's window ([`WINDOW_BYTES`] of unanswered calls), one body line (at most
-//! [`MAX_LINE_BYTES`]), the result lines of the calls in flight, and the channel.
+//! [`MAX_LINE_BYTES`]), the result lines of the calls in flight, and the channel,
+//! besides what of the body is read before the session (below).
 //! A failure after the response started (the database gone, a COMMIT refused)
 //! aborts the body, so it never looks complete.
+//!
+//! A client cannot hold a session by being slow. The body is read before a
+//! session is taken as far as the route allows: whole for a JSON array and for
+//! a token without scope `write` (at most [`MAX_HELD_BODY_BYTES`]: its calls
+//! only read, and it must not be able to hold the pool at all), else its first
+//! [`READ_AHEAD_BYTES`], which most batches fit in. What streams after that is
+//! held to the body's pace ([`crate::body`]): a body that comes too slowly is
+//! ended, with 408 if that happens before the session is taken, otherwise by
+//! cutting the response (and the session's transaction is rolled back). The
+//! results are handed to the client within `idle_write_timeout` and
+//! `max_stream_duration`, as a query's rows are.
 
 use std::io;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -46,6 +58,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use sluice_core::calls::{CallOutcome, ParamSet, ParamSource, Transaction};
 use sluice_core::connect::Session;
@@ -57,15 +70,17 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::io::StreamReader;
 
 use sluice_gateway::config::QueryConfig;
-use sluice_gateway::AppState;
-use sluice_gateway::GatewayError;
+use sluice_gateway::{hand_over, AppState, GatewayError, NotTaken, Timing};
 
-use crate::batch_array::{array_as_lines, framed_as_array, BodyForm, MAX_ARRAY_BODY_BYTES};
+use crate::batch_array::{array_as_lines, framed_as_array, BodyForm};
+#[cfg(doc)]
+use crate::body::MAX_HELD_BODY_BYTES;
+use crate::body::{limited, read_ahead, Cut, Limit, Pace, READ_AHEAD_BYTES};
 use crate::error::AppError;
 use sluice_gateway::RequestContext;
 
 use crate::stream::HTTP;
-use crate::uri::{QueryPairs, RouteName};
+use crate::uri::{check_known_once, single, QueryPairs, RouteName};
 
 /// Bytes of calls sent to the database but not yet answered, at most.
 pub const WINDOW_BYTES: usize = 256 * 1024;
@@ -78,31 +93,88 @@ pub const CHANNEL_CHUNKS: usize = 4;
 
 type Chunk = Result<Bytes, io::Error>;
 
+/// Where result lines go: gathered as the pipeline reports them, then handed
+/// to the response's body a chunk at a time, each within the response's time
+/// limits (`idle_write_timeout`, `max_stream_duration`), as a query's rows are.
+struct Results {
+    gathered: Arc<Mutex<Vec<u8>>>,
+    sender: mpsc::Sender<Chunk>,
+    /// When the response must have ended.
+    deadline: tokio::time::Instant,
+    timing: Timing,
+    /// Why a chunk was not taken in time, if one was not.
+    late: Option<NotTaken>,
+}
+
+impl Results {
+    fn new(sender: mpsc::Sender<Chunk>, timing: Timing) -> Results {
+        Results {
+            gathered: Arc::default(),
+            sender,
+            deadline: tokio::time::Instant::now() + timing.max_duration,
+            timing,
+            late: None,
+        }
+    }
+
+    /// Adds one result line; true once the lines gathered are worth a chunk.
+    fn gather(&self, line: &[u8]) -> bool {
+        let mut gathered = lock(&self.gathered);
+        gathered.extend_from_slice(line);
+        gathered.len() >= 64 * 1024
+    }
+
+    /// Hands the gathered result lines to the response; an error once the
+    /// client has gone, or has taken nothing for `idle_write_timeout`, or the
+    /// response has run for `max_stream_duration`.
+    async fn flush(&mut self) -> Result<usize, Error> {
+        let chunk = {
+            let mut gathered = lock(&self.gathered);
+            if gathered.is_empty() {
+                return Ok(0);
+            }
+            Bytes::from(std::mem::take(&mut *gathered))
+        };
+        let length = chunk.len();
+        let handed = hand_over(
+            &self.sender,
+            Ok(chunk),
+            self.deadline,
+            self.timing.idle_write_timeout,
+        )
+        .await;
+        handed.map_err(|not_taken| {
+            let message = match not_taken {
+                NotTaken::ClientGone => "the client went away before the results were sent".into(),
+                NotTaken::Idle => format!(
+                    "the client took no results for {:?} (idle_write_timeout)",
+                    self.timing.idle_write_timeout
+                ),
+                NotTaken::PastDeadline => format!(
+                    "the batch ran for {:?} (max_stream_duration)",
+                    self.timing.max_duration
+                ),
+            };
+            if not_taken != NotTaken::ClientGone {
+                self.late = Some(not_taken);
+            }
+            Error::new(ErrorKind::OutputClosed, message)
+        })?;
+        Ok(length)
+    }
+}
+
+/// The gathered lines, even if a thread panicked while adding to them: each
+/// line is added whole.
+fn lock(gathered: &Mutex<Vec<u8>>) -> std::sync::MutexGuard<'_, Vec<u8>> {
+    gathered.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
 /// Parameter sets from the lines of a body; before each, the result lines
 /// gathered so far go to the response.
 struct BodyLines<R> {
     lines: ParamLines<R>,
-    output: Arc<Mutex<Vec<u8>>>,
-    sender: mpsc::Sender<Chunk>,
-}
-
-/// Hands the gathered result lines to the response; an error once the client has gone.
-async fn flush(output: &Mutex<Vec<u8>>, sender: &mpsc::Sender<Chunk>) -> Result<usize, Error> {
-    let chunk = {
-        let mut output = output.lock().unwrap_or_else(|poison| poison.into_inner());
-        if output.is_empty() {
-            return Ok(0);
-        }
-        Bytes::from(std::mem::take(&mut *output))
-    };
-    let length = chunk.len();
-    sender.send(Ok(chunk)).await.map_err(|_| {
-        Error::new(
-            ErrorKind::OutputClosed,
-            "the client went away before the results were sent",
-        )
-    })?;
-    Ok(length)
+    results: Results,
 }
 
 impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
@@ -111,25 +183,16 @@ impl<R: AsyncBufRead + Unpin + Send> BodyLines<R> {
     /// result line per input line, and the client is never cut off mid-upload).
     async fn drain_rolled_back(&mut self) -> Result<(), Error> {
         while let Some((line, _)) = self.lines.next_line().await? {
-            let full = {
-                let mut output = self
-                    .output
-                    .lock()
-                    .unwrap_or_else(|poison| poison.into_inner());
-                output.extend_from_slice(
-                    format!("{{\"line\":{line},\"rolled_back\":true}}\n").as_bytes(),
-                );
-                output.len() >= 64 * 1024
-            };
-            if full {
-                flush(&self.output, &self.sender).await?;
+            let rolled_back = format!("{{\"line\":{line},\"rolled_back\":true}}\n");
+            if self.results.gather(rolled_back.as_bytes()) {
+                self.results.flush().await?;
             }
         }
         Ok(())
     }
 
     async fn next_set(&mut self) -> Result<Option<ParamSet>, Error> {
-        flush(&self.output, &self.sender).await?;
+        self.results.flush().await?;
         self.lines.next().await
     }
 }
@@ -140,8 +203,9 @@ impl<R: AsyncBufRead + Unpin + Send> ParamSource for BodyLines<R> {
     }
 }
 
-/// The handler: checks, then hands the session and the body to a pipeline task
-/// and answers once the statement is prepared.
+/// The handler: checks, reads the body (all of it that a session must not
+/// wait for, see the module docs), then hands the session and the body to a
+/// pipeline task and answers once the statement is prepared.
 pub async fn run_batch(
     State(state): State<AppState>,
     RouteName(name): RouteName,
@@ -155,33 +219,24 @@ pub async fn run_batch(
         let config = state.admit_query(crate::auth::credential(&headers), &name, &mut context)?;
         let may_write = state.auth().has_scope(crate::auth::credential(&headers), "write");
         let QueryPairs(pairs) = query?;
-        let mut mode = None;
-        for (key, value) in &pairs {
-            if key != "transaction" {
+        check_known_once(
+            &pairs,
+            &["transaction"],
+            "unknown parameter (a batch takes transaction=single|each; the calls' \
+             parameters are the body's lines)",
+        )?;
+        let mode = match single(&pairs, "transaction")? {
+            None | Some("single") => Transaction::Single,
+            Some("each") => Transaction::Each,
+            Some(_) => {
                 return Err(AppError::parameter(
-                    key,
-                    "unknown parameter (a batch takes transaction=single|each; the calls' \
-                     parameters are the body's lines)",
-                ));
-            }
-            let chosen = match value.as_str() {
-                "single" => Transaction::Single,
-                "each" => Transaction::Each,
-                _ => return Err(AppError::parameter(key, "expected single or each")),
-            };
-            if mode.replace(chosen).is_some() {
-                return Err(AppError::parameter(key, "given more than once"));
-            }
-        }
-        let form = BodyForm::of(&headers);
-        let body = match form {
-            BodyForm::Lines => crate::body::limited(&headers, body, state.config().max_body)?.0,
-            BodyForm::Array => {
-                let limit = state.config().max_body.min(MAX_ARRAY_BODY_BYTES);
-                let (body, overrun) = crate::body::limited(&headers, body, limit)?;
-                array_as_lines(body, &overrun).await?
+                    "transaction",
+                    "expected single or each",
+                ))
             }
         };
+        let form = BodyForm::of(&headers);
+        let (body, cut) = read_before_session(&state, &headers, body, form, may_write).await?;
         let database = state.database(&config.database)?;
         let Some(session) = database
             .session(config.limits.statement_timeout, !may_write)
@@ -193,10 +248,10 @@ pub async fn run_batch(
             )));
         };
         let session = session.map_err(|error| AppError::from_start(error, false))?;
-        Ok((config.clone(), session, mode.unwrap_or_default(), body, form))
+        Ok((config.clone(), session, mode, (body, cut), form))
     }
     .await;
-    let (config, session, mode, body, form) = match prepared {
+    let (config, session, mode, (body, cut), form) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             context.finish(
@@ -215,11 +270,12 @@ pub async fn run_batch(
     let shutdown = state.shutdown_token();
     let completed = Arc::new(AtomicBool::new(false));
     let task = Pipeline {
+        results: Results::new(sender, state.config().timing(&config.limits)),
         config,
         mode,
-        sender,
         ready,
         completed: completed.clone(),
+        cut,
     };
     tokio::spawn(async move {
         tokio::select! {
@@ -238,13 +294,10 @@ pub async fn run_batch(
             .into_response()
         }
     }
-    let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|chunk| (chunk, receiver))
-    })
-    .fuse();
+    let chunks = ended_truthfully(receiver, completed);
     let body = match form {
         BodyForm::Lines => Body::from_stream(chunks),
-        BodyForm::Array => Body::from_stream(framed_as_array(chunks, completed)),
+        BodyForm::Array => Body::from_stream(framed_as_array(chunks)),
     };
     let mut response = (StatusCode::OK, body).into_response();
     response.headers_mut().insert(
@@ -257,35 +310,91 @@ pub async fn run_batch(
     response
 }
 
+/// Reads what of the body must come before a database session is taken: a
+/// JSON array, and NDJSON from a token without scope `write` (whose calls
+/// only read), whole; other NDJSON, its first [`READ_AHEAD_BYTES`]. The body
+/// is given back whole, with what tells whether it was cut (and why).
+async fn read_before_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    form: BodyForm,
+    may_write: bool,
+) -> Result<(BoxStream<'static, io::Result<Bytes>>, Cut), AppError> {
+    let max_body = state.config().max_body;
+    let (limit, ahead) = match (form, may_write) {
+        (BodyForm::Lines, true) => (Limit::max_body(max_body), READ_AHEAD_BYTES),
+        _ => (Limit::held_whole(max_body), usize::MAX),
+    };
+    let (body, cut) = limited(headers, body, limit, Pace::of(state.config()))?;
+    let body = match form {
+        BodyForm::Array => array_as_lines(body, &cut).await?,
+        BodyForm::Lines => read_ahead(body, ahead)
+            .await
+            .map_err(|error| cut.read_error(&error))?,
+    };
+    Ok((body, cut))
+}
+
+/// The result chunks as the response's body, which ends cleanly only once
+/// `completed` says the batch ended well, and otherwise in an error (hyper
+/// then aborts the transfer): a cut batch never looks complete.
+fn ended_truthfully(
+    receiver: mpsc::Receiver<Chunk>,
+    completed: Arc<AtomicBool>,
+) -> impl futures_util::Stream<Item = Chunk> + Send + 'static {
+    futures_util::stream::unfold(Some(receiver), move |receiver| {
+        let completed = completed.clone();
+        async move {
+            let mut receiver = receiver?;
+            match receiver.recv().await {
+                Some(chunk) => Some((chunk, Some(receiver))),
+                None if completed.load(Ordering::Acquire) => None,
+                None => Some((
+                    Err(io::Error::other("the batch ended before its last result")),
+                    None,
+                )),
+            }
+        }
+    })
+    // A body may be polled again after its end (the compression layer does).
+    .fuse()
+}
+
 /// What the pipeline task is given besides its session, body and log entry.
 struct Pipeline {
     config: QueryConfig,
     mode: Transaction,
     /// Where the result lines go.
-    sender: mpsc::Sender<Chunk>,
+    results: Results,
     /// Answered once the statement is prepared (or refused).
     ready: oneshot::Sender<Result<(), AppError>>,
     /// Set when every result has been sent and the batch ended well.
     completed: Arc<AtomicBool>,
+    /// Whether the body was cut, and why.
+    cut: Cut,
 }
 
 /// Prepares the statement (answering `ready`), runs the pipeline over the body's
-/// lines, sends the result lines, and logs the request.
+/// lines, sends the result lines, and logs the request. The session goes back
+/// (or, after a failure, is dropped) before the last result lines are handed
+/// over, so it never waits on the client.
 async fn pipeline_task(
     task: Pipeline,
     mut session: Box<dyn Session>,
-    body: futures_util::stream::BoxStream<'static, io::Result<Bytes>>,
+    body: BoxStream<'static, io::Result<Bytes>>,
     mut context: RequestContext,
 ) {
     let Pipeline {
         config,
         mode,
-        sender,
+        results,
         ready,
         completed,
+        cut,
     } = task;
     let mut ready = Some(ready);
-    let output = Arc::new(Mutex::new(Vec::new()));
+    let gathered = results.gathered.clone();
     let reader = BufReader::with_capacity(64 * 1024, StreamReader::new(body));
     let mut source = BodyLines {
         lines: ParamLines::new(
@@ -294,8 +403,7 @@ async fn pipeline_task(
             session.param_spelling(),
             MAX_LINE_BYTES,
         ),
-        output: output.clone(),
-        sender: sender.clone(),
+        results,
     };
     let outcome = async {
         let pipeline = match session.prepare_calls(&config.sql).await {
@@ -321,8 +429,7 @@ async fn pipeline_task(
         }
         let mut report = |line: u64, outcome: CallOutcome<'_>| -> Result<(), Error> {
             let line = lines.line(line, outcome)?;
-            let mut output = output.lock().unwrap_or_else(|poison| poison.into_inner());
-            output.extend_from_slice(line);
+            lock(&gathered).extend_from_slice(line);
             Ok(())
         };
         let summary = pipeline
@@ -338,30 +445,24 @@ async fn pipeline_task(
         Ok(summary)
     }
     .await;
-    let round_trips_before_reset = session.round_trips();
-    let body_failed = source.lines.input_failed();
-    drop(source);
+    let round_trips = session.round_trips();
+    let BodyLines { lines, mut results } = source;
+    let body_failed = lines.input_failed();
+    drop(lines);
     match outcome {
         Ok(summary) => {
-            // The lines reported last, then the end of the body.
             // The session keeps its settings: the next user sets what it needs.
-            let flushed = flush(&output, &sender).await;
-            let round_trips = session.round_trips();
-            match flushed {
+            session.close().await;
+            // The lines reported last, then the end of the body.
+            match results.flush().await {
                 Ok(_) => {
-                    completed.store(true, std::sync::atomic::Ordering::Release);
-                    session.close().await;
+                    completed.store(true, Ordering::Release);
                     context.finish(200, "complete", summary.calls, 0, round_trips, None);
                 }
                 Err(error) => {
-                    context.finish(
-                        200,
-                        "client_gone",
-                        summary.calls,
-                        0,
-                        round_trips,
-                        Some(&error.to_string()),
-                    );
+                    let outcome = ended_early(&error, &results, &cut, body_failed);
+                    let message = error.to_string();
+                    context.finish(200, outcome, summary.calls, 0, round_trips, Some(&message));
                 }
             }
         }
@@ -372,7 +473,7 @@ async fn pipeline_task(
                 "rejected",
                 0,
                 0,
-                round_trips_before_reset,
+                round_trips,
                 Some(&error.to_string()),
             );
             if let Some(ready) = ready.take() {
@@ -381,23 +482,26 @@ async fn pipeline_task(
         }
         Err((None, error)) => {
             let error = error.unwrap_or_else(|| Error::protocol("the pipeline failed"));
-            let outcome = if error.kind() == ErrorKind::OutputClosed || body_failed {
-                "client_gone"
-            } else {
-                "error"
-            };
-            // What was reported is true; then the body is aborted, never ended cleanly.
-            let _ = flush(&output, &sender).await;
-            let _ = sender.send(Err(io::Error::other(error.to_string()))).await;
-            context.finish(
-                200,
-                outcome,
-                0,
-                0,
-                round_trips_before_reset,
-                Some(&error.to_string()),
-            );
-            // The session is dropped, not released: its transaction is rolled back.
+            // Dropped, not given back: its transaction is rolled back.
+            drop(session);
+            // What was reported is true; then the body ends in an error (it
+            // was not completed), never cleanly.
+            let _ = results.flush().await;
+            let outcome = ended_early(&error, &results, &cut, body_failed);
+            context.finish(200, outcome, 0, 0, round_trips, Some(&error.to_string()));
         }
+    }
+}
+
+/// The log's outcome of a batch that ended after its response began.
+fn ended_early(error: &Error, results: &Results, cut: &Cut, body_failed: bool) -> &'static str {
+    if cut.too_slow() || results.late.is_some() {
+        "timeout"
+    } else if cut.happened() {
+        "limit"
+    } else if error.kind() == ErrorKind::OutputClosed || body_failed {
+        "client_gone"
+    } else {
+        "error"
     }
 }

@@ -3,17 +3,15 @@
 //! with one JSON array of results. It is what clients generated from the
 //! OpenAPI document send and parse: NDJSON is not a media type they know.
 //!
-//! The array is read whole (at most [`MAX_ARRAY_BODY_BYTES`], within the
+//! The array is read whole (at most [`MAX_HELD_BODY_BYTES`], within the
 //! route's `max_body`), because a call cannot be run before the array is known
-//! to be one; then each element is handed to the pipeline as the line it would
+//! to be one, and before a database session is taken; then each element is handed to the pipeline as the line it would
 //! have been, numbered from 1 as lines are. NDJSON bodies stream and are the
 //! form for large batches. The results are the NDJSON form's lines framed as an
 //! array, whose closing `]` is sent only when the batch ended well: a cut
 //! response never parses.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
@@ -21,11 +19,10 @@ use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use serde_json::value::RawValue;
 
-use crate::body::Overrun;
+#[cfg(doc)]
+use crate::body::MAX_HELD_BODY_BYTES;
+use crate::body::{read_whole, Cut};
 use crate::error::AppError;
-
-/// The largest JSON-array body, which is held whole while it is split.
-pub const MAX_ARRAY_BODY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// How a batch's calls arrive, and so how its results are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,21 +59,10 @@ impl BodyForm {
 
 /// Reads a JSON-array body whole and returns its elements as NDJSON lines.
 pub async fn array_as_lines(
-    mut body: BoxStream<'static, io::Result<Bytes>>,
-    overrun: &Overrun,
+    body: BoxStream<'static, io::Result<Bytes>>,
+    cut: &Cut,
 ) -> Result<BoxStream<'static, io::Result<Bytes>>, AppError> {
-    let mut whole = Vec::new();
-    while let Some(chunk) = body.next().await {
-        match chunk {
-            Ok(chunk) => whole.extend_from_slice(&chunk),
-            Err(_) if overrun.happened() => return Err(overrun.error()),
-            Err(error) => {
-                return Err(AppError::bad_request(format!(
-                    "the body could not be read: {error}"
-                )))
-            }
-        }
-    }
+    let whole = read_whole(body, cut).await?;
     let lines = lines_of(&whole)?;
     Ok(futures_util::stream::once(async move { Ok(Bytes::from(lines)) }).boxed())
 }
@@ -102,30 +88,22 @@ fn lines_of(body: &[u8]) -> Result<Vec<u8>, AppError> {
 }
 
 /// The results' NDJSON chunks (whole lines) framed as one JSON array: `[`
-/// before the first, `,` between, and `]` once `completed` says the batch
-/// ended well; otherwise the body ends in an error.
+/// before the first, `,` between, and `]` once they end; a chunk that is an
+/// error (the batch did not end well) ends the body in it, the array unclosed.
 pub fn framed_as_array(
     chunks: impl Stream<Item = io::Result<Bytes>> + Send + 'static,
-    completed: Arc<AtomicBool>,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
     let state = (chunks.boxed(), Framing::default(), false);
-    futures_util::stream::unfold(state, move |(mut chunks, mut framing, ended)| {
-        let completed = completed.clone();
-        async move {
-            if ended {
-                return None;
-            }
-            let (item, ended) = match chunks.next().await {
-                Some(Ok(chunk)) => (Ok(framing.frame(&chunk)), false),
-                Some(Err(error)) => (Err(error), true),
-                None if completed.load(Ordering::Acquire) => (Ok(framing.end()), true),
-                None => (
-                    Err(io::Error::other("the batch ended before its last result")),
-                    true,
-                ),
-            };
-            Some((item, (chunks, framing, ended)))
+    futures_util::stream::unfold(state, move |(mut chunks, mut framing, ended)| async move {
+        if ended {
+            return None;
         }
+        let (item, ended) = match chunks.next().await {
+            Some(Ok(chunk)) => (Ok(framing.frame(&chunk)), false),
+            Some(Err(error)) => (Err(error), true),
+            None => (Ok(framing.end()), true),
+        };
+        Some((item, (chunks, framing, ended)))
     })
     // A body may be polled again after its end (the compression layer does).
     .fuse()
@@ -175,21 +153,16 @@ mod tests {
 
     #[tokio::test]
     async fn results_close_only_when_the_batch_completed() {
-        let run = |chunks: Vec<&'static [u8]>, completed: bool| async move {
-            let chunks = futures_util::stream::iter(
-                chunks
-                    .into_iter()
-                    .map(|chunk| Ok(Bytes::from_static(chunk))),
-            );
-            let framed: Vec<_> = framed_as_array(chunks, Arc::new(AtomicBool::new(completed)))
-                .collect()
-                .await;
+        let run = |chunks: Vec<io::Result<&'static [u8]>>| async move {
+            let chunks =
+                futures_util::stream::iter(chunks.into_iter().map(|chunk| chunk.map(Bytes::from)));
+            let framed: Vec<_> = framed_as_array(chunks).collect().await;
             framed
         };
-        let whole = run(
-            vec![b"{\"line\":1}\n{\"line\":2}\n", b"{\"line\":3}\n"],
-            true,
-        )
+        let whole = run(vec![
+            Ok(b"{\"line\":1}\n{\"line\":2}\n"),
+            Ok(b"{\"line\":3}\n"),
+        ])
         .await;
         let text: Vec<u8> = whole
             .iter()
@@ -197,9 +170,10 @@ mod tests {
             .collect();
         let parsed: serde_json::Value = serde_json::from_slice(&text).unwrap();
         assert_eq!(parsed.as_array().unwrap().len(), 3);
-        let empty = run(vec![], true).await;
+        let empty = run(vec![]).await;
         assert_eq!(empty[0].as_ref().unwrap().as_ref(), b"[]\n");
-        let cut = run(vec![b"{\"line\":1}\n"], false).await;
+        let cut = run(vec![Ok(b"{\"line\":1}\n"), Err(io::Error::other("cut"))]).await;
+        assert_eq!(cut.len(), 2);
         assert!(cut.last().unwrap().is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! [`AppError`]: every failure an HTTP client can see before the first byte of a
 //! body: the gateway's own ([`GatewayError`]) and those only HTTP has (a method,
-//! a media type, a body or a query string the route does not take).
+//! a media type, a body or a query string the route does not take, a body too
+//! slow).
 //!
 //! Each becomes a status and a small JSON body, `{"error": "...", "sqlstate": "...",
 //! "parameter": "..."}`, with only what the client can act on (see
@@ -28,6 +29,9 @@ pub enum AppError {
     MethodNotAllowed(String),
     /// 406: no acceptable format.
     NotAcceptable(String),
+    /// 408: a request body that came too slowly (`body_read_timeout`,
+    /// `min_body_rate`).
+    RequestTimeout(String),
     /// 413: a request body over the route's limit.
     PayloadTooLarge(String),
     /// 415: a request body in a format the route does not take.
@@ -132,6 +136,7 @@ impl AppError {
             AppError::Gateway(error) => status_of(error.class()),
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            AppError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
@@ -160,6 +165,7 @@ impl std::fmt::Display for AppError {
             AppError::Gateway(error) => error.fmt(f),
             AppError::MethodNotAllowed(message)
             | AppError::NotAcceptable(message)
+            | AppError::RequestTimeout(message)
             | AppError::PayloadTooLarge(message)
             | AppError::UnsupportedMediaType(message)
             | AppError::UriTooLong(message) => f.write_str(message),

@@ -2,9 +2,13 @@
 //! allow-listed table by its database's session (`Session::import`), with the options
 //! of `sluice import` as query parameters.
 //!
-//! The body is never held whole: it is read in pieces as the import asks for
-//! them (a [`StreamReader`] over the body's frames) and rows go to the database
-//! as they are decoded, so a slow database slows the upload (TCP flow control).
+//! The body is never held whole: its first [`READ_AHEAD_BYTES`] are read
+//! before a session is taken (so a small body never makes a session wait on its
+//! client), the rest in pieces as the import asks for them (a [`StreamReader`]
+//! over the body's frames), and rows go to the database as they are decoded, so
+//! a slow database slows the upload (TCP flow control). A body that comes
+//! slower than `[server] body_read_timeout` and `min_body_rate` allow is ended
+//! with 408 and nothing is written ([`crate::body`]).
 //! The import runs in a task of its own, so a client that leaves mid-upload still
 //! has its import ended properly: the body then ends in an error, the COPY is
 //! failed (or the transaction rolled back) and nothing is committed.
@@ -12,10 +16,11 @@
 //! Responses: 200 with `{"records", "accepted", "rejected", "written",
 //! "round_trips"}` (with `on_error=skip`, also `"rejects"`: the first
 //! [`MAX_REJECTS`] rejected records in full, and `"rejects_omitted"`: how many
-//! more there were); 422 with `{"error", "line", "column", "sqlstate"}` for a bad
-//! record or a row the database refused in abort mode; 400 for bad options; 401/403
-//! without a token of scope `write`; 404 for a table not in the configuration;
-//! 405 on a server whose databases are all SQLite (read-only).
+//! more there were); 422 with `{"error", "line", "column", "sqlstate"}` for a
+//! bad record or a row the database refused in abort mode; 400 for bad options;
+//! 401/403 without a token of scope `write`; 404 for a table not in the
+//! configuration; 405 on a server whose databases are all SQLite (read-only);
+//! 408 for a body that came too slowly; 413 for one over `max_body`.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -36,11 +41,12 @@ use sluice_gateway::AppState;
 use sluice_gateway::GatewayError;
 use sluice_gateway::Need;
 
+use crate::body::{limited, read_ahead, Limit, Pace, READ_AHEAD_BYTES};
 use crate::error::{row_reason, AppError};
 use sluice_gateway::RequestContext;
 
 use crate::stream::HTTP;
-use crate::uri::{QueryPairs, RouteName};
+use crate::uri::{check_known_once, QueryPairs, RouteName};
 
 /// Rejected records reported in full in a skip-mode response; later ones are counted.
 pub const MAX_REJECTS: usize = 1000;
@@ -157,19 +163,11 @@ pub fn parse_options(
     } else {
         pairs
     };
-    let mut seen: Vec<&str> = Vec::new();
-    for (key, _) in pairs {
-        if !KNOWN.contains(&key.as_str()) {
-            return Err(AppError::parameter(
-                key,
-                format!("unknown parameter (known: {})", KNOWN.join(", ")),
-            ));
-        }
-        if seen.contains(&key.as_str()) {
-            return Err(AppError::parameter(key, "given more than once"));
-        }
-        seen.push(key);
-    }
+    check_known_once(
+        pairs,
+        KNOWN,
+        &format!("unknown parameter (known: {})", KNOWN.join(", ")),
+    )?;
     let get = |name: &str| {
         pairs
             .iter()
@@ -392,8 +390,12 @@ async fn import_body(
     context.admit(crate::auth::admit(state.auth(), headers, Need::Write)?);
     let pairs = pairs?;
     let options = parse_options(&pairs, headers)?;
-    let limit = table.max_body.unwrap_or(state.config().max_body);
-    let (body, overrun) = crate::body::limited(headers, body, limit)?;
+    let limit = Limit::max_body(table.max_body.unwrap_or(state.config().max_body));
+    let (body, cut) = limited(headers, body, limit, Pace::of(state.config()))?;
+    // Most bodies are whole before the session is taken: it waits on no client.
+    let body = read_ahead(body, READ_AHEAD_BYTES)
+        .await
+        .map_err(|error| cut.read_error(&error))?;
     let database = state.database(&table.database).map_err(AppError::from)?;
     let Some(session) = database.session(table.statement_timeout, false).await else {
         return Err(AppError::MethodNotAllowed(format!(
@@ -404,7 +406,6 @@ async fn import_body(
         .into());
     };
     let mut session = session.map_err(|error| AppError::from_start(error, false))?;
-    let overrun_seen = overrun.clone();
     let result = async {
         let info = session
             .describe_table(&table.table)
@@ -419,9 +420,10 @@ async fn import_body(
         load(&mut *session, &info, table, &options, body).await
     }
     .await;
-    // A body cut at its limit is 413 whatever the import made of the cut.
-    let result = result.map_err(|error| match overrun_seen.happened() {
-        true => overrun_seen.error(),
+    // A body cut at its limit or for its pace is 413 or 408, whatever the
+    // import made of the cut.
+    let result = result.map_err(|error| match cut.happened() {
+        true => cut.error(),
         false => error,
     });
     *round_trips = session.round_trips();
@@ -434,6 +436,7 @@ async fn import_body(
         // rolled back by the server when the socket closes.
         Err(error) => Err(Failed {
             outcome: match &error {
+                _ if cut.too_slow() => "timeout",
                 AppError::Gateway(GatewayError::BadRequest { message, .. })
                     if message.starts_with(BODY_FAILED) =>
                 {

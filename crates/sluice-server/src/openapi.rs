@@ -75,7 +75,8 @@ pub fn document(state: &AppState) -> Value {
             "description": "Named SQL queries streamed as NDJSON, JSON, CSV or an Arrow IPC \
                 stream; uploads into allow-listed tables; pipelined batches of calls. Errors \
                 before the first byte of a body are JSON ({\"error\": …}); a failure after it \
-                aborts the transfer, so a cut body never looks complete.",
+                aborts the transfer, so a cut body never looks complete. Every query-string \
+                parameter takes one value: a repeated one is a 400 naming it.",
         },
         "paths": paths,
         "components": components(),
@@ -139,12 +140,13 @@ fn components() -> Value {
             },
         },
         "responses": {
-            "BadRequest": error("A parameter or the body is malformed, or the database refused the values."),
+            "BadRequest": error("A parameter is malformed, unknown or repeated, or the body is malformed, or the database refused the values."),
             "Unauthorized": unauthorized,
             "Forbidden": error("The token may not do this."),
             "NotFound": error("No such query, table or route."),
             "MethodNotAllowed": error("The database behind this route is served read-only."),
             "NotAcceptable": error("None of the formats in Accept can be served."),
+            "RequestTimeout": error("The request body came too slowly (body_read_timeout, min_body_rate); nothing was written."),
             "PayloadTooLarge": error("The request body is over the route's limit."),
             "UnsupportedMediaType": error("The body's Content-Type is not one the route takes."),
             "Unprocessable": error("A record of the body is malformed or the database refused it; line and column say where."),
@@ -173,6 +175,12 @@ fn database_errors(responses: &mut Map<String, Value>) {
     ] {
         responses.insert(status.into(), response(name));
     }
+}
+
+/// The error responses of routes that read a request body.
+fn body_errors(responses: &mut Map<String, Value>) {
+    responses.insert("408".into(), response("RequestTimeout"));
+    responses.insert("413".into(), response("PayloadTooLarge"));
 }
 
 /// `GET /queries/{name}`: the rows of one named query, each described by
@@ -318,7 +326,7 @@ fn batch_path(query: &QueryConfig, row: Option<Value>) -> Value {
         }),
     );
     database_errors(&mut responses);
-    responses.insert("413".into(), response("PayloadTooLarge"));
+    body_errors(&mut responses);
     json!({"post": {
         "operationId": format!("{}_batch", query.name),
         "summary": format!("Run query {} once per call of the body, pipelined", query.name),
@@ -327,7 +335,8 @@ fn batch_path(query: &QueryConfig, row: Option<Value>) -> Value {
              an object keyed by name, or, for a query of one parameter, the value alone. \
              The body is NDJSON, one call per line, streamed (for batches of any size), or \
              one JSON array of calls, read whole (at most 16 MiB). Writing needs a token of \
-             scope write.",
+             scope write; without it, NDJSON is read whole too (at most 16 MiB) before the \
+             calls run.",
             names.join(", ")
         ),
         "parameters": [{
@@ -393,7 +402,7 @@ fn sql_path(config: &Config, state: &AppState) -> Value {
     );
     database_errors(&mut responses);
     responses.insert("406".into(), response("NotAcceptable"));
-    responses.insert("413".into(), response("PayloadTooLarge"));
+    body_errors(&mut responses);
     json!({"post": {
         "operationId": "sql",
         "summary": "Run ad-hoc SQL (token scope sql)",
@@ -494,7 +503,7 @@ fn table_path(table: &TableConfig, config: &Config) -> Value {
         }),
     );
     database_errors(&mut responses);
-    responses.insert("413".into(), response("PayloadTooLarge"));
+    body_errors(&mut responses);
     responses.insert("415".into(), response("UnsupportedMediaType"));
     responses.insert("422".into(), response("Unprocessable"));
     if !writable(&config.databases[&table.database]) {

@@ -8,6 +8,11 @@
 //! the database as the client sent it or not at all; a silently replaced byte
 //! would run the query with a value nobody asked for.
 //!
+//! Every parameter of this API takes one value: a repeated one is refused
+//! with a 400 naming it ([`single`], [`check_known_once`]), never settled by
+//! taking the first or the last, which would answer a question the client did
+//! not ask (`format=csv&format=json`).
+//!
 //! Neither extractor lets axum answer for the handler (axum's `Path` would send
 //! a plain-text 400 for a name that is not UTF-8): every request reaches its
 //! handler, which answers in JSON and logs it.
@@ -61,6 +66,43 @@ impl<S: Send + Sync> FromRequestParts<S> for RouteName {
             .map_or_else(|_| raw.to_owned(), Cow::into_owned);
         Ok(RouteName(name))
     }
+}
+
+/// The value of the parameter `name`, if the query string gives it; a 400
+/// naming it when it is given more than once.
+pub fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, AppError> {
+    let mut values = pairs
+        .iter()
+        .filter(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str());
+    let first = values.next();
+    match values.next() {
+        Some(_) => Err(given_twice(name)),
+        None => Ok(first),
+    }
+}
+
+/// Checks that every parameter of `pairs` is one of `known` and given once: a
+/// 400 naming the first that is not, saying `unknown` (what the route takes)
+/// for a parameter it does not know.
+pub fn check_known_once(
+    pairs: &[(String, String)],
+    known: &[&str],
+    unknown: &str,
+) -> Result<(), AppError> {
+    for (index, (key, _)) in pairs.iter().enumerate() {
+        if !known.contains(&key.as_str()) {
+            return Err(AppError::parameter(key, unknown));
+        }
+        if pairs[..index].iter().any(|(earlier, _)| earlier == key) {
+            return Err(given_twice(key));
+        }
+    }
+    Ok(())
+}
+
+fn given_twice(name: &str) -> AppError {
+    AppError::parameter(name, "given more than once (it takes one value)")
 }
 
 /// Decodes `query` (without its `?`). A name or value whose bytes are not UTF-8
@@ -134,6 +176,31 @@ mod tests {
         );
         assert_eq!(pairs(""), []);
         assert_eq!(pairs("k=a=b"), [("k".to_owned(), "a=b".to_owned())]);
+    }
+
+    #[test]
+    fn a_repeated_parameter_is_refused_naming_it() {
+        let repeated = pairs("format=csv&n=1&format=json");
+        assert_eq!(single(&repeated, "n").unwrap(), Some("1"));
+        assert_eq!(single(&repeated, "complete").unwrap(), None);
+        let error = single(&repeated, "format").unwrap_err();
+        assert_eq!(error.status().as_u16(), 400);
+        assert!(error.to_string().contains("more than once"), "{error}");
+
+        let known = ["transaction"];
+        assert!(check_known_once(&pairs("transaction=each"), &known, "?").is_ok());
+        for (query, parameter) in [
+            ("transaction=each&transaction=single", "transaction"),
+            ("transaction=each&colour=red", "colour"),
+        ] {
+            match check_known_once(&pairs(query), &known, "unknown") {
+                Err(AppError::Gateway(GatewayError::BadRequest {
+                    parameter: Some(named),
+                    ..
+                })) => assert_eq!(named, parameter, "{query}"),
+                other => panic!("{query}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use common::*;
 use http_body_util::BodyExt;
 use sluice_gateway::AppState;
 use sluice_testkit::TestDb;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const QUERIES: &str = r#"
@@ -387,6 +387,295 @@ async fn trailers_reach_an_http_1_1_client_on_the_wire() {
     assert!(
         text.ends_with("0\r\nsluice-rows: 2\r\nsluice-complete: true\r\n\r\n"),
         "{text}"
+    );
+    let _ = stop.send(());
+}
+
+/// The server of the slow-body tests: two pooled sessions, bodies that must
+/// bring 100 bytes a second over each second of waiting (the defaults are
+/// 10 s and 1 KiB a second), a token that reads (`ev_sub`'s batch calls only
+/// read), one that writes, and a third that runs `other`.
+const SLOW_CONFIG: &str = r#"
+[queries.ev_sub]
+sql = "select id from payments where note = $1"
+params = [{ name = "note", type = "text", required = true }]
+
+[queries.ev_large]
+sql = "select id from payments where note = $1"
+params = [{ name = "note", type = "text", required = true }]
+
+[queries.other]
+sql = "select 42 as answer"
+
+[queries.wide]
+sql = "select g as id, repeat('x', 1000) as pad from generate_series(1, 3) g where $1::int > 0"
+params = [{ name = "n", type = "int", required = true }]
+idle_write_timeout = "1s"
+
+[tables.payments]
+table = "payments"
+
+[server]
+body_read_timeout = "1s"
+min_body_rate = "100"
+
+[[tokens]]
+name = "reader"
+token = "reader-token-0123456789"
+queries = ["ev_sub", "wide"]
+
+[[tokens]]
+name = "writer"
+token = "writer-token-0123456789"
+queries = ["*"]
+scopes = ["write"]
+
+[[tokens]]
+name = "other"
+token = "other-token-01234567890"
+queries = ["other"]
+"#;
+
+const READER: &str = "reader-token-0123456789";
+const OTHER: &str = "other-token-01234567890";
+
+async fn slow_setup() -> (TestDb, Sessions, AppState) {
+    let db = TestDb::new();
+    db.execute("create table payments (id int primary key, note text);");
+    let application = application_name();
+    let config = postgres_config(
+        &with_application_name(db.url(), &application),
+        "pool_size = 2\npool_wait = \"2s\"",
+        SLOW_CONFIG,
+    );
+    let sessions = Sessions::watch(&db, &application).await;
+    (db, sessions, AppState::new(config))
+}
+
+/// One chunk of a chunked body.
+fn chunk(bytes: &[u8]) -> Vec<u8> {
+    let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
+    chunk.extend_from_slice(bytes);
+    chunk.extend_from_slice(b"\r\n");
+    chunk
+}
+
+/// Starts `POST path` as `token` with a chunked body of `prefix` (sent at
+/// once) and then `line` every `every`, never ending it.
+async fn start_upload(
+    address: std::net::SocketAddr,
+    path: &str,
+    token: &str,
+    prefix: &[u8],
+) -> TcpStream {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    if !prefix.is_empty() {
+        socket.write_all(&chunk(prefix)).await.unwrap();
+    }
+    socket
+}
+
+/// Sends `line` every `every` on `socket` until the server answers (or
+/// closes, or `PATIENCE` passes), and returns what it answered.
+async fn trickle_until_answered(mut socket: TcpStream, line: &str, every: Duration) -> String {
+    let mut received = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let started = std::time::Instant::now();
+    while started.elapsed() < PATIENCE {
+        if socket.write_all(&chunk(line.as_bytes())).await.is_err() {
+            break;
+        }
+        match tokio::time::timeout(every, socket.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(read)) => received.extend_from_slice(&buffer[..read]),
+            Err(_) => {}
+        }
+        if received.windows(4).any(|window| window == b"\r\n\r\n") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// The report's attack: more clients than pooled sessions trickle bodies (a
+/// line every 300 ms: 40 bytes a second, under the 100 required), as a token
+/// without scope write (batches) and as a writer (batches and uploads).
+/// Meanwhile no session is held, another token's query runs and `/health`
+/// finds the database free; then every slow client is answered 408.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_are_ended_with_408_without_holding_a_session() {
+    let (db, _sessions, state) = slow_setup().await;
+    let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
+    let line = "[\"nomatch\"]\n";
+    let clients = [
+        ("/queries/ev_sub/batch", READER, line),
+        ("/queries/ev_sub/batch", READER, line),
+        ("/queries/ev_sub/batch", READER, line),
+        ("/queries/ev_sub/batch", WRITER, line),
+        ("/tables/payments", WRITER, "{\"id\": 1}\n"),
+        ("/tables/payments", WRITER, "{\"id\": 2}\n"),
+    ];
+    let mut uploads = tokio::task::JoinSet::new();
+    for (path, token, line) in clients {
+        let socket = start_upload(address, path, token, line.as_bytes()).await;
+        uploads.spawn(trickle_until_answered(
+            socket,
+            line,
+            Duration::from_millis(300),
+        ));
+    }
+    // Every client has sent its head and a first line: before the bodies
+    // end, no session waits on them.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let usage = state.databases().next().unwrap().1.usage();
+    assert_eq!(usage.in_use, 0, "sessions held by slow bodies: {usage:?}");
+    let client = reqwest::Client::new();
+    let other = client
+        .get(format!("http://{address}/queries/other"))
+        .bearer_auth(OTHER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(other.text().await.unwrap(), "{\"answer\":42}\n");
+    let health = client
+        .get(format!("http://{address}/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let health: serde_json::Value = serde_json::from_str(&health.text().await.unwrap()).unwrap();
+    assert_eq!(health["databases"]["main"], "ok", "{health}");
+    while let Some(answer) = uploads.join_next().await {
+        let answer = answer.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("body_read_timeout"), "{answer}");
+    }
+    assert_eq!(db.query_text("select count(*) from payments"), "0");
+    let line = metric_line(
+        &state,
+        "sluice_http_requests_total{route=\"batch\",query=\"ev_sub\",status=\"408\"",
+    )
+    .await;
+    assert!(line.ends_with(" 4"), "{line}");
+    let _ = stop.send(());
+}
+
+/// A body larger than what is read before the session (256 KiB) streams with
+/// a session held; if it then slows below its pace, it is ended and the session
+/// freed: an upload with 408, nothing written; a batch by cutting its response,
+/// its transaction rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_that_slows_down_is_ended_and_frees_its_session() {
+    let (db, sessions, state) = slow_setup().await;
+    let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
+    let sessions = &sessions;
+
+    let rows: String = (1..=12_000)
+        .map(|id| format!("{{\"id\": {id}, \"note\": \"n\"}}\n"))
+        .collect();
+    assert!(rows.len() > 256 * 1024);
+    let socket = start_upload(address, "/tables/payments", WRITER, rows.as_bytes()).await;
+    let upload = tokio::spawn(trickle_until_answered(
+        socket,
+        "{\"id\": 0, \"note\": \"n\"}\n",
+        Duration::from_millis(300),
+    ));
+    let held = &state;
+    wait_until(
+        PATIENCE,
+        "the upload to hold a session",
+        move || async move { held.databases().next().unwrap().1.usage().in_use == 1 },
+    )
+    .await;
+    let answer = upload.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    wait_until_idle(sessions).await;
+    assert_eq!(db.query_text("select count(*) from payments"), "0");
+
+    let calls = "[\"nomatch\"]\n".repeat(24_000);
+    assert!(calls.len() > 256 * 1024);
+    let mut socket =
+        start_upload(address, "/queries/ev_large/batch", WRITER, calls.as_bytes()).await;
+    let (mut reader, mut writer) = socket.split();
+    let trickled = async {
+        // The results are read as they come (a client that reads them).
+        let mut received = Vec::new();
+        let reading = read_to_end_of(&mut reader, &mut received);
+        let writing = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if writer.write_all(&chunk(b"[\"nomatch\"]\n")).await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            () = reading => {}
+            () = writing => {}
+        }
+        received
+    };
+    let received = tokio::time::timeout(PATIENCE, trickled)
+        .await
+        .expect("the batch is ended");
+    assert!(received.starts_with(b"HTTP/1.1 200"));
+    assert!(
+        !received.ends_with(b"0\r\n\r\n"),
+        "the body looked complete"
+    );
+    let line = ended_request(&state, "batch", "ev_large").await;
+    assert!(
+        line.contains("status=\"200\",outcome=\"timeout\""),
+        "{line}"
+    );
+    wait_until_idle(sessions).await;
+    let _ = stop.send(());
+}
+
+/// Reads until the server closes the connection or resets it.
+async fn read_to_end_of(reader: &mut tokio::net::tcp::ReadHalf<'_>, received: &mut Vec<u8>) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => received.extend_from_slice(&buffer[..read]),
+        }
+    }
+}
+
+/// A token without scope write cannot hold a session by not reading a batch's
+/// results either: after `idle_write_timeout` (1 s for `wide`) the response is
+/// cut and the session freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_client_takes_no_results_is_cut_off() {
+    let (_db, _sessions, state) = slow_setup().await;
+    let (address, stop, _task) = listen(state.clone(), Duration::from_secs(5)).await;
+    // Far more calls than the pipeline keeps in flight, so it goes on asking
+    // for the next and handing over results, 3 kB a call: the socket's
+    // buffers fill, then the response's channel.
+    let calls = "[1]\n".repeat(50_000);
+    let mut socket = start_upload(address, "/queries/wide/batch", READER, calls.as_bytes()).await;
+    socket.write_all(b"0\r\n\r\n").await.unwrap();
+    let line = ended_request(&state, "batch", "wide").await;
+    assert!(
+        line.contains("status=\"200\",outcome=\"timeout\""),
+        "{line}"
+    );
+    wait_until(PATIENCE, "the batch's session to be given back", || async {
+        state.databases().next().unwrap().1.usage().in_use == 0
+    })
+    .await;
+    let mut received = Vec::new();
+    read_to_end(&mut socket, &mut received).await;
+    assert!(
+        !received.ends_with(b"0\r\n\r\n"),
+        "the body looked complete"
     );
     let _ = stop.send(());
 }

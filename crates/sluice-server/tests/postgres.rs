@@ -150,6 +150,86 @@ async fn parameters_are_checked_by_type_and_named_in_400s() {
     assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE);
 }
 
+/// Every route's parameters take one value: a second one is a 400 naming the
+/// parameter, before anything runs (not the first or last value silently
+/// chosen: `format=csv&format=json` used to answer CSV).
+#[tokio::test]
+async fn a_repeated_parameter_is_a_400_naming_it_on_every_route() {
+    let db = TestDb::new();
+    db.execute("create table notes (id int primary key, note text);");
+    const TOKEN: &str = "every-scope-token-0123456789";
+    let config = postgres_config(
+        db.url(),
+        "pool_size = 1",
+        &format!(
+            "[queries.series]\nsql = \"select g from generate_series(1, $1::int) g\"\n\
+             params = [{{ name = \"n\", type = \"int\", required = true }}]\n\
+             [queries.add_note]\nsql = \"insert into notes values ($1::int, 'x')\"\n\
+             params = [{{ name = \"id\", type = \"int\", required = true }}]\n\
+             [sql]\n[tables.notes]\ntable = \"notes\"\n\
+             [[tokens]]\nname = \"all\"\ntoken = \"{TOKEN}\"\nqueries = [\"*\"]\n\
+             scopes = [\"sql\", \"write\"]\n"
+        ),
+    );
+    let state = AppState::new(config);
+    let bearer = format!("Bearer {TOKEN}");
+    for (method, uri, body, parameter) in [
+        (
+            "GET",
+            "/queries/series?n=1&format=csv&format=json",
+            "",
+            "format",
+        ),
+        (
+            "GET",
+            "/queries/series?format=csv&n=1&format=csv",
+            "",
+            "format",
+        ),
+        (
+            "GET",
+            "/queries/series?n=1&complete=1&complete=0",
+            "",
+            "complete",
+        ),
+        ("GET", "/queries/series?n=1&n=2", "", "n"),
+        (
+            "POST",
+            "/sql?format=json&format=csv",
+            r#"{"sql": "insert into notes values (1, 'x')"}"#,
+            "format",
+        ),
+        (
+            "POST",
+            "/queries/add_note/batch?transaction=each&transaction=each",
+            "[2]\n",
+            "transaction",
+        ),
+        (
+            "POST",
+            "/tables/notes?format=ndjson&format=ndjson",
+            "{\"id\": 3}\n",
+            "format",
+        ),
+    ] {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::AUTHORIZATION, &bearer)
+            .body(Body::from(body))
+            .unwrap();
+        let response = oneshot(&state, request).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{uri}");
+        let error = json(response).await;
+        assert_eq!(error["parameter"], parameter, "{uri}: {error}");
+        assert!(
+            error["error"].as_str().unwrap().contains("more than once"),
+            "{uri}: {error}"
+        );
+    }
+    assert_eq!(db.query_text("select count(*) from notes"), "0");
+}
+
 #[tokio::test]
 async fn invalid_utf8_in_a_parameter_is_a_400_naming_it() {
     let (_db, state) = setup();
@@ -624,10 +704,11 @@ impl Drop for Gate<'_> {
     }
 }
 
-#[tokio::test]
-async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
+/// A database whose `wait_for_gate()` runs until the gate is opened, and a
+/// state over it with one pooled session, `pool_wait`, the queries `hold`
+/// (which waits for the gate) and `quick`, and the app's sessions.
+async fn gated_pool(pool_wait: &str) -> (TestDb, AppState, Sessions) {
     let db = TestDb::new();
-    // The one connection is held by a query that runs until the test opens the gate.
     db.execute(
         "create table gate (opened boolean);
          create function wait_for_gate() returns boolean language plpgsql as $$
@@ -641,18 +722,23 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
     let application = application_name();
     let config = postgres_config(
         &with_application_name(db.url(), &application),
-        "pool_size = 1\npool_wait = \"200ms\"",
+        &format!("pool_size = 1\npool_wait = \"{pool_wait}\""),
         "[queries.hold]\nsql = \"select wait_for_gate() as opened\"\n\
          [queries.quick]\nsql = \"select 1 as one\"\n",
     );
-    let state = AppState::new(config);
-    let gate = Gate(&db);
     let sessions = Sessions::watch(&db, &application).await;
+    (db, AppState::new(config), sessions)
+}
+
+/// Runs `hold` on the pool's one session, once it is running there.
+async fn hold_the_pool(
+    state: &AppState,
+    sessions: &Sessions,
+) -> tokio::task::JoinHandle<StatusCode> {
     let holder = tokio::spawn({
         let state = state.clone();
         async move { oneshot(&state, get("/queries/hold", &[])).await.status() }
     });
-    let sessions = &sessions;
     wait_until(
         PATIENCE,
         "the pool's one connection to run the holding query",
@@ -664,6 +750,15 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
         },
     )
     .await;
+    holder
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
+    let (db, state, sessions) = gated_pool("200ms").await;
+    // The one connection is held by a query that runs until the test opens the gate.
+    let gate = Gate(&db);
+    let holder = hold_the_pool(&state, &sessions).await;
     let started = std::time::Instant::now();
     // Bounded, as the holder never lets go by itself: a pool that waited for it
     // would hang here.
@@ -681,6 +776,33 @@ async fn an_exhausted_pool_waits_then_answers_503_with_retry_after() {
     assert_eq!(holder.await.unwrap(), StatusCode::OK);
     let response = oneshot(&state, get("/queries/quick", &[])).await;
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// `/health` never queues for a session: with every session held and a
+/// `pool_wait` longer than its own 5 s limit, it answers at once that the
+/// database is busy (it used to wait, and call the database `timeout`: 503).
+#[tokio::test]
+async fn health_finds_a_held_pool_busy_without_waiting_for_it() {
+    let (db, state, sessions) = gated_pool("60s").await;
+    let gate = Gate(&db);
+    let holder = hold_the_pool(&state, &sessions).await;
+    let response = oneshot(&state, get("/health", &[])).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let health = json(response).await;
+    assert_eq!(health["databases"]["main"], "busy", "{health}");
+    assert_eq!(health["status"], "healthy");
+    gate.open();
+    assert_eq!(holder.await.unwrap(), StatusCode::OK);
+    // Once the holder's session is back, the check runs on it.
+    let state = &state;
+    wait_until(
+        PATIENCE,
+        "the health check to find the pool free",
+        || async {
+            json(oneshot(state, get("/health", &[])).await).await["databases"]["main"] == "ok"
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -35,6 +35,13 @@ pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(3600);
 /// The default `[server] idle_write_timeout`.
 pub const DEFAULT_IDLE_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The default `[server] body_read_timeout`.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default `[server] min_body_rate`, bytes a second: far below any real
+/// link, far above a client that trickles a body to hold what it holds.
+pub const DEFAULT_MIN_BODY_RATE: u64 = 1 << 10;
+
 /// The largest `[server] max_connections`: beyond any open-files limit in use.
 pub const MAX_CONNECTIONS: usize = 1 << 24;
 
@@ -130,6 +137,26 @@ pub(super) static SECTION: Section = Section {
             old_names: &[],
         },
         Key {
+            name: "body_read_timeout",
+            ty: Type::Timeout,
+            default: KeyDefault::Duration(DEFAULT_BODY_READ_TIMEOUT),
+            meaning: "A request body must keep coming: each stretch of this long that the server \
+                      waits for it must bring `min_body_rate` bytes a second, and at least one byte. \
+                      A slower body is ended: 408 (a batch whose results are streaming is cut), \
+                      nothing written ([Slow bodies](gateway.md#a-slow-body-cannot-hold-a-database-session)).",
+            example: Some("\"10s\""),
+            old_names: &[],
+        },
+        Key {
+            name: "min_body_rate",
+            ty: Type::Size,
+            default: KeyDefault::Size(DEFAULT_MIN_BODY_RATE),
+            meaning: "Bytes a second a request body must average over each `body_read_timeout` \
+                      of waiting for it; `\"0\"`: only a stretch without a byte ends it.",
+            example: Some("\"1KiB\""),
+            old_names: &[],
+        },
+        Key {
             name: "tls_cert",
             ty: Type::EnvText,
             default: KeyDefault::Absent("plain HTTP"),
@@ -162,6 +189,8 @@ pub(super) struct ServerSection {
     pub(super) max_body: u64,
     pub(super) max_stream_duration: Duration,
     pub(super) idle_write_timeout: Duration,
+    pub(super) body_read_timeout: Duration,
+    pub(super) min_body_rate: u64,
 }
 
 /// Reads `[server]`; every key with a default has one, so the `unwrap_or`s
@@ -185,6 +214,8 @@ pub(super) fn server_section(entries: &Entries<'_>) -> Result<ServerSection, Con
         max_body: entries.size("max_body")?.unwrap_or_default(),
         max_stream_duration: duration("max_stream_duration")?,
         idle_write_timeout: duration("idle_write_timeout")?,
+        body_read_timeout: duration("body_read_timeout")?,
+        min_body_rate: entries.size("min_body_rate")?.unwrap_or_default(),
     })
 }
 

@@ -43,11 +43,14 @@ fn limits_of_tokens_bodies_and_streams_load_with_their_defaults() {
     assert_eq!(config.max_body, DEFAULT_MAX_BODY);
     assert_eq!(config.max_stream_duration, DEFAULT_MAX_STREAM_DURATION);
     assert_eq!(config.idle_write_timeout, DEFAULT_IDLE_WRITE_TIMEOUT);
+    assert_eq!(config.body_read_timeout, DEFAULT_BODY_READ_TIMEOUT);
+    assert_eq!(config.min_body_rate, DEFAULT_MIN_BODY_RATE);
     assert_eq!(config.tokens[0].limits, TokenLimits::default());
     let text = GOOD
         .replace(
             "shutdown_grace = \"5s\"",
-            "shutdown_grace = \"5s\"\nmax_body = \"10MiB\"\nidle_write_timeout = \"5s\"",
+            "shutdown_grace = \"5s\"\nmax_body = \"10MiB\"\nidle_write_timeout = \"5s\"\n\
+             body_read_timeout = \"2s\"\nmin_body_rate = \"0\"",
         )
         .replace(
             "max_rows = 1000",
@@ -60,6 +63,8 @@ fn limits_of_tokens_bodies_and_streams_load_with_their_defaults() {
     let config = Config::parse(&text, "good.toml").unwrap();
     assert_eq!(config.max_body, 10 << 20);
     assert_eq!(config.idle_write_timeout, Duration::from_secs(5));
+    assert_eq!(config.body_read_timeout, Duration::from_secs(2));
+    assert_eq!(config.min_body_rate, 0);
     let limits = &config.queries["by_status"].limits;
     assert_eq!(limits.max_stream_duration, Some(Duration::from_secs(600)));
     assert_eq!(limits.idle_write_timeout, None);

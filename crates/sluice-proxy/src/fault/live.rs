@@ -8,8 +8,20 @@
 //! at run time counts an open connection's rows from then on. Latency and
 //! bandwidth are decided when a connection opens (they choose how many
 //! threads it gets); the other faults act on open connections too.
+//!
+//! No fault keeps a connection (its slot among the proxy's connections, and
+//! its session on the server) open after a side has closed: every thread that
+//! waits on a fault's time (a delay, a stall, a full queue) looks every
+//! [`POLL`] whether either socket was closed by its peer ([`LiveFaults::watch`]),
+//! bytes not yet read notwithstanding. When the client closes, the connection
+//! ends at once ([`LiveFaults::client_left`]): what it sent that is still held
+//! back is dropped and the server's side is closed, so its session ends. When
+//! the server closes ([`LiveFaults::server_left`]), what it sent is delivered
+//! without waiting out its delay, then the client's side is closed. Only a
+//! slow close holds a close back, for its delay: that is what it is for.
 
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,11 +29,11 @@ use std::time::{Duration, Instant};
 use super::framing::{Framer, Handshake};
 use super::registry::{Entry, FaultList};
 use super::spec::{Action, Trigger};
-use crate::shaping::Link;
+use crate::shaping::{sleep_until, Link};
 
-/// How often a stalled or slowly closing thread looks whether its fault was
-/// removed (or the connection closed) meanwhile.
-const POLL: Duration = Duration::from_millis(20);
+/// How often a stalled, delayed or slowly closing thread looks whether its
+/// fault was removed, or a side closed, meanwhile.
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 
 /// How a fault ends a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +169,8 @@ pub(crate) struct LiveFaults {
     armed: Mutex<(u64, Vec<Arc<Armed>>)>,
     stalls: Mutex<Vec<Stall>>,
     closing: AtomicU8,
+    /// The server closed its side: what it sent no longer waits for its delay.
+    server_closed: AtomicBool,
     handshake: Arc<Handshake>,
     /// Copies of both sockets, so whichever thread fires can close both.
     client: TcpStream,
@@ -176,6 +190,7 @@ impl LiveFaults {
             armed: Mutex::new((u64::MAX, Vec::new())),
             stalls: Mutex::new(Vec::new()),
             closing: AtomicU8::new(OPEN),
+            server_closed: AtomicBool::new(false),
             handshake: Arc::default(),
             client: client.try_clone()?,
             server: server.try_clone()?,
@@ -250,7 +265,7 @@ impl LiveFaults {
     }
 
     /// Waits while a stall holds the way given, or until the connection
-    /// closes; returns whether it waited.
+    /// closes or the server has closed its side; returns whether it waited.
     pub(crate) fn wait_while_stalled(&self, upward: bool) -> bool {
         let mut waited = false;
         loop {
@@ -265,11 +280,65 @@ impl LiveFaults {
                     .max()
             };
             match wait {
-                Some(wait) if !self.closed() => std::thread::sleep(wait.min(POLL)),
+                Some(wait) if !self.hurried() => std::thread::sleep(wait.min(POLL)),
                 _ => return waited,
             }
+            self.watch();
             waited = true;
         }
+    }
+
+    /// Sleeps until `deadline` (when a held-back chunk is due), unless the
+    /// connection closes or the server closes its side first.
+    pub(crate) fn wait_until(&self, deadline: Instant) {
+        loop {
+            let now = Instant::now();
+            if now >= deadline || self.hurried() {
+                return;
+            }
+            if deadline - now <= POLL {
+                return sleep_until(deadline);
+            }
+            std::thread::sleep(POLL);
+            self.watch();
+        }
+    }
+
+    /// Whether a wait on a fault's time should end now: the connection is
+    /// closed, or the server closed its side.
+    pub(crate) fn hurried(&self) -> bool {
+        self.closed() || self.server_closed()
+    }
+
+    /// Looks, without reading, whether either peer closed its side: the
+    /// client leaving ends the connection ([`LiveFaults::client_left`]); the
+    /// server leaving is noted ([`LiveFaults::server_left`]).
+    pub(crate) fn watch(&self) {
+        if hung_up(&self.client) {
+            self.client_left();
+        } else if hung_up(&self.server) {
+            self.server_left();
+        }
+    }
+
+    /// The client closed its side: after a slow close's delay for the way up,
+    /// if one is in force, the connection ends at once, what is still held
+    /// back either way dropped, and the server's side closed, so its session
+    /// ends.
+    pub(crate) fn client_left(&self) {
+        self.hold_close(true);
+        self.close(Closing::Cut);
+    }
+
+    /// The server closed its side: what it sent is delivered without waiting
+    /// for its delay (and what the client sent is dropped).
+    pub(crate) fn server_left(&self) {
+        self.server_closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the server closed its side.
+    pub(crate) fn server_closed(&self) -> bool {
+        self.server_closed.load(Ordering::SeqCst)
     }
 
     /// Whether a fault closed the connection.
@@ -310,6 +379,15 @@ impl LiveFaults {
     /// a slow-close fault for that way, and not at all when the connection is
     /// being reset.
     pub(crate) fn end_stream(&self, to: &TcpStream, upward: bool) {
+        self.hold_close(upward);
+        if self.closing.load(Ordering::SeqCst) != RESET {
+            let _ = to.shutdown(Shutdown::Write);
+        }
+    }
+
+    /// Waits out a slow close for the way given, if one is in force (until
+    /// it is removed or the connection closes).
+    fn hold_close(&self, upward: bool) {
         let slow = self
             .armed()
             .into_iter()
@@ -327,10 +405,26 @@ impl LiveFaults {
                 std::thread::sleep((until - Instant::now()).min(POLL));
             }
         }
-        if self.closing.load(Ordering::SeqCst) != RESET {
-            let _ = to.shutdown(Shutdown::Write);
-        }
     }
+}
+
+/// Whether the peer of `socket` has closed its side, or the connection is
+/// gone, looked at without reading: on Linux, bytes not yet read do not hide
+/// it (`POLLRDHUP`).
+fn hung_up(socket: &TcpStream) -> bool {
+    #[cfg(target_os = "linux")]
+    const CLOSED: libc::c_short = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR;
+    #[cfg(not(target_os = "linux"))]
+    const CLOSED: libc::c_short = libc::POLLHUP | libc::POLLERR;
+    let mut poll = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: CLOSED,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of a descriptor this connection owns, polled without
+    // waiting.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & CLOSED != 0
 }
 
 /// Makes closing `socket` abort the connection with a RST (SO_LINGER 0).
