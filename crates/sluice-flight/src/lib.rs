@@ -26,6 +26,7 @@ pub mod plan;
 pub mod plans;
 pub mod prepared;
 pub mod service;
+pub mod status;
 pub mod ticket;
 
 use std::future::Future;

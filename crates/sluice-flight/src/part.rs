@@ -232,7 +232,7 @@ fn transfer_failed(error: TransferError, ad_hoc: bool) -> Ending {
             Status::resource_exhausted(error.to_string())
         }
         TransferError::Source(error) => {
-            crate::service::to_status(sluice_gateway::GatewayError::from_query(error, ad_hoc))
+            crate::status::to_status(sluice_gateway::GatewayError::from_query(error, ad_hoc))
         }
         // An encoder's refusal, and whatever the engine may yet report.
         other => Status::internal(other.to_string()),

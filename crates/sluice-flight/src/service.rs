@@ -21,7 +21,9 @@ use futures_util::Stream;
 use prost::Message as _;
 use sluice_core::database::{Access, Param};
 use sluice_gateway::config::{FlightConfig, Limits, QueryConfig, SqlConfig};
-use sluice_gateway::{AppState, Class, Credential, GatewayError, Live, RequestContext};
+use sluice_gateway::{AppState, Credential, GatewayError, Live, RequestContext};
+
+use crate::status::to_status;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -580,23 +582,6 @@ fn refused(refused: Refused) -> Status {
             humantime::format_duration(ago)
         )),
     }
-}
-
-/// The gRPC status of a gateway failure, by what it means; the message is
-/// what an HTTP client is told (it leaks no internals).
-pub fn to_status(error: GatewayError) -> Status {
-    use tonic::Code;
-    let code = match error.class() {
-        Class::Invalid => Code::InvalidArgument,
-        Class::Unauthenticated => Code::Unauthenticated,
-        Class::Forbidden => Code::PermissionDenied,
-        Class::NotFound => Code::NotFound,
-        Class::Exhausted => Code::ResourceExhausted,
-        Class::Unavailable => Code::Unavailable,
-        Class::TimedOut => Code::DeadlineExceeded,
-        Class::Internal => Code::Internal,
-    };
-    Status::new(code, error.client_message())
 }
 
 /// A Flight SQL message `name` in its `Any`, from an action's body.

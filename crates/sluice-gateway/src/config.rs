@@ -25,11 +25,13 @@ use toml::Spanned;
 
 mod databases;
 mod entries;
+mod error;
 mod flight;
 mod keys;
 mod limits;
 mod queries;
 mod reference;
+mod sections;
 mod server;
 mod sql;
 mod tables;
@@ -39,6 +41,7 @@ mod text;
 mod tokens;
 
 pub use databases::{DatabaseConfig, MAX_POOL_SIZE};
+pub use error::ConfigError;
 pub use flight::{
     FlightConfig, DEFAULT_MAX_PLANS_PER_TOKEN, DEFAULT_PARTITIONS, DEFAULT_UNREAD_PLAN_TIMEOUT,
     MAX_PARTITIONS,
@@ -47,6 +50,7 @@ pub use keys::{default_text, type_name, Key, KeyDefault, Section, Type};
 pub use limits::Limits;
 pub use queries::{ParamSpec, QueryConfig, QuerySplit, RESERVED_PARAMETERS};
 pub use reference::{example_file, reference_page};
+pub use sections::SECTIONS;
 pub use server::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_WRITE_TIMEOUT,
     DEFAULT_KEEP_ALIVE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_MAX_QUERY_STRING,
@@ -62,31 +66,6 @@ use text::ConfigText;
 
 use crate::tls::TlsFiles;
 
-/// Every table of the file, in the order the reference lists them.
-pub static SECTIONS: [&Section; 8] = [
-    &server::SECTION,
-    &databases::SECTION,
-    &queries::SECTION,
-    &queries::PARAMS,
-    &sql::SECTION,
-    &tables::SECTION,
-    &tokens::SECTION,
-    &flight::SECTION,
-];
-
-/// A configuration problem: where it is and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}: {key}: {message}")]
-pub struct ConfigError {
-    /// The file (or a name for configuration built in memory).
-    pub file: String,
-    /// 1-based line.
-    pub line: usize,
-    /// The offending key, as a dotted path.
-    pub key: String,
-    /// What is wrong.
-    pub message: String,
-}
 
 /// The whole, checked configuration.
 #[derive(Debug, Clone)]

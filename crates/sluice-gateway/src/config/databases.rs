@@ -12,7 +12,7 @@ use sluice_core::connect::{Drivers, Target};
 use super::entries::{Entries, Given};
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::text::ConfigText;
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// The most connections one pool may have.
 pub const MAX_POOL_SIZE: usize = 10_000;

@@ -13,7 +13,7 @@ use toml::Spanned;
 
 use super::keys::{quoted, KeyDefault, Section, Type};
 use super::text::{self, ConfigText};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// A section's keys as the file gives them, each with where it is.
 pub(super) type RawTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;

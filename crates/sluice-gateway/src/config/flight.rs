@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// The default `[flight] partitions`.
 pub const DEFAULT_PARTITIONS: usize = 4;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Type};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// Limits applied to one query.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
 use super::text::{is_identifier, is_qualified_identifier};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// `[queries.NAME]`'s keys.
 pub(super) static SECTION: Section = Section {

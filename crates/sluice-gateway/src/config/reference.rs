@@ -1,5 +1,5 @@
 //! The book's configuration reference (`docs/src/configuration.md`), written
-//! from the key definitions the parser reads ([`super::SECTIONS`]): a whole
+//! from the key definitions the parser reads ([`super::sections::SECTIONS`]): a whole
 //! file of example values, then each table's keys with type, default and
 //! meaning. A test fails when the checked-in page is stale
 //! (`SLUICE_BLESS=1 cargo test -p sluice-gateway --lib config::reference`
@@ -8,7 +8,7 @@
 use sluice_core::connect::Drivers;
 
 use super::keys::{default_text, type_name, Key, Section, Type};
-use super::SECTIONS;
+use super::sections::SECTIONS;
 
 /// The page's opening: what the file is and the rules every key follows.
 const HEADER: &str = "# Configuration file of `sluice serve`

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
 use crate::tls::TlsFiles;
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// The default address, loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";

@@ -9,7 +9,7 @@ use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
 use super::tokens::{has_scope, TokenConfig};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// `[sql]`'s keys.
 pub(super) static SECTION: Section = Section {

@@ -9,7 +9,7 @@ use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::text::is_identifier;
 use super::tokens::{has_scope, TokenConfig};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// The default for `max_line_bytes`: 64 MiB, as `sluice import`.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;

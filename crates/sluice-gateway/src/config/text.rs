@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sluice_core::parse_duration;
 
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// The configuration's text: turns byte offsets into line numbers and builds errors.
 pub(super) struct ConfigText<'a> {

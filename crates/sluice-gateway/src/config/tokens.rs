@@ -10,7 +10,7 @@ use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::queries::QueryConfig;
 use crate::throttle::{default_burst, TokenLimits};
-use crate::ConfigError;
+use super::error::ConfigError;
 
 /// The scopes a token may have.
 const SCOPES: &[&str] = &["sql", "write"];
