@@ -312,7 +312,10 @@ def read_batches(
     flags by name (``fetch_size=1000``, ``timeout="30s"``, ``numeric_scale=2``).
     Closing the iterator early ends the query on the server.
 
-    ``table="name"`` reads every row of a table instead of a query (with
+    ``table="name"`` reads every row of a table instead of a query: a
+    table's name, never SQL (``orders``, ``shop.orders``, parts quoted as the
+    database quotes names); anything else raises :class:`UsageError` before
+    any SQL runs (with
     ``columns=["id", "amount"]``, only those columns, in that order: the
     database reads no other), and ``jobs=N`` reads in N parts of one snapshot
     at once (PostgreSQL): a table is cut by its storage, a query by
@@ -748,7 +751,8 @@ def write(
     on_conflict: str = "error",
     key: Sequence[str] | None = None,
 ) -> None:
-    """Loads ``data`` into ``table`` (optionally schema-qualified) through COPY,
+    """Loads ``data`` into ``table`` (a table's name, never SQL: ``orders``,
+    ``shop.orders``, parts quoted as the database quotes names) through COPY,
     atomically: every row or none. ``data`` is a ``pyarrow.Table``,
     ``RecordBatch`` or ``RecordBatchReader``, a pandas or polars DataFrame, or
     anything with ``__arrow_c_stream__``; its column names name the table's
@@ -1102,10 +1106,15 @@ def _bad_input(row: int, column: str, reason: str) -> BadInput:
     return BadInput(f"row {row}, column {column}: {reason}", {"kind": "data", "record": row + 1, "column_name": column})
 
 
-#: A table name `write` may put into a query: up to three dot-separated
-#: identifiers, bare or quoted (PostgreSQL's double quotes, MariaDB's backticks).
-_NAME_PART = r'(?:"(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d][\w$]*)'
-_TABLE_NAME = re.compile(rf"\s*{_NAME_PART}(?:\s*\.\s*{_NAME_PART}){{0,2}}\s*")
+#: A table name `write` may put into a query (`sluice export` has no way to
+#: read a --table's types without its rows): up to three dot-separated
+#: identifiers, bare or quoted (PostgreSQL's double quotes, MariaDB's
+#: backticks), no space around the dots. Never more than sluice's own grammar
+#: of names takes (docs/src/export.md), and text another database would read
+#: otherwise is at worst a syntax error there: no backslash (an escape in a
+#: MariaDB string) or NUL in a quoted part. The import refuses what is no name.
+_NAME_PART = r'(?:"(?:[^"\\\x00]|"")+"|`(?:[^`\\\x00]|``)+`|[^\W\d][\w$]*)'
+_TABLE_NAME = re.compile(rf"\s*{_NAME_PART}(?:\.{_NAME_PART}){{0,2}}\s*")
 
 
 def _table_types(url: str, table: str) -> dict:

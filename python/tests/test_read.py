@@ -224,3 +224,23 @@ def test_jobs_read_a_table_or_a_split_query_in_parts_of_one_snapshot(url, schema
         sluice.read_arrow(url)
     with pytest.raises(sluice.Error, match="split-by"):
         sluice.read_arrow(url, f"select * from {schema}.parts", jobs=2)
+
+
+def test_a_table_name_is_never_sql(url, schema, sql):
+    sql(f"create table {schema}.ev (id int8, secret text); insert into {schema}.ev values (1, 'hidden'); "
+        f"create table {schema}.other (id int8, note text); insert into {schema}.other values (2, 'public'); "
+        f'create table {schema}."Odd ""Näme"" Mixed" ("Straße" text, id int8); '
+        f'insert into {schema}."Odd ""Näme"" Mixed" values (\'x\', 3)')
+    for text in (
+        f"{schema}.other union all select id::int, secret from {schema}.ev",
+        f"(select * from {schema}.ev) s",
+        f"{schema}.other -- x",
+        f"{schema}.other; select 1",
+    ):
+        with pytest.raises(sluice.UsageError, match="is not a table name") as raised:
+            sluice.read_arrow(url, table=text)
+        assert raised.value.exit_code == 2
+        with pytest.raises(sluice.UsageError, match="is not a table name"):
+            list(sluice.read_batches(url, table=text, jobs=2))
+    awkward = sluice.read_arrow(url, table=f'{schema}."Odd ""Näme"" Mixed"', columns=["id", "Straße"])
+    assert awkward.to_pylist() == [{"id": 3, "Straße": "x"}]

@@ -37,8 +37,9 @@ pub struct ExportArgs {
     #[arg(long, value_name = "SQL", help = query_help(), required_unless_present = "table")]
     query: Option<String>,
 
-    /// Every row of this table (as SQL names it, optionally schema-qualified)
-    /// instead of --query; with --jobs, cut into ranges of its storage.
+    /// Every row of this table instead of --query: a table's name, not SQL
+    /// (table or schema.table, each part bare or quoted as the database quotes
+    /// names); with --jobs, cut into ranges of its storage.
     #[arg(long, value_name = "TABLE", conflicts_with = "query")]
     table: Option<String>,
 
@@ -144,19 +145,18 @@ fn parse_compression(text: &str) -> Result<ParquetCompression, String> {
 
 impl ExportArgs {
     /// The statement the export runs: the query, or every row of the table
-    /// (its --columns, quoted as the URL's database quotes names).
-    fn statement(&self) -> String {
+    /// (its --columns), the names quoted as the URL's database quotes them. A
+    /// --table that is no table's name (the one grammar of names, never SQL)
+    /// is refused.
+    fn statement(&self) -> Result<String, Error> {
         match (&self.query, &self.table) {
-            (Some(query), _) => query.clone(),
+            (Some(query), _) => Ok(query.clone()),
             (None, Some(table)) => {
-                let every_column = format!("select * from {table}");
-                match sluice_drivers::all().open(&self.database.url) {
-                    Ok(target) => target.dialect().projection(&every_column, &self.columns),
-                    // Only a message needs it then: the export never ran.
-                    Err(_) => every_column,
-                }
+                let dialect = sluice_drivers::all().open(&self.database.url)?.dialect();
+                let every_column = format!("select * from {}", dialect.table_name(table)?);
+                Ok(dialect.projection(&every_column, &self.columns))
             }
-            (None, None) => String::new(),
+            (None, None) => Ok(String::new()),
         }
     }
 
@@ -289,12 +289,14 @@ pub async fn run(arguments: ExportArgs) -> u8 {
         Written::Staged(staged) => staged.abandon(arguments.keep_partial),
         Written::Directory(staged) => staged.abandon(arguments.keep_partial),
     };
+    // Only a database's error points into the statement, and then it ran.
+    let statement = arguments.statement().unwrap_or_default();
     if machine::enabled() {
         let text = error_text(&error);
         let message = note.map_or(text.clone(), |note| format!("{text}; {note}"));
-        machine::print_error(&error, &message, &arguments.statement());
+        machine::print_error(&error, &message, &statement);
     } else {
-        print_error(&error, &arguments.statement(), note.as_deref());
+        print_error(&error, &statement, note.as_deref());
     }
     exit_code(&error)
 }
@@ -351,6 +353,8 @@ async fn export(
     let started = Instant::now();
     let output_options = arguments.output_options()?;
     let target = sluice_drivers::all().open(&arguments.database.url)?;
+    // Before anything connects: a --table that names no table stops here.
+    let statement = arguments.statement()?;
     let directory = match &arguments.output_dir {
         Some(directory) => {
             let staged = open_directory(directory, arguments.keep_partial, interrupt)?;
@@ -386,7 +390,7 @@ async fn export(
         let request = arguments.split_request()?;
         open_parts(session, &sessions, &request, &arguments.columns, &options).await?
     } else {
-        vec![session.export(arguments.statement(), options).await?]
+        vec![session.export(statement, options).await?]
     };
     let progress = Arc::new(Progress::new());
     let written_out = match directory {

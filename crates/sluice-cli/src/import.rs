@@ -55,7 +55,8 @@ pub struct ImportArgs {
     #[command(flatten)]
     database: WriteDatabase,
 
-    /// The table to load (optionally schema-qualified).
+    /// The table to load: a table's name, not SQL (table or schema.table, each
+    /// part bare or quoted as the database quotes names).
     #[arg(long)]
     table: String,
 

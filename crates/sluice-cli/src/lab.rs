@@ -40,7 +40,8 @@ pub struct LabArgs {
     #[arg(long)]
     rows: Option<u64>,
 
-    /// Export the first --rows rows of this table instead of generated rows.
+    /// Export the first --rows rows of this table (a table's name, not SQL)
+    /// instead of generated rows.
     #[arg(long)]
     table: Option<String>,
 

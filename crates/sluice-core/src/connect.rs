@@ -15,6 +15,10 @@
 //! (does this target take the source's native values, its type names?), never
 //! by comparing names.
 //!
+//! A table's name, wherever a user gives one, is read by the dialect's one
+//! grammar ([`Dialect::table_name`], in [`TableName`]'s module) and goes into
+//! SQL only quoted, part by part.
+//!
 //! The traits are object-safe for the same reason as [`crate::database`]'s: one
 //! registry holds drivers of several kinds, and their futures are boxed.
 
@@ -29,14 +33,23 @@ use crate::source::DynSource;
 use crate::split::{SplitRead, SplitRequest};
 use crate::{BatchSource, Error, ErrorKind, Meter, RowError, Schema};
 
+mod table_name;
+
+pub use table_name::TableName;
+
 /// Which database sluice is talking to: its name for people (`PostgreSQL`,
-/// `MySQL`) and what it shares with other databases. Each database crate
-/// defines its dialects as constants; nothing outside it builds one.
+/// `MySQL`), what it shares with other databases, and how it reads names.
+/// Each database crate defines its dialects as constants; nothing outside it
+/// builds one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dialect {
     name: &'static str,
     family: Family,
     identifier_quote: char,
+    /// Whether an unquoted name is read in lower case (`Orders` is `orders`).
+    folds_unquoted_names: bool,
+    /// The most dot-separated parts of a table's name (`schema.table`: 2).
+    table_name_parts: usize,
 }
 
 /// Databases that name column types and spell DDL alike (MariaDB and MySQL),
@@ -56,12 +69,15 @@ impl Family {
 
 impl Dialect {
     /// The dialect named `name` for people, of `family`, quoting identifiers
-    /// as standard SQL does (`"name"`).
+    /// as standard SQL does (`"name"`), reading unquoted names as written and
+    /// table names of one or two parts (`table`, `schema.table`).
     pub const fn new(name: &'static str, family: Family) -> Dialect {
         Dialect {
             name,
             family,
             identifier_quote: '"',
+            folds_unquoted_names: false,
+            table_name_parts: 2,
         }
     }
 
@@ -70,6 +86,24 @@ impl Dialect {
     pub const fn with_identifier_quote(self, quote: char) -> Dialect {
         Dialect {
             identifier_quote: quote,
+            ..self
+        }
+    }
+
+    /// This dialect, reading an unquoted name in lower case, as PostgreSQL
+    /// does (ASCII letters only: `Café` is `café`).
+    pub const fn folding_unquoted_names(self) -> Dialect {
+        Dialect {
+            folds_unquoted_names: true,
+            ..self
+        }
+    }
+
+    /// This dialect, taking table names of up to `parts` dot-separated parts
+    /// instead of two (PostgreSQL's `database.schema.table`: 3).
+    pub const fn with_table_name_parts(self, parts: usize) -> Dialect {
+        Dialect {
+            table_name_parts: parts,
             ..self
         }
     }

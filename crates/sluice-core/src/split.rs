@@ -14,7 +14,8 @@
 /// What to split.
 #[derive(Debug, Clone)]
 pub enum SplitSource {
-    /// Every row of a table, optionally qualified.
+    /// Every row of a table, named as a user writes it: the database reads
+    /// it by [`crate::connect::Dialect::table_name`], never as SQL.
     Table(String),
     /// The rows of a query, with its parameters as text (`None` is NULL).
     Query {

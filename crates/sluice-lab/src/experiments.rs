@@ -15,13 +15,14 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use sluice_core::connect::{Driver, TableName};
 use sluice_core::database::BoxFuture;
 use sluice_core::{Batch, BatchSource, Error, ErrorKind, Kind, Meter};
 use sluice_postgres::config::Target;
 use sluice_postgres::tls::TlsSettings;
 use sluice_postgres::{
-    CallOutcome, Config, Connection, ParamSet, ParamSource, Pipeline, QueryOptions, QueryStream,
-    Transaction,
+    CallOutcome, Config, Connection, ParamSet, ParamSource, Pipeline, PostgresDriver, QueryOptions,
+    QueryStream, Transaction,
 };
 use sluice_proxy::{Proxy, ProxyHandle, Shaping};
 
@@ -94,6 +95,11 @@ pub async fn run(
     if options.rtts.is_empty() {
         return Err(Error::config("sluice lab needs at least one RTT"));
     }
+    // A table's name, never SQL: text that is none stops the lab here.
+    let export_table = match &options.table {
+        Some(table) => Some(PostgresDriver.dialect().table_name(table)?),
+        None => None,
+    };
     let mut direct = Connection::connect(config, &Meter::new()).await?;
     let server_version = direct.server_version().to_owned();
     let real_rtt = select1_median(&mut direct).await?;
@@ -107,6 +113,7 @@ pub async fn run(
         options,
         upstream: upstream.clone(),
         tables: tables.clone(),
+        export_table,
         export_sql: String::new(),
         export_rows: 0,
         measurements: Vec::new(),
@@ -266,6 +273,8 @@ struct Lab<'a> {
     options: &'a LabOptions,
     upstream: String,
     tables: Tables,
+    /// The user's table to export instead of a generated one (`--table`).
+    export_table: Option<TableName>,
     export_sql: String,
     export_rows: u64,
     measurements: Vec<Measurement>,
@@ -305,7 +314,7 @@ impl Lab<'_> {
         let Tables { source, sink, lob } = &self.tables;
         let options = self.options;
         progress("creating the lab's tables");
-        match &options.table {
+        match &self.export_table {
             Some(table) => {
                 self.export_sql = format!("select * from {table} limit {}", options.export_rows);
                 let count = direct

@@ -12,7 +12,9 @@ pub struct LabOptions {
     pub rtts: Vec<Duration>,
     /// Rows exported per cell. Default: 100,000.
     pub export_rows: u64,
-    /// Export the first `export_rows` rows of this table instead of a generated one.
+    /// Export the first `export_rows` rows of this table instead of a
+    /// generated one: a table's name, read by
+    /// [`sluice_core::connect::Dialect::table_name`], never SQL.
     /// Default: none (a generated `sluice_lab_*` table).
     pub table: Option<String>,
     /// Fetch sizes tried besides streaming. Default: 10, 100, 1000, 10000.

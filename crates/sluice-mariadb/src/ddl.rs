@@ -22,7 +22,7 @@ use sluice_core::{DecimalShape, Error, Kind};
 
 use crate::connection::Connection;
 use crate::driver::MARIADB;
-use crate::import::{describe_table, split_table_name};
+use crate::import::describe_table;
 use crate::sql::identifier;
 
 /// What ending a unit must undo.
@@ -44,7 +44,7 @@ pub(crate) async fn begin_load(
     let mut unit = LoadUnit::default();
     if let Some(spec) = &setup.create {
         connection.simple_query(&create_table(table, spec)?).await?;
-        unit.created = Some(quoted_name(table)?);
+        unit.created = Some(MARIADB.table_name(table)?.to_string());
     }
     let begun = async {
         let info = describe_table(connection, table).await?;
@@ -91,15 +91,6 @@ pub(crate) async fn end_load(
     ended.and(rolled_back)
 }
 
-/// `table` (`db.table` or `table`, backticks allowed) quoted for SQL.
-fn quoted_name(table: &str) -> Result<String, Error> {
-    let (schema, name) = split_table_name(table)?;
-    Ok(match schema {
-        Some(schema) => format!("{}.{}", identifier(&schema), identifier(&name)),
-        None => identifier(&name),
-    })
-}
-
 /// The `CREATE TABLE` for `spec`, named `table`. Every column says `NULL` or
 /// `NOT NULL`: left unsaid, a `TIMESTAMP` column could become `NOT NULL` with
 /// a default of the current time (`explicit_defaults_for_timestamp` off).
@@ -124,7 +115,7 @@ pub(crate) fn create_table(table: &str, spec: &TableSpec) -> Result<String, Erro
     }
     Ok(format!(
         "CREATE TABLE {} ({})",
-        quoted_name(table)?,
+        MARIADB.table_name(table)?,
         parts.join(", ")
     ))
 }
@@ -248,5 +239,13 @@ mod tests {
             create_table("t", &spec).unwrap(),
             "CREATE TABLE `t` (`id` bigint unsigned NOT NULL)"
         );
+        // The name is read by the one grammar of names, and quoted again.
+        assert_eq!(
+            create_table("`my.db`.`we``ird`", &spec).unwrap(),
+            "CREATE TABLE `my.db`.`we``ird` (`id` bigint unsigned NOT NULL)"
+        );
+        for refused in ["t (x int); drop table t; --", "a.b.c", "\"t\""] {
+            assert!(create_table(refused, &spec).is_err(), "{refused:?}");
+        }
     }
 }

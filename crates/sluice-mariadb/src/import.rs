@@ -60,10 +60,13 @@ const INPUT_NAME: &str = "sluice-input";
 
 const STAGE: &str = "`sluice_import_stage`";
 
-/// Reads the table's columns and their kinds from `information_schema`.
+/// Reads the table's columns and their kinds from `information_schema`;
+/// `table` is read by the one grammar of names, and text that is none is
+/// refused before anything is asked.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
-    let (schema, name) = split_table_name(table)?;
-    let schema_sql = schema.as_deref().map_or("DATABASE()".to_owned(), literal);
+    let table_name = connection.server().dialect().table_name(table)?;
+    let (schema, name) = (table_name.schema(), table_name.table());
+    let schema_sql = schema.map_or("DATABASE()".to_owned(), literal);
     // MariaDB stores JSON as LONGTEXT with a json_valid() check; MySQL has the type.
     let json_check = if connection.server().mariadb {
         "EXISTS (SELECT 1 FROM information_schema.CHECK_CONSTRAINTS k \
@@ -81,7 +84,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
          FROM information_schema.COLUMNS c \
          WHERE c.TABLE_SCHEMA = {schema_sql} AND c.TABLE_NAME = {} \
          ORDER BY c.ORDINAL_POSITION",
-        literal(&name)
+        literal(name)
     );
     let rows = connection.simple_query(&sql).await?.rows;
     if rows.is_empty() {
@@ -94,7 +97,7 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
             .unwrap_or_default()
     };
     let mut info = TableInfo {
-        name: format!("{}.{}", identifier(&text(&rows[0], 0)), identifier(&name)),
+        name: format!("{}.{}", identifier(&text(&rows[0], 0)), identifier(name)),
         ..TableInfo::default()
     };
     let mut key: Vec<(u64, String)> = Vec::new();
@@ -129,45 +132,6 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
     key.sort_unstable();
     info.primary_key = key.into_iter().map(|(_, column)| column).collect();
     Ok(info)
-}
-
-/// `db.table`, `` `db`.`table` `` or `table`.
-pub(crate) fn split_table_name(table: &str) -> Result<(Option<String>, String), Error> {
-    let unquote = |part: &str| -> String {
-        let part = part.trim();
-        match part
-            .strip_prefix('`')
-            .and_then(|rest| rest.strip_suffix('`'))
-        {
-            Some(inner) => inner.replace("``", "`"),
-            None => part.to_owned(),
-        }
-    };
-    let parts = split_outside_backticks(table);
-    match parts.as_slice() {
-        [name] => Ok((None, unquote(name))),
-        [schema, name] => Ok((Some(unquote(schema)), unquote(name))),
-        _ => Err(Error::config(format!(
-            "{table:?} is not a table name (table or database.table)"
-        ))),
-    }
-}
-
-fn split_outside_backticks(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut quoted, mut start) = (false, 0);
-    for (index, character) in text.char_indices() {
-        match character {
-            '`' => quoted = !quoted,
-            '.' if !quoted => {
-                parts.push(&text[start..index]);
-                start = index + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
 }
 
 /// A column's kind from its `DATA_TYPE`.
@@ -1247,20 +1211,6 @@ async fn insert_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_names_split_outside_backticks() {
-        assert_eq!(split_table_name("t").unwrap(), (None, "t".into()));
-        assert_eq!(
-            split_table_name("shop.orders").unwrap(),
-            (Some("shop".into()), "orders".into())
-        );
-        assert_eq!(
-            split_table_name("`my.db`.`we``ird`").unwrap(),
-            (Some("my.db".into()), "we`ird".into())
-        );
-        assert!(split_table_name("a.b.c").is_err());
-    }
 
     #[test]
     fn rows_are_escaped_for_load_data() {

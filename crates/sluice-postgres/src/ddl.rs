@@ -39,7 +39,7 @@ pub(crate) async fn begin_load(
             // The other sessions must see the table to load it: it is made
             // first, committed, and dropped again if the unit is undone.
             connection.simple_command(&create).await?;
-            created = Some(qualified_name(table)?);
+            created = Some(POSTGRESQL.table_name(table)?.to_string());
         } else {
             statements.push(create);
         }
@@ -53,7 +53,7 @@ pub(crate) async fn begin_load(
     if setup.empty {
         // Transactional in PostgreSQL, unlike in MariaDB: a failed copy
         // gives the rows back.
-        statements.push(format!("truncate {}", qualified_name(table)?));
+        statements.push(format!("truncate {}", POSTGRESQL.table_name(table)?));
     }
     let begun = async {
         connection.simple_command(&statements.join("; ")).await?;
@@ -111,7 +111,7 @@ pub(crate) fn create_table(table: &str, spec: &TableSpec) -> Result<String, Erro
     }
     Ok(format!(
         "create table {} ({})",
-        qualified_name(table)?,
+        POSTGRESQL.table_name(table)?,
         parts.join(", ")
     ))
 }
@@ -166,35 +166,6 @@ pub(crate) fn mapped_type(kind: &Kind, decimal: Option<DecimalShape>) -> String 
     }
 }
 
-/// `table` read as PostgreSQL reads a name (`to_regclass` does the same, so
-/// the table created is the one described): dot-separated parts, unquoted ones
-/// folded to lower case, `"quoted"` ones as written; each part quoted back.
-pub(crate) fn qualified_name(table: &str) -> Result<String, Error> {
-    let invalid = || Error::config(format!("{table:?} is not a table name"));
-    let mut parts = vec![String::new()];
-    let mut characters = table.trim().chars().peekable();
-    let mut quoted = false;
-    while let Some(character) = characters.next() {
-        let part = parts.last_mut().expect("one part at least");
-        match character {
-            '"' if quoted && characters.peek() == Some(&'"') => {
-                characters.next();
-                part.push('"');
-            }
-            '"' => quoted = !quoted,
-            _ if quoted => part.push(character),
-            '.' => parts.push(String::new()),
-            _ if character.is_whitespace() => return Err(invalid()),
-            _ => part.push(character.to_ascii_lowercase()),
-        }
-    }
-    if quoted || parts.len() > 3 || parts.iter().any(String::is_empty) {
-        return Err(invalid());
-    }
-    let quoted: Vec<String> = parts.iter().map(|part| escape_identifier(part)).collect();
-    Ok(quoted.join("."))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,18 +192,6 @@ mod tests {
     }
 
     #[test]
-    fn names_are_read_as_postgresql_reads_them() {
-        assert_eq!(qualified_name("Orders").unwrap(), "\"orders\"");
-        assert_eq!(
-            qualified_name("shop.\"Big \"\"Deal\"\"\"").unwrap(),
-            "\"shop\".\"Big \"\"Deal\"\"\""
-        );
-        for bad in ["", "a..b", "\"open", "a b", "a.b.c.d"] {
-            assert!(qualified_name(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn a_postgresql_source_keeps_its_own_types() {
         let shape = DecimalShape {
             precision: 10,
@@ -247,10 +206,21 @@ mod tests {
             total,
         ];
         assert_eq!(
-            create_table("t", &spec(columns, POSTGRESQL)).unwrap(),
+            create_table("t", &spec(columns.clone(), POSTGRESQL)).unwrap(),
             "create table \"t\" (\"id\" bigint not null, \"amount\" numeric(12,2), \
              \"code\" \"char\", \"total\" numeric(10,3), primary key (\"id\"))"
         );
+        // The name is read as PostgreSQL reads a name, and quoted again.
+        let created = create_table(r#"Shop."Big ""Deal""""#, &spec(columns.clone(), POSTGRESQL));
+        assert!(created
+            .unwrap()
+            .starts_with(r#"create table "shop"."Big ""Deal""" ("#),);
+        for refused in ["t (x int); drop table t; --", "a b", "a.b.c.d", "\"open"] {
+            assert!(
+                create_table(refused, &spec(columns.clone(), POSTGRESQL)).is_err(),
+                "{refused:?}"
+            );
+        }
     }
 
     #[test]

@@ -24,8 +24,11 @@ use crate::{describe_table, CancelToken, Config, Connection, Pipeline, QueryOpti
 use sluice_core::load::Scope;
 use sluice_core::split::{SplitRead, SplitRequest};
 
-/// PostgreSQL, the one place this crate says which database it is.
-pub(crate) const POSTGRESQL: Dialect = Dialect::new("PostgreSQL", Family::new("PostgreSQL"));
+/// PostgreSQL, the one place this crate says which database it is: unquoted
+/// names read in lower case, tables named up to `database.schema.table`.
+pub(crate) const POSTGRESQL: Dialect = Dialect::new("PostgreSQL", Family::new("PostgreSQL"))
+    .folding_unquoted_names()
+    .with_table_name_parts(3);
 
 /// PostgreSQL's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]

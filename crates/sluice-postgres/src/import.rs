@@ -38,6 +38,7 @@ use sluice_core::load::{
 use crate::binary_encode::{encoder_for_column, native_encoder, SessionSettings, ValueEncoder};
 use crate::copy_in::{error_position, CopyIn};
 use crate::copy_in_binary::CopyInBinary;
+use crate::driver::POSTGRESQL;
 use crate::types;
 use crate::Connection;
 
@@ -54,10 +55,13 @@ const DESCRIBE_QUERY: &str = "select c.oid::regclass::text, a.attname::text, a.a
  where c.oid = to_regclass($1) and a.attnum > 0 and not a.attisdropped \
    and a.attgenerated = '' order by a.attnum";
 
-/// Reads the table's columns and their kinds from the catalog.
+/// Reads the table's columns and their kinds from the catalog; `table` is
+/// read by the one grammar of names, and text that is none is refused
+/// before anything is asked.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
+    let name = POSTGRESQL.table_name(table)?.to_string();
     let rows = connection
-        .query_rows(DESCRIBE_QUERY, &[Some(table)])
+        .query_rows(DESCRIBE_QUERY, &[Some(&name)])
         .await?;
     if rows.is_empty() {
         return Err(Error::config(format!("table {table:?} does not exist")));

@@ -10,6 +10,10 @@
 //! on pages added after the size was read are never missed (the snapshot hides
 //! them anyway). Before PostgreSQL 14 the same parts are correct but each
 //! scans the whole table.
+//!
+//! A table is read by the one grammar of names
+//! ([`sluice_core::connect::TableName`]) and quoted; its size is looked up,
+//! and its parts read, by that one quoted name.
 
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 use sluice_core::split::{
@@ -17,6 +21,7 @@ use sluice_core::split::{
 };
 use sluice_core::Error;
 
+use crate::driver::POSTGRESQL;
 use crate::Connection;
 
 /// Begins the coordinator's snapshot transaction and plans the parts. On
@@ -65,7 +70,7 @@ async fn planned_parts(
             storage_parts(connection, table, request.parts).await?
         }
         (SplitSource::Table(table), Some(column)) => {
-            let relation = relation_name(connection, table).await?;
+            let relation = existing_relation(connection, table).await?;
             let sql = format!("select * from {relation}");
             value_parts(connection, &sql, &[], column, request.parts).await?
         }
@@ -96,26 +101,33 @@ fn single_value(rows: Vec<Vec<Option<String>>>) -> Result<String, Error> {
         .ok_or_else(|| Error::protocol("expected one value from the server"))
 }
 
-/// The table's name as the catalog spells it, checked to exist.
-async fn relation_name(connection: &mut Connection, table: &str) -> Result<String, Error> {
+/// `table` read by the one grammar of names and quoted, checked to exist:
+/// the relation the parts' statements name.
+async fn existing_relation(connection: &mut Connection, table: &str) -> Result<String, Error> {
+    let relation = POSTGRESQL.table_name(table)?.to_string();
     let rows = connection
-        .query_rows("select to_regclass($1)::text", &[Some(table)])
+        .query_rows("select to_regclass($1) is not null", &[Some(&relation)])
         .await?;
-    single_value(rows).map_err(|_| Error::config(format!("table {table:?} does not exist")))
+    match single_value(rows)?.as_str() {
+        "t" => Ok(relation),
+        _ => Err(Error::config(format!("table {table:?} does not exist"))),
+    }
 }
 
 /// Block ranges of the table's storage, read in the snapshot's transaction.
+/// Its size is looked up by the very name the parts' statements read.
 async fn storage_parts(
     connection: &mut Connection,
     table: &str,
     parts: usize,
 ) -> Result<Vec<ReadPart>, Error> {
+    let relation = POSTGRESQL.table_name(table)?.to_string();
     let rows = connection
         .query_rows(
             "select c.oid::regclass::text, c.relkind::text, \
              (pg_relation_size(c.oid) / current_setting('block_size')::int8)::text \
              from pg_catalog.pg_class c where c.oid = to_regclass($1)",
-            &[Some(table)],
+            &[Some(&relation)],
         )
         .await?;
     let row = rows
@@ -135,7 +147,7 @@ async fn storage_parts(
     let blocks: u64 = text(2)
         .parse()
         .map_err(|_| Error::protocol("unexpected table size from the server"))?;
-    Ok(storage_ranges(&name, &boundaries(blocks, parts)))
+    Ok(storage_ranges(&relation, &boundaries(blocks, parts)))
 }
 
 /// One part per range between `cuts` (block numbers): the first without a

@@ -10,12 +10,14 @@ use rusqlite::OpenFlags;
 use sluice_core::load::TableInfo;
 use sluice_core::{Column, Error, ErrorKind, Kind};
 
+use crate::driver::SQLITE;
 use crate::kind::kind_of_declared;
 
-/// Describes `table` (`name`, `schema.name`, parts optionally `"quoted"`) of
-/// the file at `path`. Blocking: run it off the async threads.
+/// Describes `table` (`name`, `schema.name`, parts optionally `"quoted"`:
+/// the one grammar of names, [`sluice_core::connect::TableName`]) of the file
+/// at `path`. Blocking: run it off the async threads.
 pub fn describe_table(path: &Path, table: &str) -> Result<TableInfo, Error> {
-    let (schema, name) = split_name(table)?;
+    let table_name = SQLITE.table_name(table)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
@@ -32,9 +34,9 @@ pub fn describe_table(path: &Path, table: &str) -> Result<TableInfo, Error> {
              from pragma_table_info(?1, ?2) order by cid",
         )
         .map_err(failed)?;
-    let schema_name = schema.clone().unwrap_or_else(|| "main".to_owned());
+    let schema = table_name.schema().unwrap_or("main");
     let rows = statement
-        .query_map([&name, &schema_name], |row| {
+        .query_map([table_name.table(), schema], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, String>(1)?,
@@ -50,10 +52,7 @@ pub fn describe_table(path: &Path, table: &str) -> Result<TableInfo, Error> {
         return Err(Error::config(format!("table {table:?} does not exist")));
     }
     let mut info = TableInfo {
-        name: match &schema {
-            Some(schema) => format!("{}.{}", quote(schema), quote(&name)),
-            None => quote(&name),
-        },
+        name: table_name.to_string(),
         ..TableInfo::default()
     };
     let mut key = Vec::new();
@@ -75,46 +74,6 @@ pub fn describe_table(path: &Path, table: &str) -> Result<TableInfo, Error> {
     key.sort_unstable();
     info.primary_key = key.into_iter().map(|(_, column)| column).collect();
     Ok(info)
-}
-
-/// `"name"` with inner quotes doubled.
-fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// `schema.name` or `name`, each part bare or `"quoted"`.
-fn split_name(table: &str) -> Result<(Option<String>, String), Error> {
-    let mut parts = vec![String::new()];
-    let mut characters = table.trim().chars().peekable();
-    let mut quoted = false;
-    while let Some(character) = characters.next() {
-        let part = parts.last_mut().expect("one part at least");
-        match character {
-            '"' if quoted && characters.peek() == Some(&'"') => {
-                characters.next();
-                part.push('"');
-            }
-            '"' => quoted = !quoted,
-            '.' if !quoted => parts.push(String::new()),
-            _ => part.push(character),
-        }
-    }
-    let invalid = || {
-        Error::config(format!(
-            "{table:?} is not a table name (table or schema.table)"
-        ))
-    };
-    if quoted || parts.iter().any(String::is_empty) {
-        return Err(invalid());
-    }
-    match parts.len() {
-        1 => Ok((None, parts.remove(0))),
-        2 => {
-            let name = parts.remove(1);
-            Ok((Some(parts.remove(0)), name))
-        }
-        _ => Err(invalid()),
-    }
 }
 
 #[cfg(test)]
@@ -145,6 +104,12 @@ mod tests {
         let missing = describe_table(&path, "main.nope").unwrap_err();
         assert_eq!(missing.kind(), ErrorKind::Config);
         assert_eq!(missing.to_string(), "table \"main.nope\" does not exist");
-        assert!(split_name("a.b.c").is_err());
+        for text in ["a.b.c", "\"Odd\"\"Name\" union select 1"] {
+            let refused = describe_table(&path, text).unwrap_err();
+            assert_eq!(
+                refused.to_string(),
+                format!("{text:?} is not a table name (table or schema.table)")
+            );
+        }
     }
 }

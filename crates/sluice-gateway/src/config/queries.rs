@@ -11,8 +11,8 @@ use super::databases::{database_for, DatabaseConfig};
 use super::entries::Entries;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
-use super::text::{is_identifier, is_qualified_identifier};
 use super::error::ConfigError;
+use super::text::is_identifier;
 
 /// `[queries.NAME]`'s keys.
 pub(super) static SECTION: Section = Section {
@@ -49,7 +49,9 @@ pub(super) static SECTION: Section = Section {
             name: "table",
             ty: Type::Text,
             default: KeyDefault::Absent("—"),
-            meaning: "Instead of `sql`: every row of this table (optionally schema-qualified). \
+            meaning: "Instead of `sql`: every row of this table. A table's name, not SQL: \
+                      `table` or `schema.table`, each part bare or quoted as the database quotes \
+                      names; anything else is refused when the configuration loads. \
                       On a database that reads in parts, Flight cuts it by its storage.",
             example: None,
             old_names: &[],
@@ -225,13 +227,12 @@ pub(super) fn query_entry(
     if !is_identifier(&name) {
         return Err(entries.table_error("query names are letters, digits and _"));
     }
-    let database = database_for(entries, databases)?;
-    let (sql, sql_span) = query_sql(entries)?;
+    let database = &databases[&database_for(entries, databases)?];
+    let (sql, sql_span) = query_sql(entries, database)?;
     let mut specs: Vec<ParamSpec> = Vec::new();
     for param in params {
         specs.push(param_entry(param, &specs)?);
     }
-    let database = &databases[&database];
     let split = query_split(entries, &specs, database)?;
     Ok(QueryConfig {
         name,
@@ -267,21 +268,22 @@ fn inline_large_objects(
     }
 }
 
-/// A query's SQL: its `sql`, or the whole of its `table`; and where it is.
-fn query_sql(entries: &Entries<'_>) -> Result<(String, Range<usize>), ConfigError> {
+/// A query's SQL: its `sql`, or the whole of its `table` (a table's name
+/// read by its database's one grammar of names, quoted into the SQL); and
+/// where it is.
+fn query_sql(
+    entries: &Entries<'_>,
+    database: &DatabaseConfig,
+) -> Result<(String, Range<usize>), ConfigError> {
     match (entries.text("sql")?, entries.text("table")?) {
         (Some(sql), None) if sql.value.trim().is_empty() => {
             Err(entries.error("sql", sql.span, "the SQL is empty"))
         }
         (Some(sql), None) => Ok((sql.value, sql.span)),
-        (None, Some(table)) if is_qualified_identifier(&table.value) => {
-            Ok((format!("select * from {}", table.value), table.span))
-        }
-        (None, Some(table)) => Err(entries.error(
-            "table",
-            table.span,
-            "a table is named by letters, digits and _, optionally after its schema and a dot",
-        )),
+        (None, Some(table)) => match database.target.dialect().table_name(&table.value) {
+            Ok(name) => Ok((format!("select * from {name}"), table.span)),
+            Err(error) => Err(entries.error("table", table.span, error.to_string())),
+        },
         _ => Err(entries.table_error(
             "give exactly one of sql = \"…\" or table = \"…\" (every row of a table)",
         )),

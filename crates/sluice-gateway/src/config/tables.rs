@@ -33,7 +33,9 @@ pub(super) static SECTION: Section = Section {
             name: "table",
             ty: Type::Text,
             default: KeyDefault::Absent("the key"),
-            meaning: "The table in the database (optionally schema-qualified).",
+            meaning: "The table in the database: a table's name, not SQL (`table` or \
+                      `schema.table`, each part bare or quoted as the database quotes names); \
+                      anything else is refused when the configuration loads.",
             example: Some("\"public.payment_events\""),
             old_names: &[],
         },
@@ -124,7 +126,12 @@ fn table_entry(
         Some(table) if table.value.trim().is_empty() => {
             return Err(entries.error("table", table.span, "the table name is empty"))
         }
-        Some(table) => table.value.trim().to_owned(),
+        // Read as the database reads a name (the one grammar of names) now,
+        // rather than refused by the first request.
+        Some(table) => match target.dialect().table_name(&table.value) {
+            Ok(_) => table.value.trim().to_owned(),
+            Err(error) => return Err(entries.error("table", table.span, error.to_string())),
+        },
         None => name.clone(),
     };
     let max_line_bytes = entries.size("max_line_bytes")?.unwrap_or_default();

@@ -289,7 +289,7 @@ fn table_queries_and_split_by_say_how_flight_cuts_a_query() {
                 [queries.plain]\nsql = \"select 1\"\n";
     let config = Config::parse(text, "good.toml").unwrap();
     let whole = &config.queries["whole"];
-    assert_eq!(whole.sql, "select * from app.events");
+    assert_eq!(whole.sql, "select * from \"app\".\"events\"");
     assert_eq!(
         whole.split,
         Some(QuerySplit::Storage {
@@ -328,6 +328,47 @@ fn table_queries_and_split_by_say_how_flight_cuts_a_query() {
         Config::parse(sqlite_table, "ok.toml").unwrap().queries["q"].split,
         None
     );
+}
+
+#[test]
+fn a_table_key_is_a_table_name_read_as_its_database_reads_names() {
+    let config = |url: &str, table: &str| {
+        format!(
+            "[databases.main]\nurl = \"{url}\"\n[queries.q]\ntable = '{table}'\n\
+             [tables.t]\ntable = '{table}'\n\
+             [[tokens]]\nname = \"w\"\ntoken = \"a-long-enough-token-value\"\nscopes = [\"write\"]\n"
+        )
+    };
+    let postgres = "postgres://u@h/d";
+    let parsed = Config::parse(&config(postgres, r#"Shop."Big ""Deal"" Ünï""#), "ok.toml").unwrap();
+    assert_eq!(
+        parsed.queries["q"].sql,
+        r#"select * from "shop"."Big ""Deal"" Ünï""#
+    );
+    assert_eq!(parsed.tables["t"].table, r#"Shop."Big ""Deal"" Ünï""#);
+    let mariadb = "mariadb://u@h/d";
+    let parsed = Config::parse(&config(mariadb, "Shop.`we``ird`"), "ok.toml").unwrap();
+    assert_eq!(parsed.queries["q"].sql, "select * from `Shop`.`we``ird`");
+
+    for (url, table) in [
+        (postgres, "t union all select secret from ev"),
+        (postgres, "(select * from ev) s"),
+        (postgres, "t -- x"),
+        (postgres, "`t`"),
+        (mariadb, "\"t\""),
+        (mariadb, "t/*x*/"),
+    ] {
+        let error = error_for(&config(url, table));
+        assert_eq!((error.line, error.key.as_str()), (4, "queries.q.table"));
+        assert_eq!(
+            error.message,
+            format!("{table:?} is not a table name (table or schema.table)")
+        );
+        let error = error_for(
+            &config(url, table).replace("[queries.q]\ntable", "[queries.q]\nsql = \"select 1\"\n#"),
+        );
+        assert_eq!((error.line, error.key.as_str()), (7, "tables.t.table"));
+    }
 }
 
 #[test]

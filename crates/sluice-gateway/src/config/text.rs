@@ -135,11 +135,6 @@ fn unit_factor(unit: &str) -> Option<u64> {
     })
 }
 
-/// A table name: identifiers joined by dots (`payment_events`, `public.payment_events`).
-pub(super) fn is_qualified_identifier(name: &str) -> bool {
-    name.split('.').all(is_identifier) && name.split('.').count() <= 3
-}
-
 /// Letters, digits and `_`, not starting with a digit.
 pub(super) fn is_identifier(name: &str) -> bool {
     let mut characters = name.chars();
