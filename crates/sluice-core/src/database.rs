@@ -12,69 +12,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::connect::{Dialect, Session};
-use crate::source::{Chunk, DynSource};
-use crate::{Batch, BatchSource, Error, Schema};
+use crate::dialect::Dialect;
+use crate::session::Session;
+use crate::{Error, Schema};
 
 pub use crate::future::BoxFuture;
-
-/// A value bound to a query parameter, already checked against its declared
-/// type. Each database binds it its own way: PostgreSQL sends the text and lets
-/// the server convert it; SQLite binds the matching storage class.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Param {
-    /// SQL NULL.
-    Null,
-    /// A boolean.
-    Bool(bool),
-    /// An integer.
-    Integer(i64),
-    /// A floating-point number, with the text it was given as (so PostgreSQL
-    /// converts exactly what the client sent).
-    Real {
-        /// The number.
-        value: f64,
-        /// Its text.
-        text: String,
-    },
-    /// An exact decimal, as text (`12.50`).
-    Numeric(String),
-    /// Text.
-    Text(String),
-    /// A date, `YYYY-MM-DD`.
-    Date(String),
-    /// A date and time without zone, in sluice's canonical text
-    /// (`2024-03-01 12:00:00.25`).
-    Timestamp(String),
-    /// A moment in UTC, in sluice's canonical text without the offset
-    /// (`2024-03-01 10:00:00.25`).
-    TimestampUtc(String),
-    /// A UUID, lower case.
-    Uuid(String),
-    /// A JSON document's text.
-    Json(String),
-}
-
-impl Param {
-    /// The value in its canonical text (a moment without an offset as written,
-    /// meaning UTC); `None` for NULL. Databases that spell a value otherwise say
-    /// so through [`crate::connect::Session::param_spelling`].
-    pub fn text(&self) -> Option<String> {
-        Some(match self {
-            Param::Null => return None,
-            Param::Bool(value) => value.to_string(),
-            Param::Integer(value) => value.to_string(),
-            Param::Real { text, .. } => text.clone(),
-            Param::Numeric(text)
-            | Param::Text(text)
-            | Param::Date(text)
-            | Param::Timestamp(text)
-            | Param::TimestampUtc(text)
-            | Param::Uuid(text)
-            | Param::Json(text) => text.clone(),
-        })
-    }
-}
+pub use crate::param::Param;
+pub use crate::running::{Query, QueryEnd, RunningQuery};
 
 /// How a query runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,77 +182,6 @@ pub struct StatementCheck {
     /// `None` where it cannot say before running (SQLite's values have no
     /// declared types in expressions), empty for a statement without rows.
     pub columns: Option<Schema>,
-}
-
-/// A query whose result is being read.
-pub trait RunningQuery: DynSource {
-    /// Round trips to the database since the query started (0 where none are
-    /// made, as for an embedded database).
-    fn round_trips(&self) -> u64;
-
-    /// The result was read to the end: the session may be reused.
-    fn complete(self: Box<Self>);
-
-    /// The result was not read to the end: the session is discarded. When the
-    /// query may still run on the server, the returned future cancels it; the
-    /// caller runs it where shutdown can wait for it.
-    fn abandon(self: Box<Self>) -> Option<BoxFuture<'static, ()>>;
-}
-
-/// How a query of a [`Query`] ends: the part of a running query that is not
-/// its rows (the session to give back, the cancel to send).
-pub trait QueryEnd<S>: Send {
-    /// Round trips since the query started.
-    fn round_trips(&self) -> u64;
-
-    /// See [`RunningQuery::complete`]; `source` is the result, read to its end.
-    fn complete(self, source: S);
-
-    /// See [`RunningQuery::abandon`]; `source` is the result, not read to its end.
-    fn abandon(self, source: S) -> Option<BoxFuture<'static, ()>>;
-}
-
-/// A database's [`BatchSource`] with how its session ends: a [`RunningQuery`]
-/// when the end is a [`QueryEnd`], an [`Export`](crate::connect::Export) when it
-/// is a closing function; so each database crate writes only what is its own.
-pub struct Query<S, E> {
-    pub(crate) source: S,
-    pub(crate) end: E,
-}
-
-impl<S, E> Query<S, E> {
-    /// The query reading `source`, ended by `end`.
-    pub fn new(source: S, end: E) -> Query<S, E> {
-        Query { source, end }
-    }
-}
-
-impl<S: BatchSource, E: Send> DynSource for Query<S, E> {
-    fn schema(&self) -> &Schema {
-        self.source.schema()
-    }
-
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
-        Box::pin(self.source.next_batch())
-    }
-
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
-        Box::pin(self.source.next_chunk())
-    }
-}
-
-impl<S: BatchSource, E: QueryEnd<S>> RunningQuery for Query<S, E> {
-    fn round_trips(&self) -> u64 {
-        self.end.round_trips()
-    }
-
-    fn complete(self: Box<Self>) {
-        self.end.complete(self.source);
-    }
-
-    fn abandon(self: Box<Self>) -> Option<BoxFuture<'static, ()>> {
-        self.end.abandon(self.source)
-    }
 }
 
 /// A configured database the gateway serves.
