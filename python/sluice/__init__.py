@@ -858,12 +858,16 @@ def write(
     whose ``row`` is its 0-based index in ``data`` and ``column_name`` its column.
     Memory holds one record batch: a ``RecordBatchReader`` streams.
 
-    Every number goes in as it is or not at all: a value its column's type
+    Every value goes in as it is or not at all: a value its column's type
     cannot hold exactly (a fraction or an out-of-range number in an integer
     column, digits a ``numeric`` column would round away, an integer or
-    decimal a float column would round) raises :class:`BadInput` naming its
-    row and column before anything is committed. pandas' missing values
-    (``None``, ``NaN``, ``NaT``, ``pd.NA``) are NULL."""
+    decimal a float column would round, trailing spaces a ``varchar(n)``
+    would cut) raises :class:`BadInput` naming its row and column before
+    anything is committed, whether or not the login may read the table
+    (when it may not, what the database refuses itself, such as an integer
+    out of its column's range, is its :class:`DatabaseError`, naming them
+    too). pandas' missing values (``None``, ``NaN``, ``NaT``, ``pd.NA``) are
+    NULL."""
     import pyarrow.ipc
 
     arguments = [
@@ -1190,6 +1194,13 @@ def _check_nulls(array: "pyarrow.Array", values: Any, first_row: int, column: st
 # that surely fit, and only the others are looked at one by one, in Python,
 # where the rules below decide. A value that does not fit raises BadInput with
 # its row and column; the import is interrupted, so nothing is committed.
+#
+# This check is the early one, not the only one: `sluice import` refuses on its
+# own a value its column's declared type would round or cut (digits past a
+# numeric(p,s)'s scale, spaces past a varchar(n), a number a float column
+# would round), with the limits it reads from the catalog. So when the types
+# cannot be read here (a login without SELECT on the table), nothing is
+# rounded either: the import's error names the row instead.
 
 
 class _Refused(Exception):
@@ -1212,8 +1223,9 @@ def _table_types(url: str, table: str) -> dict:
     reads them: what :func:`write` checks values against. Empty when the
     name is not a plain (possibly quoted) table name, or the query fails in
     the database (no such table, no SELECT privilege): the import then
-    reports what is wrong, or loads with the checks of the data's own types.
-    A connection that fails fails the write."""
+    reports what is wrong, or loads with its own checks of the values
+    against the catalog's column types (see "exact numbers" below). A
+    connection that fails fails the write."""
     import pyarrow.ipc
 
     if not _TABLE_NAME.fullmatch(table):
