@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import io
 import json
 import math
 import numbers
 import os
 import re
+import select
 import shutil
 import signal
 import struct
@@ -59,6 +61,10 @@ __all__ = [
 # How long an interrupted sluice gets to cancel the query and exit before it is
 # killed (it gives the server two seconds to take the cancel).
 _INTERRUPT_GRACE_SECONDS = 10
+
+# How often a wait for sluice (its pipe, its exit) returns to Python code, where
+# the interpreter runs a pending signal's handler: see _Pipe.
+_WAKE_SECONDS = 0.1
 
 
 class Error(Exception):
@@ -164,9 +170,76 @@ def _binary() -> str:
     return found
 
 
+class _Pipe(io.RawIOBase):
+    """Our end of a pipe to or from sluice, waited on so that Ctrl-C is answered
+    within ``_WAKE_SECONDS`` whatever else the process has imported.
+
+    A blocking ``read`` or ``write`` on a pipe (what pyarrow's reader and writer
+    do, in C++) gives the interpreter a chance to run a signal's handler only
+    when the signal interrupts the call, and that happens only when the signal
+    lands on this thread and its C handler was installed without
+    ``SA_RESTART``, as Python installs its own. Importing polars breaks the
+    second: its runtime installs a SIGINT handler of its own (through the Rust
+    crate signal-hook, for interrupting its own queries) with ``SA_RESTART``,
+    chained to Python's. Python's handler still notes the signal, but the
+    kernel restarts the read, which sleeps on until sluice writes, after the
+    whole query for one that sends nothing before its end; the
+    ``KeyboardInterrupt`` came then, and sluice was never told. (Python's
+    Python-level handler is unchanged: ``signal.getsignal`` shows nothing.)
+    Any other library doing the same, or a signal the kernel gives to one of
+    the process's other threads (pyarrow's, polars'), does it too.
+
+    So the pipe is non-blocking and a wait on it (``poll``) returns to Python
+    code every ``_WAKE_SECONDS``, where the interpreter runs whatever handler
+    the signal has waiting: Python's default raises ``KeyboardInterrupt``,
+    which ends the read or write, and :func:`_watched` passes it on to sluice.
+    Off the main thread, where no handler runs, the wait just goes on."""
+
+    def __init__(self, file: io.FileIO, writes: bool):
+        super().__init__()
+        self._file = file
+        self._writes = writes
+        os.set_blocking(file.fileno(), False)
+        self._poll = select.poll()
+        self._poll.register(file.fileno(), select.POLLOUT if writes else select.POLLIN)
+
+    @property
+    def mode(self) -> str:
+        # What pyarrow asks a file object it is given (through its buffer).
+        return "wb" if self._writes else "rb"
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def readable(self) -> bool:
+        return not self._writes
+
+    def writable(self) -> bool:
+        return self._writes
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            count = self._file.readinto(buffer)  # None: nothing there yet
+            if count is not None:
+                return count
+            self._poll.poll(_WAKE_SECONDS * 1000)
+
+    def write(self, data: Any) -> int:
+        while True:
+            count = self._file.write(data)  # None: the pipe is full
+            if count is not None:
+                return count
+            self._poll.poll(_WAKE_SECONDS * 1000)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
 class _Run:
     """One sluice process: reports (JSON lines) go to a temporary file rather than a
-    pipe, so a chatty standard error can never block it."""
+    pipe, so a chatty standard error can never block it. A read's Arrow stream
+    is ``output``, a write's is ``input``: buffered :class:`_Pipe` s."""
 
     def __init__(self, arguments: Sequence[str], *, reads: bool):
         self.reads = reads
@@ -178,30 +251,48 @@ class _Run:
             stdout=subprocess.PIPE if reads else subprocess.DEVNULL,
             stderr=self.reports,
             env=environment,
+            # The pipe's own file, which _Pipe buffers.
+            bufsize=0,
         )
+        self.output = io.BufferedReader(_Pipe(self.process.stdout, writes=False)) if reads else None
+        self.input = None if reads else io.BufferedWriter(_Pipe(self.process.stdin, writes=True))
 
     def interrupt(self) -> None:
         """Ctrl-C for the process: sluice cancels the query on the server and
-        exits; killed if it does not within the grace period."""
+        exits; killed if it does not within the grace period, or when waiting
+        for it is interrupted in turn (a second Ctrl-C)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
                 self.process.wait(timeout=_INTERRUPT_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self._kill()
+            except BaseException:
+                self._kill()
+                self.close()
+                raise
         self.close()
 
+    def _kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
     def close(self) -> None:
-        for stream in (self.process.stdin, self.process.stdout):
+        # The process has ended: a write's buffer left unsent breaks the pipe.
+        for stream in (self.input, self.output):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
         self.reports.close()
 
     def finish(self) -> None:
-        """Waits for the process; raises its error, or records its stats."""
-        code = self.process.wait()
+        """Waits for the process; raises its error, or records its stats. An
+        interrupt while waiting (a write's commit) interrupts the process."""
+        try:
+            code = self._exit_code()
+        except BaseException:
+            self.interrupt()
+            raise
         self.reports.seek(0)
         lines = self.reports.read().decode("utf-8", "replace").splitlines()
         self.close()
@@ -211,6 +302,14 @@ class _Run:
         stats = next((report["stats"] for report in reports if "stats" in report), None)
         if stats is not None:
             _last.stats = Stats.from_report(stats)
+
+    def _exit_code(self) -> int:
+        """The process's exit code, waited for in steps that let a signal's
+        handler run (a blocking ``waitpid`` is restarted as a read is: see
+        :class:`_Pipe`)."""
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return self.process.wait(timeout=_WAKE_SECONDS)
 
 
 def _parse_report(line: str) -> dict:
@@ -325,7 +424,7 @@ def read_batches(
 
     run = _Run(_export_arguments(url, query, params, {"batch_rows": batch_rows, **settings}), reads=True)
     with _watched(run):
-        reader = pyarrow.ipc.open_stream(run.process.stdout)
+        reader = pyarrow.ipc.open_stream(run.output)
         _note_text_columns(reader.schema)
         yield from reader
 
@@ -338,7 +437,7 @@ def read_arrow(
 
     run = _Run(_export_arguments(url, query, params, settings), reads=True)
     with _watched(run):
-        reader = pyarrow.ipc.open_stream(run.process.stdout)
+        reader = pyarrow.ipc.open_stream(run.output)
         _note_text_columns(reader.schema)
         table = reader.read_all()
     return table
@@ -392,7 +491,7 @@ def read_pandas(
     mapper = _pandas_types(dtype_backend, pandas)
     run = _Run(_export_arguments(url, query, params, settings), reads=True)
     with _watched(run):
-        reader = pyarrow.ipc.open_stream(run.process.stdout)
+        reader = pyarrow.ipc.open_stream(run.output)
         _note_text_columns(reader.schema)
         rows = 0
         parts = []
@@ -763,12 +862,16 @@ def write(
     whose ``row`` is its 0-based index in ``data`` and ``column_name`` its column.
     Memory holds one record batch: a ``RecordBatchReader`` streams.
 
-    Every number goes in as it is or not at all: a value its column's type
+    Every value goes in as it is or not at all: a value its column's type
     cannot hold exactly (a fraction or an out-of-range number in an integer
     column, digits a ``numeric`` column would round away, an integer or
-    decimal a float column would round) raises :class:`BadInput` naming its
-    row and column before anything is committed. pandas' missing values
-    (``None``, ``NaN``, ``NaT``, ``pd.NA``) are NULL."""
+    decimal a float column would round, trailing spaces a ``varchar(n)``
+    would cut) raises :class:`BadInput` naming its row and column before
+    anything is committed, whether or not the login may read the table
+    (when it may not, what the database refuses itself, such as an integer
+    out of its column's range, is its :class:`DatabaseError`, naming them
+    too). pandas' missing values (``None``, ``NaN``, ``NaT``, ``pd.NA``) are
+    NULL."""
     import pyarrow.ipc
 
     arguments = [
@@ -786,11 +889,11 @@ def write(
         # The import connects while the column types are read.
         types = _table_types(url, table)
         reader = _checked(_record_batch_reader(data, types), types)
-        with pyarrow.ipc.new_stream(run.process.stdin, reader.schema) as stream:
+        with pyarrow.ipc.new_stream(run.input, reader.schema) as stream:
             for batch in reader:
                 stream.write_batch(batch)
         # The end of the input is what lets sluice commit.
-        run.process.stdin.close()
+        run.input.close()
 
 
 def _record_batch_reader(data: Any, types: Mapping[str, Any] | None = None) -> "pyarrow.RecordBatchReader":
@@ -1095,6 +1198,13 @@ def _check_nulls(array: "pyarrow.Array", values: Any, first_row: int, column: st
 # that surely fit, and only the others are looked at one by one, in Python,
 # where the rules below decide. A value that does not fit raises BadInput with
 # its row and column; the import is interrupted, so nothing is committed.
+#
+# This check is the early one, not the only one: `sluice import` refuses on its
+# own a value its column's declared type would round or cut (digits past a
+# numeric(p,s)'s scale, spaces past a varchar(n), a number a float column
+# would round), with the limits it reads from the catalog. So when the types
+# cannot be read here (a login without SELECT on the table), nothing is
+# rounded either: the import's error names the row instead.
 
 
 class _Refused(Exception):
@@ -1122,8 +1232,9 @@ def _table_types(url: str, table: str) -> dict:
     reads them: what :func:`write` checks values against. Empty when the
     name is not a plain (possibly quoted) table name, or the query fails in
     the database (no such table, no SELECT privilege): the import then
-    reports what is wrong, or loads with the checks of the data's own types.
-    A connection that fails fails the write."""
+    reports what is wrong, or loads with its own checks of the values
+    against the catalog's column types (see "exact numbers" below). A
+    connection that fails fails the write."""
     import pyarrow.ipc
 
     if not _TABLE_NAME.fullmatch(table):
@@ -1131,7 +1242,7 @@ def _table_types(url: str, table: str) -> dict:
     run = _Run(["export", f"--db={url}", f"--query=select * from {table} limit 0", "--format=arrow"], reads=True)
     try:
         with _watched(run):
-            schema = pyarrow.ipc.open_stream(run.process.stdout).read_all().schema
+            schema = pyarrow.ipc.open_stream(run.output).read_all().schema
     except ConnectionFailed:
         raise
     except Error:

@@ -3,6 +3,8 @@ with the first bad row named by its index and column."""
 
 import datetime
 import decimal
+import urllib.parse
+from dataclasses import dataclass
 
 import pandas as pd
 import polars as pl
@@ -374,6 +376,66 @@ def test_a_quoted_schema_qualified_table_is_checked_too(url, schema, sql):
         sluice.write(url, f'{schema}."Odd Name"', pa.table({"id": [0, 1, 2], "n": [0.5, 0.25, 1.125]}))
     assert (caught.value.row, caught.value.column_name) == (2, "n")
     assert sql(f'select count(*) from {schema}."Odd Name"') == "0"
+
+
+@dataclass
+class Login:
+    role: str
+    url: str
+
+
+@pytest.fixture
+def writer(url, schema, sql):
+    """A login of the test's own with USAGE on its schema and nothing else."""
+    role = f"{schema}_writer"
+    sql(f"create role {role} login password 'writer'; grant usage on schema {schema} to {role}")
+    parts = urllib.parse.urlsplit(url)
+    address = parts.hostname + (f":{parts.port}" if parts.port else "")
+    yield Login(role, urllib.parse.urlunsplit(parts._replace(netloc=f"{role}:writer@{address}")))
+    sql(f"drop owned by {role}; drop role {role}")
+
+
+@pytest.mark.parametrize(
+    "data, column, words",
+    [
+        (
+            pd.DataFrame({"id": [0, 1], "amount": [0.12, 0.125]}),
+            "amount",
+            "0.125 has more than 2 digits after the point: the column's type (numeric(5,2)) would round it",
+        ),
+        (
+            pa.table({"id": [0, 1], "amount": pa.array([decimal.Decimal("0.120"), decimal.Decimal("0.125")], pa.decimal128(4, 3))}),
+            "amount",
+            "0.125 has more than 2 digits after the point",
+        ),
+        (
+            pl.DataFrame({"id": [0, 1], "code": ["abc", "ab  "]}),
+            "code",
+            "the value has 4 characters, more than the column's type (varchar(3)) holds",
+        ),
+        (
+            pd.DataFrame({"id": [0, 1], "ratio": [0.1, 0.123456789]}),
+            "ratio",
+            "0.123456789 has more digits than a 32-bit float holds: the column would hold 0.12345679",
+        ),
+    ],
+    ids=["pandas float", "arrow decimal", "polars text", "pandas float into float4"],
+)
+def test_a_login_that_may_not_select_still_never_rounds_or_cuts(url, schema, sql, writer, data, column, words):
+    # PostgreSQL would store 0.125 as 0.13, 'ab  ' as 'ab ' and 0.123456789 as
+    # 0.12345679 without a word, and this login cannot read the column types.
+    sql(f"create table {schema}.t (id int4, amount numeric(5,2), code varchar(3), ratio float4)")
+    sql(f"grant insert on {schema}.t to {writer.role}")
+    with pytest.raises(sluice.DatabaseError, match="permission denied"):
+        sluice.read_arrow(writer.url, f"select * from {schema}.t")
+    with pytest.raises(sluice.BadInput) as caught:
+        sluice.write(writer.url, f"{schema}.t", data)
+    assert (caught.value.row, caught.value.column_name) == (1, column), str(caught.value)
+    assert words in str(caught.value)
+    assert sql(f"select count(*) from {schema}.t") == "0"
+    fits = pa.table({"id": [2], "amount": [decimal.Decimal("0.12")], "code": ["abc"], "ratio": [0.1]})
+    sluice.write(writer.url, f"{schema}.t", fits)
+    assert sql(f"select concat_ws('|', amount, code, ratio) from {schema}.t") == "0.12|abc|0.1"
 
 
 def test_dates_read_as_datetime64_write_back_as_dates(url, schema, sql):

@@ -70,6 +70,13 @@ impl Batch {
         self.data.truncate(mark.data);
     }
 
+    /// Removes the complete row `row`, keeping the others in order (its
+    /// values' bytes stay in the buffer until the batch is cleared).
+    pub fn remove_row(&mut self, row: usize) {
+        let start = row * self.columns;
+        self.fields.drain(start..start + self.columns);
+    }
+
     /// Number of values pushed so far (complete rows times columns, plus any partial row).
     pub fn num_values(&self) -> usize {
         self.fields.len()

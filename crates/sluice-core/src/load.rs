@@ -8,13 +8,18 @@
 //! from bytes (`sluice import`, `POST /tables`), a [`SourceRows`] reads them
 //! from another database's result (`sluice copy`). Either way each row carries
 //! its position (the input line its record starts on, or its 1-based place in
-//! the source result), which the database's errors are tied back to.
+//! the source result), which the database's errors are tied back to. An
+//! `ImportInput` rejects a row holding a value its column's declared type
+//! would store changed (`declared`: digits a `numeric(p,s)` rounds away,
+//! characters past a `varchar(n)`), as a decoder rejects a bad record.
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::future::BoxFuture;
 use crate::source::DynSource;
 use crate::{Batch, Column, Decoded, Decoder, Error, ErrorKind, Progress, Rejected, RowError};
+
+mod declared;
 
 /// A table to import into, as the catalog describes it.
 #[derive(Debug, Clone, Default)]
@@ -400,10 +405,14 @@ impl<'a, D: Decoder + ?Sized, R: AsyncRead + Unpin + Send + ?Sized> ImportInput<
             })?;
         self.progress.add_bytes(read as u64);
         let end = read == 0;
+        let first = decoded.batch.num_rows();
         let consumed = self
             .decoder
             .decode(&self.buffer[self.start..], end, decoded)?;
         self.start += consumed;
+        if let Some(columns) = self.decoder.target_columns() {
+            declared::reject_changed(decoded, first, columns);
+        }
         if end {
             self.finished = true;
             if self.start < self.buffer.len() {

@@ -150,6 +150,11 @@ pub struct Column {
     /// the precision and scale; `None` for an unconstrained `numeric` and every
     /// other kind.
     pub decimal: Option<DecimalShape>,
+    /// For a `varchar(n)` column, the most characters a value may have;
+    /// `None` for every other column (a `char(n)`'s trailing spaces mean
+    /// nothing). Only a table's description says it: an import refuses a
+    /// longer value rather than let the database cut its trailing spaces.
+    pub length: Option<u32>,
     /// How the values are spelled: text, unless the caller asked for binary
     /// values and the source sends this column so.
     pub encoding: Encoding,
@@ -167,6 +172,7 @@ impl Column {
             kind,
             type_name: type_name.into(),
             decimal: None,
+            length: None,
             encoding: Encoding::Text,
             nullable: None,
         }
@@ -187,6 +193,12 @@ impl Column {
     /// The same column with a declared decimal shape (`None`: unconstrained).
     pub fn with_decimal(mut self, shape: Option<DecimalShape>) -> Column {
         self.decimal = shape;
+        self
+    }
+
+    /// The same column with a declared most characters (`None`: unconstrained).
+    pub fn with_length(mut self, length: Option<u32>) -> Column {
+        self.length = length;
         self
     }
 }
@@ -318,11 +330,49 @@ impl<'a> DecimalText<'a> {
 
     /// Every digit as a number 0–9, integer part first.
     pub fn digits(&self) -> Vec<u8> {
-        self.integer
-            .iter()
-            .chain(self.fraction)
-            .map(|digit| digit - b'0')
-            .collect()
+        self.digit_bytes().map(|digit| digit - b'0').collect()
+    }
+
+    /// Every digit's ASCII byte, integer part first, without allocating.
+    fn digit_bytes(&self) -> impl DoubleEndedIterator<Item = &'a u8> + Clone + 'a {
+        self.integer.iter().chain(self.fraction)
+    }
+
+    /// The indices of the first and the last non-zero digit among all the
+    /// digits; `None` for zero.
+    fn significant(&self) -> Option<(usize, usize)> {
+        let first = self.digit_bytes().position(|&digit| digit != b'0')?;
+        let trailing_zeros = self.digit_bytes().rev().position(|&digit| digit != b'0')?;
+        Some((
+            first,
+            self.integer.len() + self.fraction.len() - 1 - trailing_zeros,
+        ))
+    }
+
+    /// The place of the last non-zero digit: 1 for tenths, 2 for hundredths,
+    /// 0 for units, -1 for tens (`1.50`: 1; `1200`: -2); `None` for zero, which
+    /// every scale holds.
+    pub fn last_place(&self) -> Option<i64> {
+        self.significant()
+            .map(|(_, last)| last as i64 + 1 - self.point)
+    }
+
+    /// Whether `other` is the same number (`0.10` and `1e-1`; `-0` and `0`).
+    pub fn same_value(&self, other: &DecimalText<'_>) -> bool {
+        match (self.significant(), other.significant()) {
+            (None, None) => true,
+            (Some((first, last)), Some((other_first, other_last))) => {
+                self.negative == other.negative
+                    && self.point - first as i64 == other.point - other_first as i64
+                    && last - first == other_last - other_first
+                    && self
+                        .digit_bytes()
+                        .skip(first)
+                        .take(last - first + 1)
+                        .eq(other.digit_bytes().skip(other_first).take(last - first + 1))
+            }
+            _ => false,
+        }
     }
 }
 
@@ -358,5 +408,35 @@ mod tests {
         let wide = names.iter().map(String::as_str).collect::<Vec<_>>();
         assert_eq!(schema(&wide).unique_names().last().unwrap(), "c39_2");
         assert_eq!(schema(&["a", "b", "a"]).unique_names(), ["a", "b", "a_2"]);
+    }
+
+    #[test]
+    fn a_decimal_text_says_where_its_last_digit_sits_and_which_numbers_it_equals() {
+        fn read(text: &str) -> DecimalText<'_> {
+            DecimalText::split(text.as_bytes()).unwrap()
+        }
+        let place = |text: &str| read(text).last_place();
+        assert_eq!(place("0012.50"), Some(1));
+        assert_eq!(place("-0.005"), Some(3));
+        assert_eq!(place("1200"), Some(-2));
+        assert_eq!(place("1.5e3"), Some(-2));
+        assert_eq!(place("12.3456e-1"), Some(5));
+        assert_eq!(place("-0.000"), None);
+        for (one, other) in [
+            ("0.10", "1e-1"),
+            ("-0", "0.0"),
+            ("1500", "1.5e3"),
+            (".5", "0.50"),
+        ] {
+            assert!(read(one).same_value(&read(other)), "{one} = {other}");
+        }
+        for (one, other) in [
+            ("0.1", "0.10000000000000001"),
+            ("-1", "1"),
+            ("15", "1.5"),
+            ("0", "1e-9"),
+        ] {
+            assert!(!read(one).same_value(&read(other)), "{one} != {other}");
+        }
     }
 }

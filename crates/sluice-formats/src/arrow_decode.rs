@@ -16,6 +16,13 @@
 //! dictionaries of any of these (pandas categoricals). A 16-byte binary into a
 //! `uuid` column is written as a UUID. Lists and structs are refused when the
 //! stream's schema arrives, naming the column.
+//!
+//! Numbers go in as they are or not at all: a float into an integer column
+//! must be whole, and an integer or a decimal into a float column (a double
+//! into a single-precision one) must be a value of the column's float, or the
+//! float whose shortest text it is (`0.1`); otherwise the row is refused, as
+//! the database would round it without a word. (Digits a `numeric(p,s)` would
+//! round away are refused for every input format: `sluice_core::load`.)
 
 use std::sync::Arc;
 
@@ -35,7 +42,9 @@ use arrow_ipc::reader::StreamDecoder;
 use arrow_schema::{DataType, Schema, TimeUnit};
 use sluice_core::calendar::civil_from_days;
 use sluice_core::canonical;
-use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Rejected, RowError};
+use sluice_core::{
+    Column, DecimalText, Decoded, Decoder, Error, ErrorKind, Kind, Rejected, RowError,
+};
 
 /// Decodes an Arrow IPC stream into rows of `table`.
 pub struct ArrowDecoder {
@@ -216,8 +225,71 @@ fn push(values: &Values, row: usize, column: &Column, output: &mut Decoded) -> R
     }
     let start = output.batch.begin_value();
     write_value(array.as_ref(), index, column, output.batch.value_buffer())?;
+    if column.kind == Kind::Float {
+        check_float(
+            array.data_type(),
+            &output.batch.value_buffer()[start..],
+            column,
+        )?;
+    }
     output.batch.end_value(start);
     Ok(())
+}
+
+/// Refuses a number (`text`, written from an array of `data_type`) that the
+/// float column would not hold as it is: an integer or a decimal that is not
+/// a value of the column's float nor that float's shortest text, a double
+/// with more digits than a single-precision column keeps. Floats widen
+/// exactly; text is read by the column's own input, as in CSV.
+fn check_float(data_type: &DataType, text: &[u8], column: &Column) -> Result<(), String> {
+    let single = single_precision(column);
+    let checked = match data_type {
+        DataType::Float64 => single,
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => true,
+        other => other.is_integer(),
+    };
+    let Some(number) = DecimalText::split(text).filter(|_| checked) else {
+        return Ok(());
+    };
+    let digits = std::str::from_utf8(text).unwrap_or_default();
+    let (held, shortest) = if single {
+        let held = digits.parse::<f32>().unwrap_or(f32::NAN);
+        (f64::from(held), written(|out| float32(held, out)))
+    } else {
+        let held = digits.parse::<f64>().unwrap_or(f64::NAN);
+        (held, written(|out| float(held, out)))
+    };
+    // The float itself, every digit of it (a double has at most 1074 after the point).
+    let exact = format!("{held:.1100}");
+    let same = |candidate: &[u8]| {
+        DecimalText::split(candidate).is_some_and(|held| held.same_value(&number))
+    };
+    if same(shortest.as_bytes()) || same(exact.as_bytes()) {
+        return Ok(());
+    }
+    let bits = if single { 32 } else { 64 };
+    Err(match data_type.is_integer() {
+        true => format!("{digits} is not exactly a {bits}-bit float: the column would hold {shortest}"),
+        false => format!(
+            "{digits} has more digits than a {bits}-bit float holds: the column would hold {shortest}"
+        ),
+    })
+}
+
+/// Whether a float column holds single-precision values: PostgreSQL's
+/// `float4`, MariaDB's `FLOAT` (a table's description names it so).
+fn single_precision(column: &Column) -> bool {
+    column.type_name.starts_with("float") && column.type_name != "float8"
+}
+
+/// What `write` appends to an empty buffer, as a string.
+fn written(write: impl FnOnce(&mut Vec<u8>)) -> String {
+    let mut text = Vec::new();
+    write(&mut text);
+    String::from_utf8(text).unwrap_or_default()
 }
 
 /// Writes `array[index]` (not null) in the canonical text for `column`.
@@ -355,9 +427,7 @@ fn whole_number(value: f64, out: &mut Vec<u8>) -> Result<(), String> {
 }
 
 fn value_text(value: f64) -> String {
-    let mut text = Vec::new();
-    float(value, &mut text);
-    String::from_utf8(text).unwrap_or_default()
+    written(|out| float(value, out))
 }
 
 /// The exact digits, with the type's scale.
@@ -701,6 +771,86 @@ mod tests {
             (rejected.line, rejected.column.as_deref()),
             (2, Some("day"))
         );
+    }
+
+    #[test]
+    fn a_number_a_float_column_would_round_rejects_its_row() {
+        let columns = vec![
+            Column::new("single", Kind::Float, "float4"),
+            Column::new("double", Kind::Float, "float8"),
+            Column::new("mariadb", Kind::Float, "float"),
+        ];
+        let decimals = |values: &[i128], scale: i8| -> ArrayRef {
+            Arc::new(
+                Decimal128Array::from(values.to_vec())
+                    .with_precision_and_scale(38, scale)
+                    .unwrap(),
+            )
+        };
+        let cases: [(&str, ArrayRef, &[u64], &str); 6] = [
+            (
+                "single",
+                Arc::new(Float64Array::from(vec![0.1, 0.5, 0.123456789, f64::NAN, 1e-7])),
+                &[3],
+                "0.123456789 has more digits than a 32-bit float holds: the column would hold 0.12345679",
+            ),
+            (
+                "mariadb",
+                Arc::new(Int64Array::from(vec![16_777_216, 16_777_217])),
+                &[2],
+                "16777217 is not exactly a 32-bit float: the column would hold 16777216.0",
+            ),
+            (
+                "double",
+                Arc::new(Int64Array::from(vec![1 << 60, (1 << 53) + 1, -3])),
+                &[2],
+                "9007199254740993 is not exactly a 64-bit float",
+            ),
+            (
+                "double",
+                decimals(&[1, 25, 100_000_000_000_000_001], 1),
+                &[3],
+                "10000000000000000.1 has more digits than a 64-bit float holds",
+            ),
+            (
+                // 0.1 is the double whose shortest text it is; the double's
+                // first 34 digits are neither it nor that text. (Its every
+                // digit is: 2**60 above goes so.)
+                "double",
+                decimals(&[10_i128.pow(33), 1_000_000_000_000_000_055_511_151_231_257_827], 34),
+                &[2],
+                "0.1000000000000000055511151231257827 has more digits than a 64-bit float holds: \
+                 the column would hold 0.1",
+            ),
+            (
+                "double",
+                Arc::new(Float64Array::from(vec![0.123456789, f64::MAX])),
+                &[],
+                "",
+            ),
+        ];
+        for (name, array, refused, words) in cases {
+            let batch = RecordBatch::try_from_iter([(name, array)]).unwrap();
+            let mut decoder = ArrowDecoder::new(columns.clone());
+            let mut output = Decoded::default();
+            decoder
+                .decode(&stream(&[batch]), true, &mut output)
+                .unwrap();
+            let lines: Vec<u64> = output
+                .rejected
+                .iter()
+                .map(|rejected| rejected.error.line)
+                .collect();
+            assert_eq!(lines, refused, "{name}: {:?}", output.rejected);
+            if let Some(rejected) = output.rejected.first() {
+                assert!(
+                    rejected.error.reason.contains(words),
+                    "{:?}",
+                    rejected.error
+                );
+                assert_eq!(rejected.error.column.as_deref(), Some(name));
+            }
+        }
     }
 
     #[test]

@@ -66,7 +66,6 @@ use text::ConfigText;
 
 use crate::tls::TlsFiles;
 
-
 /// The whole, checked configuration.
 #[derive(Debug, Clone)]
 pub struct Config {

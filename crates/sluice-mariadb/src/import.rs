@@ -42,7 +42,8 @@ use sluice_core::load::{
     RejectSink, RowFeed, Scope, TableInfo,
 };
 use sluice_core::{
-    Batch, Column, DbError, Decoded, Decoder, Error, ErrorKind, Kind, Progress, Rejected, RowError,
+    Batch, Column, DbError, DecimalShape, Decoded, Decoder, Error, ErrorKind, Kind, Progress,
+    Rejected, RowError,
 };
 use tokio::io::AsyncRead;
 
@@ -60,9 +61,12 @@ const INPUT_NAME: &str = "sluice-input";
 
 const STAGE: &str = "`sluice_import_stage`";
 
-/// Reads the table's columns and their kinds from `information_schema`;
-/// `table` is read by the one grammar of names, and text that is none is
-/// refused before anything is asked.
+/// Reads the table's columns and their kinds from `information_schema`, with
+/// the limits their types declare (`DECIMAL(p,s)`'s digits, `VARCHAR(n)`'s
+/// characters), which an import checks every value against
+/// (`sluice_core::load`). The schema shows a table's columns to anyone with a
+/// privilege on it (`INSERT` alone will do). `table` is read by the one
+/// grammar of names, and text that is none is refused before anything is asked.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
     let table_name = connection.server().dialect().table_name(table)?;
     let (schema, name) = (table_name.schema(), table_name.table());
@@ -80,7 +84,8 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
                 {json_check}, c.IS_NULLABLE, \
                 (SELECT k.ORDINAL_POSITION FROM information_schema.KEY_COLUMN_USAGE k \
                  WHERE k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME \
-                   AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY') \
+                   AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY'), \
+                c.NUMERIC_PRECISION, c.NUMERIC_SCALE, c.CHARACTER_MAXIMUM_LENGTH \
          FROM information_schema.COLUMNS c \
          WHERE c.TABLE_SCHEMA = {schema_sql} AND c.TABLE_NAME = {} \
          ORDER BY c.ORDINAL_POSITION",
@@ -123,11 +128,30 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
         }
         let column_type = text(row, 3);
         info.declared_types.push(column_type.clone());
-        info.columns.push(Column::new(
-            column,
-            kind_of(&text(row, 2), text(row, 6) == "1"),
-            column_type,
-        ));
+        let data_type = text(row, 2).to_ascii_lowercase();
+        let number = |index: usize| text(row, index).parse::<u32>().ok();
+        let decimal = match (number(9), number(10)) {
+            (Some(precision), Some(scale))
+                if matches!(data_type.as_str(), "decimal" | "numeric") =>
+            {
+                Some(DecimalShape {
+                    precision: u16::try_from(precision).unwrap_or(u16::MAX),
+                    scale: i16::try_from(scale).unwrap_or(i16::MAX),
+                })
+            }
+            _ => None,
+        };
+        // A CHAR(n)'s trailing spaces mean nothing: it drops them when read.
+        let length = number(11).filter(|_| data_type == "varchar");
+        info.columns.push(
+            Column::new(
+                column,
+                kind_of(&data_type, text(row, 6) == "1"),
+                column_type,
+            )
+            .with_decimal(decimal)
+            .with_length(length),
+        );
     }
     key.sort_unstable();
     info.primary_key = key.into_iter().map(|(_, column)| column).collect();

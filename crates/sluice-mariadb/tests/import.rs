@@ -329,6 +329,71 @@ async fn refused_rows_name_their_line_and_column() {
 }
 
 #[tokio::test]
+async fn a_value_its_column_would_round_or_cut_is_refused_even_without_select() {
+    // MariaDB itself would store 0.125 as 0.13 and 'ab  ' as 'ab ' with only a
+    // note. (Its own refusals, of other excess characters or too many digits
+    // before the point, are warnings an import fails on already.)
+    let db = TestMariaDb::new();
+    db.execute(
+        "create table limited (id int primary key, amount decimal(5,2), code varchar(3), letters char(2))",
+    );
+    let user = format!("{}_writer", db.name());
+    db.execute(&format!(
+        "create user '{user}'@'%' identified by 'pw'; create user '{user}'@'localhost' identified by 'pw';
+         grant insert on {name}.limited to '{user}'@'%'; grant insert on {name}.limited to '{user}'@'localhost';",
+        name = db.name()
+    ));
+    let address = db.url().split('@').nth(1).unwrap();
+    let writer = format!("mysql://{user}:pw@{address}");
+    let cases: [(&[u8], u64, &str, &str); 3] = [
+        (b"id,amount\n1,0.12\n2,0.125\n", 3, "amount", "0.125 has more than 2 digits after the point: the column's type (decimal(5,2)) would round it"),
+        (b"id,amount\n1,-3\n2,5e-3\n", 3, "amount", "5e-3 has more than 2 digits"),
+        (b"id,code\n1,abc\n2,ab  \n", 3, "code", "the value has 4 characters, more than the column's type (varchar(3)) holds: its trailing spaces would be cut"),
+    ];
+    for (data, line, column, words) in cases {
+        let error = load_with(
+            &writer,
+            "limited",
+            data,
+            Input::Csv,
+            ImportOptions::default(),
+        )
+        .await
+        .err()
+        .expect("the import must fail");
+        assert_eq!(error.kind(), ErrorKind::Data, "{error}");
+        let row = error.as_row_error().expect("a row error");
+        assert_eq!(
+            (row.line, row.column.as_deref()),
+            (line, Some(column)),
+            "{error}"
+        );
+        assert!(row.reason.contains(words), "{error}");
+        assert_eq!(count(&db, "limited"), 0, "nothing committed after: {error}");
+    }
+    let fits =
+        "id,amount,code,letters\n1,0.12,abc,ab\n2,-999.990,\u{e4}\u{f6}\u{fc},a\n3,5e-1,ab ,b \n";
+    load_with(
+        &writer,
+        "limited",
+        fits.as_bytes(),
+        Input::Csv,
+        ImportOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        db.query_text(
+            "select group_concat(concat_ws('|', amount, code, letters) order by id) from limited"
+        ),
+        "0.12|abc|ab,-999.99|\u{e4}\u{f6}\u{fc}|a,0.50|ab |b"
+    );
+    db.execute(&format!(
+        "drop user '{user}'@'%'; drop user '{user}'@'localhost';"
+    ));
+}
+
+#[tokio::test]
 async fn skip_mode_commits_good_rows_and_accounts_for_every_record() {
     let db = TestMariaDb::new();
     db.execute(PAYMENTS);

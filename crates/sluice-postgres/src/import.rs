@@ -44,20 +44,24 @@ use crate::Connection;
 
 /// The catalog query of [`describe_table`]: per writable column, its name,
 /// type, whether it has a default, whether it is `NOT NULL`, its type as DDL
-/// spells it, and its place in the primary key (0: not in it).
+/// spells it, its place in the primary key (0: not in it), and its type
+/// modifier (`numeric(p,s)`'s digits, `varchar(n)`'s length). The catalog
+/// needs no privilege on the table.
 const DESCRIBE_QUERY: &str = "select c.oid::regclass::text, a.attname::text, a.atttypid::int8, \
         (a.atthasdef or a.attidentity <> '')::text, a.attnotnull::text, \
         format_type(a.atttypid, a.atttypmod), \
         coalesce((select k.ord from pg_catalog.pg_index i, \
                   unnest(i.indkey) with ordinality k(attnum, ord) \
-                  where i.indrelid = c.oid and i.indisprimary and k.attnum = a.attnum), 0)::text \
+                  where i.indrelid = c.oid and i.indisprimary and k.attnum = a.attnum), 0)::text, \
+        a.atttypmod::text \
  from pg_catalog.pg_class c join pg_catalog.pg_attribute a on a.attrelid = c.oid \
  where c.oid = to_regclass($1) and a.attnum > 0 and not a.attisdropped \
    and a.attgenerated = '' order by a.attnum";
 
-/// Reads the table's columns and their kinds from the catalog; `table` is
-/// read by the one grammar of names, and text that is none is refused
-/// before anything is asked.
+/// Reads the table's columns and their kinds from the catalog, with the
+/// limits their types declare ([`Column::decimal`], [`Column::length`]), which
+/// an import checks every value against; `table` is read by the one grammar
+/// of names, and text that is none is refused before anything is asked.
 pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<TableInfo, Error> {
     let name = POSTGRESQL.table_name(table)?.to_string();
     let rows = connection
@@ -86,15 +90,23 @@ pub async fn describe_table(connection: &mut Connection, table: &str) -> Result<
             0 => {}
             place => key.push((place, column.clone())),
         }
-        raw.push((column, oid));
+        let modifier = text(7)?.parse::<i32>().map_err(|_| bad())?;
+        raw.push((column, oid, modifier));
     }
     key.sort_unstable();
     info.primary_key = key.into_iter().map(|(_, column)| column).collect();
-    let oids: Vec<u32> = raw.iter().map(|(_, oid)| *oid).collect();
+    let oids: Vec<u32> = raw.iter().map(|(_, oid, _)| *oid).collect();
     let catalog = connection.resolve_types(&oids).await;
-    // resolve() runs inside an exchange; end it whatever happened.
+    // resolve_types() runs inside an exchange; end it whatever happened.
     let catalog = connection.end_exchange(catalog).await?;
-    info.columns = types::schema_of(&raw, &catalog).columns;
+    info.columns = types::schema_of(&raw, &catalog)
+        .columns
+        .into_iter()
+        .zip(&raw)
+        .map(|(column, (_, oid, modifier))| {
+            column.with_length(types::character_length(*oid, *modifier))
+        })
+        .collect();
     Ok(info)
 }
 

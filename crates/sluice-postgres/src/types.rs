@@ -237,6 +237,17 @@ pub(crate) fn numeric_shape(modifier: i32) -> Option<DecimalShape> {
         .then_some(DecimalShape { precision, scale })
 }
 
+/// The most characters a `varchar(n)` modifier allows (`n + 4` packed);
+/// `None` for other types (a `char(n)`'s trailing spaces mean nothing: it
+/// pads and compares without them) and for -1 (no limit).
+pub(crate) fn character_length(oid: Oid, modifier: i32) -> Option<u32> {
+    const VARCHAR: Oid = 1043;
+    (oid == VARCHAR)
+        .then(|| modifier.checked_sub(4))
+        .flatten()
+        .and_then(|length| u32::try_from(length).ok())
+}
+
 /// Whether values of the built-in type `oid` in PostgreSQL's binary result
 /// format are the binary form of [`sluice_core::value`]: big-endian integers
 /// and floats, one-byte booleans, dates and timestamps from 2000-01-01, times in

@@ -31,14 +31,14 @@ struct Outcome {
 }
 
 async fn load_from<R: AsyncRead + Unpin + Send>(
-    db: &TestDb,
+    url: &str,
     table: &str,
     mut reader: R,
     input: Input,
     options: ImportOptions,
     max_line_bytes: usize,
 ) -> Result<Outcome, Error> {
-    let config: Config = db.url().parse()?;
+    let config: Config = url.parse()?;
     let meter = Meter::new();
     let mut connection = Connection::connect(&config, &meter).await?;
     let before = meter.snapshot();
@@ -106,7 +106,7 @@ async fn load(
     input: Input,
     options: ImportOptions,
 ) -> Result<Outcome, Error> {
-    load_from(db, table, data, input, options, 64 * 1024 * 1024).await
+    load_from(db.url(), table, data, input, options, 64 * 1024 * 1024).await
 }
 
 async fn export(db: &TestDb, sql: &str, format: Format) -> Vec<u8> {
@@ -267,7 +267,7 @@ async fn insert_batches_cost_a_round_trip_each() {
 /// Loads `data` in abort mode, expects failure, and checks nothing was committed.
 async fn refused(db: &TestDb, data: &[u8], input: Input, max_line_bytes: usize) -> Error {
     let error = load_from(
-        db,
+        db.url(),
         "payments",
         data,
         input,
@@ -390,6 +390,109 @@ async fn bad_input_names_line_and_column_and_commits_nothing() {
     assert_eq!(error.as_row_error().unwrap().line, 3, "{error}");
 }
 
+const LIMITED: &str = "create table limited (id int primary key, amount numeric(5,2), \
+                       code varchar(3), letters char(2))";
+
+#[tokio::test]
+async fn a_value_its_column_would_round_or_cut_is_refused_even_without_select() {
+    // The server itself would store 0.125 as 0.13 and 'ab  ' as 'ab ', silently.
+    let db = TestDb::new();
+    db.execute(LIMITED);
+    let writer = db.create_role("writer");
+    db.execute(&format!("grant insert on limited to {}", writer.name));
+    let cases: [(&[u8], Input, u64, &str, &str); 5] = [
+        (b"id,amount\n1,0.12\n2,0.125\n", Input::Csv, 3, "amount", "0.125 has more than 2 digits after the point: the column's type (numeric(5,2)) would round it"),
+        (b"{\"id\": 1, \"amount\": 1.005e0}\n", Input::Ndjson, 1, "amount", "would round it"),
+        (b"id,amount\n1,-3\n2,5e-3\n", Input::Csv, 3, "amount", "5e-3 has more than 2 digits"),
+        (b"id,code\n1,abc\n2,ab  \n", Input::Csv, 3, "code", "the value has 4 characters, more than the column's type (varchar(3)) holds: its trailing spaces would be cut"),
+        (b"{\"id\": 1, \"code\": \"\\u00e4\\u00f6\\u00fc  \"}\n", Input::Ndjson, 1, "code", "5 characters"),
+    ];
+    // As a role that may insert but not select, whose describe reads the catalog.
+    for (data, input, line, column, words) in cases {
+        let error = load_from(
+            &writer.url,
+            "limited",
+            data,
+            input,
+            ImportOptions::default(),
+            1 << 20,
+        )
+        .await
+        .err()
+        .expect("the import must fail");
+        assert_eq!(error.kind(), ErrorKind::Data, "{error}");
+        let row = error.as_row_error().expect("a row error");
+        assert_eq!(
+            (row.line, row.column.as_deref()),
+            (line, Some(column)),
+            "{error}"
+        );
+        assert!(row.reason.contains(words), "{error}");
+        assert_eq!(count(&db, "limited"), 0, "nothing committed after: {error}");
+    }
+    // What the server refuses itself stays its error: other characters past
+    // the length, too many digits before the point.
+    for (data, code) in [
+        (&b"id,code\n1,abcd\n"[..], "22001"),
+        (b"id,amount\n1,1000\n", "22003"),
+    ] {
+        let error = load_from(
+            &writer.url,
+            "limited",
+            data,
+            Input::Csv,
+            ImportOptions::default(),
+            1 << 20,
+        )
+        .await
+        .err()
+        .expect("the import must fail");
+        assert_eq!(error.code(), Some(code), "{error}");
+        assert_eq!(error.as_row_error().map(|row| row.line), Some(2), "{error}");
+    }
+    let fits =
+        "id,amount,code,letters\n1,0.12,abc,ab\n2,-999.990,\u{e4}\u{f6}\u{fc},a \n3,5e-1,ab ,b\n";
+    load_from(
+        &writer.url,
+        "limited",
+        fits.as_bytes(),
+        Input::Csv,
+        ImportOptions::default(),
+        1 << 20,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        db.query_text("select string_agg(concat_ws('|', amount, code, letters), ',' order by id) from limited"),
+        "0.12|abc|ab,-999.99|\u{e4}\u{f6}\u{fc}|a ,0.50|ab |b "
+    );
+
+    // Skipping bad rows rejects such a row and keeps the others.
+    db.execute("truncate limited");
+    let outcome = load(
+        &db,
+        "limited",
+        b"id,amount\n1,0.1\n2,0.125\n3,0.3\n4,1e-3\n",
+        Input::Csv,
+        ImportOptions {
+            on_error: OnError::Skip,
+            ..ImportOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let rejected: Vec<(u64, &[u8])> = outcome
+        .rejected
+        .iter()
+        .map(|rejected| (rejected.error.line, rejected.record.as_slice()))
+        .collect();
+    assert_eq!(rejected, [(3, &b"2,0.125"[..]), (5, &b"4,1e-3"[..])]);
+    assert_eq!(
+        db.query_text("select string_agg(amount::text, ',' order by id) from limited"),
+        "0.10,0.30"
+    );
+}
+
 #[tokio::test]
 async fn a_foreign_key_violation_is_traced_back_to_its_line() {
     let db = TestDb::new();
@@ -462,7 +565,7 @@ async fn an_input_cut_off_midway_commits_nothing() {
         sent: false,
     };
     let error = load_from(
-        &db,
+        db.url(),
         "payments",
         reader,
         Input::Ndjson,

@@ -10,9 +10,9 @@ use sha2::{Digest, Sha256};
 use sluice_core::connect::{Drivers, Target};
 
 use super::entries::{Entries, Given};
+use super::error::ConfigError;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::text::ConfigText;
-use super::error::ConfigError;
 
 /// The most connections one pool may have.
 pub const MAX_POOL_SIZE: usize = 10_000;

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::error::ConfigError;
 use super::keys::{quoted, KeyDefault, Section, Type};
 use super::text::{self, ConfigText};
-use super::error::ConfigError;
 
 /// A section's keys as the file gives them, each with where it is.
 pub(super) type RawTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::entries::Entries;
-use super::keys::{Key, KeyDefault, Section, Type};
 use super::error::ConfigError;
+use super::keys::{Key, KeyDefault, Section, Type};
 
 /// The default `[flight] partitions`.
 pub const DEFAULT_PARTITIONS: usize = 4;

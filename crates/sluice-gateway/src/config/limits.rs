@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::entries::Entries;
-use super::keys::{Key, KeyDefault, Type};
 use super::error::ConfigError;
+use super::keys::{Key, KeyDefault, Type};
 
 /// Limits applied to one query.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use sluice_formats::{Declared, ParamType, Signature};
 
 use super::databases::{database_for, DatabaseConfig};
 use super::entries::Entries;
+use super::error::ConfigError;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
-use super::error::ConfigError;
 use super::text::is_identifier;
 
 /// `[queries.NAME]`'s keys.

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::entries::Entries;
+use super::error::ConfigError;
 use super::keys::{Key, KeyDefault, Section, Type};
 use crate::tls::TlsFiles;
-use super::error::ConfigError;
 
 /// The default address, loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::databases::{database_for, DatabaseConfig};
 use super::entries::Entries;
+use super::error::ConfigError;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::limits::{self, Limits};
 use super::tokens::{has_scope, TokenConfig};
-use super::error::ConfigError;
 
 /// `[sql]`'s keys.
 pub(super) static SECTION: Section = Section {

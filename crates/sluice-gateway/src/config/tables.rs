@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::databases::{database_for, database_span, DatabaseConfig};
 use super::entries::Entries;
+use super::error::ConfigError;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::text::is_identifier;
 use super::tokens::{has_scope, TokenConfig};
-use super::error::ConfigError;
 
 /// The default for `max_line_bytes`: 64 MiB, as `sluice import`.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;

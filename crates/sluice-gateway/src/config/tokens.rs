@@ -7,10 +7,10 @@ use std::fmt;
 use sha2::{Digest, Sha256};
 
 use super::entries::Entries;
+use super::error::ConfigError;
 use super::keys::{Key, KeyDefault, Section, Type};
 use super::queries::QueryConfig;
 use crate::throttle::{default_burst, TokenLimits};
-use super::error::ConfigError;
 
 /// The scopes a token may have.
 const SCOPES: &[&str] = &["sql", "write"];
