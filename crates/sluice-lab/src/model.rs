@@ -143,7 +143,7 @@ pub struct Measurement {
     /// Round trips the proxy counted for the same work.
     pub proxy_round_trips: u64,
     /// WAL bytes the server wrote during the cell's `measured_units` (inserts
-    /// only; `None` elsewhere, or when the server would not say): see [`wal`].
+    /// only; `None` elsewhere, or when the server would not say): see [`crate::wal`].
     pub wal_bytes: Option<u64>,
 }
 
