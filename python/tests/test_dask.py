@@ -71,8 +71,11 @@ table = "{table}"
 
 
 @pytest.fixture(scope="module")
-def cluster_client():
-    with distributed.LocalCluster(
+def cluster_client(tmp_path_factory):
+    # Dask's scratch space (by default dask-scratch-space in the temporary
+    # directory, which outlives the cluster) goes with the test run.
+    scratch = str(tmp_path_factory.mktemp("dask-scratch"))
+    with dask.config.set({"temporary-directory": scratch}), distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
     ) as cluster, distributed.Client(cluster, set_as_default=False) as client:
         yield client
