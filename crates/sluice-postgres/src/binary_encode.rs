@@ -34,8 +34,6 @@
 //! (`interval(3)`) is applied by `interval_recv` as by `interval_in`. A
 //! source's interval values are always text: value.rs defines no binary form.
 
-use std::fmt;
-
 use bytes::{BufMut, BytesMut};
 use postgres_protocol::types as wire;
 use postgres_protocol::Oid;
@@ -47,89 +45,16 @@ use sluice_core::{Column, DecimalText, Encoding, Kind};
 
 use crate::types;
 
+mod error;
 mod interval;
 
+pub use error::EncodeError;
+use error::{
+    quoted, DATETIME_FIELD_OVERFLOW, INVALID_BINARY_REPRESENTATION, INVALID_PARAMETER_VALUE,
+    INVALID_TEXT_REPRESENTATION, INVALID_TIME_ZONE_DISPLACEMENT, NUMERIC_VALUE_OUT_OF_RANGE,
+    PROGRAM_LIMIT_EXCEEDED,
+};
 use interval::{parse_interval, Signs};
-
-/// Why one value has no binary form: the message and SQLSTATE are the ones
-/// the server gives for the same text (`22P02`, `invalid input syntax for
-/// type integer: "12x"`), so a load reports it as it would over text COPY.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EncodeError {
-    code: &'static str,
-    reason: String,
-}
-
-/// SQLSTATEs of the errors below, as the server's input functions raise them.
-const INVALID_TEXT_REPRESENTATION: &str = "22P02";
-const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
-const DATETIME_FIELD_OVERFLOW: &str = "22008";
-const INVALID_DATETIME_FORMAT: &str = "22007";
-const INVALID_TIME_ZONE_DISPLACEMENT: &str = "22009";
-const INVALID_PARAMETER_VALUE: &str = "22023";
-const INVALID_BINARY_REPRESENTATION: &str = "22P03";
-const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
-
-impl EncodeError {
-    fn new(code: &'static str, reason: impl Into<String>) -> EncodeError {
-        EncodeError {
-            code,
-            reason: reason.into(),
-        }
-    }
-
-    fn syntax(type_label: &str, value: &[u8]) -> EncodeError {
-        let code = if type_label.starts_with("date") || type_label.starts_with("time") {
-            INVALID_DATETIME_FORMAT
-        } else {
-            INVALID_TEXT_REPRESENTATION
-        };
-        let reason = format!(
-            "invalid input syntax for type {type_label}: {}",
-            quoted(value)
-        );
-        EncodeError::new(code, reason)
-    }
-
-    fn range(type_label: &str, value: &[u8]) -> EncodeError {
-        let reason = format!(
-            "value {} is out of range for type {type_label}",
-            quoted(value)
-        );
-        EncodeError::new(NUMERIC_VALUE_OUT_OF_RANGE, reason)
-    }
-
-    fn field_range(value: &[u8]) -> EncodeError {
-        let reason = format!("date/time field value out of range: {}", quoted(value));
-        EncodeError::new(DATETIME_FIELD_OVERFLOW, reason)
-    }
-
-    /// What is wrong with the value.
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    /// The SQLSTATE the server gives the same fault.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-}
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for EncodeError {}
-
-/// A value for a message: quoted, cut short when long.
-fn quoted(value: &[u8]) -> String {
-    const SHOWN: usize = 64;
-    let text = String::from_utf8_lossy(&value[..value.len().min(SHOWN)]);
-    let more = if value.len() > SHOWN { "…" } else { "" };
-    format!("\"{text}{more}\"")
-}
 
 /// Integer widths, by the target type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use postgres_protocol::escape::escape_identifier;
 use sluice_core::load::{ColumnSpec, TableInfo, TableSetup, TableSpec};
 use sluice_core::{DecimalShape, Error, Kind};
 
-use crate::driver::POSTGRESQL;
+use crate::dialect::POSTGRESQL;
 use crate::import::describe_table;
 use crate::Connection;
 

@@ -27,96 +27,23 @@ pub use sluice_core::connect::PoolOptions;
 use sluice_core::connect::{Dialect, Session};
 use sluice_core::database::Refusal;
 use sluice_core::database::{
-    Access, BoxFuture, Database, DeclaredKind, Param, Query, QueryEnd, QueryRequest, RunningQuery,
+    Access, BoxFuture, Database, DeclaredKind, Query, QueryEnd, QueryRequest, RunningQuery,
     StartError, StatementCheck, StatementProblem, Usage,
 };
-use sluice_core::pool::{Connector, SessionPool, Taken};
+use sluice_core::pool::SessionPool;
 use sluice_core::{Error, ErrorKind, Meter, MeterSnapshot};
 
-use crate::driver::{PostgresSession, POSTGRESQL};
+pub use crate::dialect::param_text;
+use crate::dialect::POSTGRESQL;
+use crate::pool::{milliseconds, PooledSlot, PostgresConnector, Settings};
 use crate::privileges::{Privileges, QUERY};
+use crate::session::PostgresSession;
 use crate::split::join_snapshot;
 use crate::types::Oid;
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 
 /// How long a cancel request may take before it is given up.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Opens and checks the pool's sessions.
-#[derive(Debug)]
-pub(crate) struct PostgresConnector {
-    config: Arc<Config>,
-}
-
-impl Connector for PostgresConnector {
-    type Connection = Connection;
-    type Settings = Settings;
-
-    async fn connect(&self) -> Result<Connection, Error> {
-        Connection::connect(&self.config, &Meter::new()).await
-    }
-
-    fn check_idle(connection: &mut Connection) -> Result<(), Error> {
-        connection.check_idle()
-    }
-}
-
-/// A pool slot taken for one request.
-pub(crate) type PooledSlot = Taken<PostgresConnector>;
-
-/// The session settings a request needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Settings {
-    /// `statement_timeout` (`None`: none).
-    statement_timeout: Option<Duration>,
-    /// `default_transaction_read_only = on`; false is the server's default for the
-    /// login (RESET), not a forced `off`.
-    read_only: bool,
-}
-
-impl Settings {
-    /// The SQL that takes a session from `current` to these settings; empty when
-    /// nothing changes.
-    fn sql_from(self, current: Option<Settings>) -> String {
-        let mut statements = Vec::new();
-        if current.map(|current| current.statement_timeout) != Some(self.statement_timeout) {
-            statements.push(format!(
-                "SET statement_timeout = {}",
-                milliseconds(self.statement_timeout)
-            ));
-        }
-        if current.map(|current| current.read_only) != Some(self.read_only) {
-            statements.push(if self.read_only {
-                "SET default_transaction_read_only = on".to_owned()
-            } else {
-                "RESET default_transaction_read_only".to_owned()
-            });
-        }
-        statements.join("; ")
-    }
-
-    /// Gives `connection` these settings, `current` being what it has (updated).
-    async fn apply(
-        self,
-        connection: &mut Connection,
-        current: &mut Option<Settings>,
-    ) -> Result<(), Error> {
-        let sql = self.sql_from(*current);
-        if sql.is_empty() {
-            return Ok(());
-        }
-        // Until it succeeded, the session's settings are unknown.
-        *current = None;
-        connection.simple_query(&sql).await?;
-        *current = Some(self);
-        Ok(())
-    }
-}
-
-/// A timeout in PostgreSQL's milliseconds, 0 for none.
-fn milliseconds(timeout: Option<Duration>) -> u128 {
-    timeout.map_or(0, |timeout| timeout.as_millis())
-}
 
 /// A PostgreSQL database served by the gateway.
 pub struct PostgresDatabase {
@@ -309,16 +236,6 @@ impl Database for PostgresDatabase {
                 Box::new(self.checkout_session(statement_timeout, read_only).await?);
             Ok(session)
         }))
-    }
-}
-
-/// The text PostgreSQL converts to the parameter's type (`None` is NULL).
-pub fn param_text(param: &Param) -> Option<String> {
-    match param {
-        // A moment without its offset is UTC: the session's time zone must not
-        // change what it means.
-        Param::TimestampUtc(text) => Some(format!("{text}+00")),
-        other => other.text(),
     }
 }
 

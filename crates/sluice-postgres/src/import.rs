@@ -38,7 +38,7 @@ use sluice_core::load::{
 use crate::binary_encode::{encoder_for_column, native_encoder, SessionSettings, ValueEncoder};
 use crate::copy_in::{error_position, CopyIn};
 use crate::copy_in_binary::CopyInBinary;
-use crate::driver::POSTGRESQL;
+use crate::dialect::POSTGRESQL;
 use crate::types;
 use crate::Connection;
 

@@ -21,7 +21,7 @@ use sluice_core::split::{
 };
 use sluice_core::Error;
 
-use crate::driver::POSTGRESQL;
+use crate::dialect::POSTGRESQL;
 use crate::Connection;
 
 /// Begins the coordinator's snapshot transaction and plans the parts. On

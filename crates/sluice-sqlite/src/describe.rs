@@ -10,7 +10,7 @@ use rusqlite::OpenFlags;
 use sluice_core::load::TableInfo;
 use sluice_core::{Column, Error, ErrorKind, Kind};
 
-use crate::driver::SQLITE;
+use crate::dialect::SQLITE;
 use crate::kind::kind_of_declared;
 
 /// Describes `table` (`name`, `schema.name`, parts optionally `"quoted"`:

@@ -11,17 +11,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_core::connect::{
-    Canceller, Dialect, Driver, Export, ExportOptions, Family, PoolOptions, Session, Target,
+    Canceller, Dialect, Driver, Export, ExportOptions, PoolOptions, Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Query};
 use sluice_core::load::TableInfo;
 use sluice_core::{Error, ErrorKind, Meter};
 
+use crate::dialect::SQLITE;
 use crate::gateway::SqliteDatabase;
 use crate::{Param, SqliteOptions, SqliteStream};
-
-/// SQLite, the one place this crate says which database it is.
-pub(crate) const SQLITE: Dialect = Dialect::new("SQLite", Family::new("SQLite"));
 
 /// SQLite's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]

@@ -20,7 +20,7 @@ use sluice_core::database::{
 use sluice_core::{Error, ErrorKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::driver::SQLITE;
+use crate::dialect::SQLITE;
 use crate::{SqliteOptions, SqliteStream};
 
 /// A SQLite file served read-only.

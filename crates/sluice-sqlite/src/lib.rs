@@ -20,6 +20,7 @@
 
 pub mod convert;
 pub mod describe;
+mod dialect;
 pub mod driver;
 pub mod gateway;
 pub mod kind;

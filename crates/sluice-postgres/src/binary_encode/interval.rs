@@ -24,7 +24,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::{quoted, EncodeError, DATETIME_FIELD_OVERFLOW, INVALID_DATETIME_FORMAT};
+use super::error::{quoted, EncodeError, DATETIME_FIELD_OVERFLOW, INVALID_DATETIME_FORMAT};
 
 /// `interval field value out of range` (`ERRCODE_INTERVAL_FIELD_OVERFLOW`).
 const INTERVAL_FIELD_OVERFLOW: &str = "22015";
