@@ -26,7 +26,7 @@ use sluice_core::{Error, ErrorKind, Meter};
 use std::sync::Arc;
 
 use crate::config::{Config, Target};
-use crate::driver::{dialect_of_version, MARIADB};
+use crate::dialect::{dialect_of_version, MARIADB};
 use crate::error::{server_error, unexpected};
 use crate::protocol::{read_lenenc_bytes, read_lenenc_int};
 use crate::tls::SslMode;

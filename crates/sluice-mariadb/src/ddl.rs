@@ -21,7 +21,7 @@ use sluice_core::load::{ColumnSpec, TableInfo, TableSetup, TableSpec};
 use sluice_core::{DecimalShape, Error, Kind};
 
 use crate::connection::Connection;
-use crate::driver::MARIADB;
+use crate::dialect::MARIADB;
 use crate::import::describe_table;
 use crate::sql::identifier;
 
@@ -172,7 +172,7 @@ fn decimal_type(shape: Option<DecimalShape>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::MYSQL;
+    use crate::dialect::MYSQL;
     use sluice_core::connect::{Dialect, Family};
     use sluice_core::Column;
 

@@ -7,46 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::connect::{
-    Canceller, Dialect, Driver, Export, ExportOptions, Family, ImportRequest, PoolOptions, Session,
-    Target,
+    Canceller, Dialect, Driver, Export, ExportOptions, ImportRequest, PoolOptions, Session, Target,
 };
 use sluice_core::database::{BoxFuture, Database, Query};
 use sluice_core::load::{ImportSummary, TableInfo, TableSetup};
 use sluice_core::{Error, ErrorKind, Meter, RowError};
 
-use crate::config::Scheme;
 use crate::ddl::{begin_load, end_load, LoadUnit};
+use crate::dialect::{dialect_of_scheme, MARIADB};
 use crate::gateway::{MariaDbDatabase, PooledSlot};
 use crate::import::{describe_table, import_rows, locate_in_rows};
 use crate::{CancelToken, Config, Connection, QueryOptions, QueryStream};
 use sluice_core::load::Scope;
-
-/// The two databases this crate speaks to: one family, as they name types and
-/// spell DDL alike.
-const FAMILY: Family = Family::new("MariaDB and MySQL");
-/// MariaDB.
-pub(crate) const MARIADB: Dialect = Dialect::new("MariaDB", FAMILY).with_identifier_quote('`');
-/// MySQL.
-pub(crate) const MYSQL: Dialect = Dialect::new("MySQL", FAMILY).with_identifier_quote('`');
-
-/// Which of the two a server is, from the version its greeting gives:
-/// MariaDB's says so (`10.11.6-MariaDB-0+deb12u1`), MySQL's does not (`8.0.36`).
-pub(crate) fn dialect_of_version(version: &str) -> Dialect {
-    if version.contains("MariaDB") {
-        MARIADB
-    } else {
-        MYSQL
-    }
-}
-
-/// Which of the two a URL names (`mariadb://`, `mysql://`), for what is said
-/// before a server's greeting can tell.
-pub(crate) fn dialect_of_scheme(scheme: Scheme) -> Dialect {
-    match scheme {
-        Scheme::MariaDb => MARIADB,
-        Scheme::MySql => MYSQL,
-    }
-}
 
 /// MariaDB's and MySQL's [`Driver`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -350,6 +322,8 @@ impl Session for MariaDbSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Scheme;
+    use crate::dialect::{dialect_of_version, MYSQL};
 
     #[test]
     fn the_version_says_mariadb_and_anything_else_is_mysql() {

@@ -99,7 +99,8 @@ use tokio::sync::oneshot;
 
 pub use crate::calls::param_text;
 use crate::connection::TextResult;
-use crate::driver::{dialect_of_scheme, MariaDbSession};
+use crate::dialect::dialect_of_scheme;
+use crate::driver::MariaDbSession;
 use crate::query::{queue_close, queue_prepare, read_prepare_answer};
 use crate::sql::identifier;
 use crate::types::described_column;

@@ -25,6 +25,7 @@ pub mod cancel;
 pub mod config;
 pub mod connection;
 mod ddl;
+mod dialect;
 pub mod driver;
 mod error;
 pub mod gateway;
