@@ -12,6 +12,11 @@
 //!   not sent would be missing from an output that looks complete;
 //! - `@@max_allowed_packet`, `@@local_infile` and the server's capabilities
 //!   choose how imports and calls travel.
+//!
+//! Statements sluice runs for itself go through the text protocol here
+//! (`simple_query`, `exchange`: several in one round trip); prepared
+//! statements are `crate::statement`'s, and the bytes of every packet
+//! `crate::protocol`'s.
 
 use mysql_common::auth::plugins::{AuthProc, ChallengeResponsePlugin, Context as AuthContext};
 use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
@@ -28,7 +33,7 @@ use std::sync::Arc;
 use crate::config::{Config, Target};
 use crate::dialect::{dialect_of_version, MARIADB};
 use crate::error::{server_error, unexpected};
-use crate::protocol::{read_lenenc_bytes, read_lenenc_int};
+use crate::protocol::{read_lenenc_int, text_row, write_query, OkPacket, COM_QUIT};
 use crate::tls::SslMode;
 use crate::wire::{open_socket, Wire};
 
@@ -268,8 +273,7 @@ impl Connection {
     /// Ends the session politely (`COM_QUIT`) and closes the socket (a
     /// connection given up as stalled is only dropped).
     pub async fn close(mut self) {
-        self.wire.start_command();
-        self.wire.queue(&[COM_QUIT]);
+        self.wire.queue_command(|payload| payload.push(COM_QUIT));
         self.wire.shutdown().await;
     }
 
@@ -448,11 +452,7 @@ impl Connection {
 
     /// Queues `sql` as a text-protocol query (`COM_QUERY`).
     pub(crate) fn queue_query(&mut self, sql: &str) {
-        self.wire.start_command();
-        self.wire.queue_with(|payload| {
-            payload.push(COM_QUERY);
-            payload.extend_from_slice(sql.as_bytes());
-        });
+        self.wire.queue_command(|payload| write_query(sql, payload));
     }
 
     /// Runs one statement with the text protocol and reads all of its answer:
@@ -470,15 +470,11 @@ impl Connection {
         let first = self.wire.read_payload().await?;
         let columns = match first.first() {
             Some(0x00) => {
-                let mut rest = &first[1..];
-                let affected_rows = read_lenenc_int(&mut rest)?;
-                let _last_insert_id = read_lenenc_int(&mut rest)?;
-                // Status and warnings, then the human-readable info.
-                let info = String::from_utf8_lossy(rest.get(4..).unwrap_or_default()).into_owned();
+                let ok = OkPacket::parse(&first)?;
                 return Ok(TextResult {
                     rows: Vec::new(),
-                    affected_rows,
-                    info,
+                    affected_rows: ok.affected_rows,
+                    info: String::from_utf8_lossy(ok.info).into_owned(),
                 });
             }
             Some(0xFF) => return Err(server_error(&first, self.capabilities)),
@@ -519,14 +515,25 @@ impl Connection {
         head
     }
 
-    /// Prepares and runs a statement without a result, with `params` as text
-    /// (`None` is NULL); returns the rows it changed.
-    pub async fn execute_prepared<P: AsRef<[u8]>>(
+    /// Sends `statements` in one round trip and reads each one's answer, so
+    /// a failure is known by statement. Errors the server reported are
+    /// answers (the session stays in step); anything else ends the exchange.
+    pub(crate) async fn exchange(
         &mut self,
-        sql: &str,
-        params: &[Option<P>],
-    ) -> Result<u64, Error> {
-        crate::query::execute(self, sql, params).await
+        statements: &[String],
+    ) -> Result<Vec<Result<TextResult, Error>>, Error> {
+        for statement in statements {
+            self.queue_query(statement);
+        }
+        self.wire.flush().await?;
+        let mut answers = Vec::with_capacity(statements.len());
+        for _ in statements {
+            match self.read_text_result().await {
+                Err(error) if error.as_db_error().is_none() => return Err(error),
+                answer => answers.push(answer),
+            }
+        }
+        Ok(answers)
     }
 
     /// Whether result sets end with an OK packet instead of EOF packets.
@@ -534,21 +541,6 @@ impl Connection {
         self.capabilities
             .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
     }
-}
-
-/// A text-protocol row: `columns` length-encoded strings, `0xFB` for NULL.
-fn text_row(packet: &[u8], columns: u64) -> Result<Vec<Option<Vec<u8>>>, Error> {
-    let mut rest = packet;
-    (0..columns)
-        .map(|_| {
-            if rest.first() == Some(&0xFB) {
-                rest = &rest[1..];
-                Ok(None)
-            } else {
-                read_lenenc_bytes(&mut rest).map(|value| Some(value.to_vec()))
-            }
-        })
-        .collect()
 }
 
 /// What a connection attempt came to.
@@ -581,9 +573,6 @@ fn read_greeting(greeting: &[u8]) -> Result<HandshakePacket<'_>, Error> {
 /// `utf8mb4_general_ci`, the collation the login asks for (as
 /// `HandshakeResponse` does for servers from 5.5.3 on).
 const UTF8MB4_GENERAL_CI: u8 = 45;
-
-const COM_QUIT: u8 = 0x01;
-const COM_QUERY: u8 = 0x03;
 
 /// An authentication plugin's procedure, or a clear error for one sluice lacks.
 fn start_plugin(plugin: &AuthPlugin<'_>) -> Result<AuthProc, Error> {

@@ -21,8 +21,8 @@ use sluice_core::load::{ColumnSpec, TableInfo, TableSetup, TableSpec};
 use sluice_core::{DecimalShape, Error, Kind};
 
 use crate::connection::Connection;
+use crate::describe::describe_table;
 use crate::dialect::MARIADB;
-use crate::import::describe_table;
 use crate::sql::identifier;
 
 /// What ending a unit must undo.

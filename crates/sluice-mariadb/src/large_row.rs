@@ -5,10 +5,13 @@
 //! last). [`LargeRow`] reads the payload across packet boundaries straight
 //! from the connection's buffer: small parts (the null bitmap, lengths, fixed
 //! size values, values up to [`SMALL_VALUE_BYTES`]) are gathered into a small
-//! vector; a large text or binary value is lent out piece by piece.
+//! vector; a large text or binary value is lent out piece by piece, and any
+//! other value (a number, a moment, bits, a geometry) is gathered whole by
+//! [`value_bytes`] to be converted.
 
 use sluice_core::Error;
 
+use crate::types::Decode;
 use crate::wire::{Wire, MAX_PAYLOAD};
 
 /// Values of a large row up to this size are handed over whole.
@@ -134,5 +137,39 @@ impl LargeRow {
             self.continued = false;
         }
         Ok(())
+    }
+}
+
+/// The wire bytes of one value of a large row that is not verbatim text:
+/// fixed-size numbers, length-prefixed moments, bits and geometries (whole:
+/// they are converted, and bounded by the server's packet limit).
+pub(crate) async fn value_bytes(
+    row: &mut LargeRow,
+    wire: &mut Wire,
+    decode: Decode,
+) -> Result<Vec<u8>, Error> {
+    match decode {
+        Decode::Integer { width, .. } | Decode::BinaryInteger { width, .. } => {
+            row.take(wire, usize::from(width)).await
+        }
+        Decode::Float32 | Decode::BinaryFloat32 => row.take(wire, 4).await,
+        Decode::Float64 | Decode::BinaryFloat64 => row.take(wire, 8).await,
+        Decode::Date
+        | Decode::DateTime { .. }
+        | Decode::Time
+        | Decode::BinaryDate
+        | Decode::BinaryDateTime => {
+            let mut encoded = row.take(wire, 1).await?;
+            let length = usize::from(encoded[0]);
+            encoded.extend(row.take(wire, length).await?);
+            Ok(encoded)
+        }
+        Decode::Verbatim | Decode::Bits { .. } | Decode::Geometry => {
+            let (length, mut encoded) = row.take_length(wire).await?;
+            let length = usize::try_from(length)
+                .map_err(|_| Error::protocol("a value longer than this machine can address"))?;
+            encoded.extend(row.take(wire, length).await?);
+            Ok(encoded)
+        }
     }
 }

@@ -10,6 +10,9 @@
 //! reader's pace is the back-pressure (TCP flow control); with one, the
 //! statement runs behind a read-only cursor and each `COM_STMT_FETCH` brings
 //! that many rows.
+//!
+//! The commands are queued by `crate::statement`; the rows are read by
+//! `crate::rows` (and, over 16 MiB, `crate::large_row`).
 
 use mysql_common::constants::StatusFlags;
 use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, ErrorKind, Schema};
@@ -17,24 +20,17 @@ use sluice_core::{Batch, BatchSource, Chunk, Encoding, Error, ErrorKind, Schema}
 use crate::config::ZeroDates;
 use crate::connection::Connection;
 use crate::error::{server_error, unexpected};
-use crate::large_row::{LargeRow, PIECE_BYTES, SMALL_VALUE_BYTES};
-use crate::protocol::{read_lenenc_int, write_lenenc_int, ColumnDefinition};
+use crate::large_row::{value_bytes, LargeRow, PIECE_BYTES, SMALL_VALUE_BYTES};
+use crate::protocol::{end_status, read_lenenc_int, write_fetch, ColumnDefinition, LAST_PREPARED};
+use crate::rows::RowFormat;
+use crate::statement::{
+    queue_close, queue_execute, queue_prepare, read_definition_packets, read_prepared,
+};
 use crate::types::{column, read_value, Decode};
-use crate::wire::{Header, Wire, MAX_PAYLOAD};
+use crate::wire::{Header, MAX_PAYLOAD};
 
 /// Bytes of row data gathered before a batch is handed over.
 const BATCH_BYTES: usize = 64 * 1024;
-
-const COM_STMT_PREPARE: u8 = 0x16;
-const COM_STMT_EXECUTE: u8 = 0x17;
-const COM_STMT_CLOSE: u8 = 0x19;
-const COM_STMT_FETCH: u8 = 0x1C;
-
-/// MariaDB's id for "the statement prepared just before, in this pipeline".
-const LAST_PREPARED: u32 = 0xFFFF_FFFF;
-
-/// `MYSQL_TYPE_VAR_STRING`: parameters are sent as text the server converts.
-const VAR_STRING: u8 = 253;
 
 /// How a query runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,6 +125,7 @@ impl QueryStream {
             })
             .unzip();
         let width = columns.len();
+        let format = RowFormat::new(columns, decoders, options.zero_dates);
         let state = match status {
             _ if width == 0 => State::Done,
             // Metadata ending with a cursor open: the rows come by fetching.
@@ -140,12 +137,7 @@ impl QueryStream {
         Ok(QueryStream {
             connection,
             statement,
-            format: RowFormat {
-                schema: Schema { columns },
-                decoders,
-                bitmap_bytes: (width + 7 + 2) / 8,
-                zero_dates: options.zero_dates,
-            },
+            format,
             batch: Batch::new(width),
             state,
             options,
@@ -335,12 +327,9 @@ impl QueryStream {
     async fn fetch(&mut self) -> Result<(), Error> {
         let rows = self.options.fetch_size.unwrap_or(u32::MAX);
         let statement = self.statement;
-        self.connection.wire.start_command();
-        self.connection.wire.queue_with(|payload| {
-            payload.push(COM_STMT_FETCH);
-            payload.extend_from_slice(&statement.to_le_bytes());
-            payload.extend_from_slice(&rows.to_le_bytes());
-        });
+        self.connection
+            .wire
+            .queue_command(|payload| write_fetch(statement, rows, payload));
         self.connection.wire.flush().await?;
         self.state = State::Rows;
         Ok(())
@@ -355,40 +344,6 @@ enum Step {
     LargeRow,
     /// The result is complete.
     End,
-}
-
-/// The wire bytes of one value of a large row that is not verbatim text:
-/// fixed-size numbers, length-prefixed moments, bits and geometries (whole:
-/// they are converted, and bounded by the server's packet limit).
-async fn value_bytes(
-    row: &mut LargeRow,
-    wire: &mut Wire,
-    decode: Decode,
-) -> Result<Vec<u8>, Error> {
-    match decode {
-        Decode::Integer { width, .. } | Decode::BinaryInteger { width, .. } => {
-            row.take(wire, usize::from(width)).await
-        }
-        Decode::Float32 | Decode::BinaryFloat32 => row.take(wire, 4).await,
-        Decode::Float64 | Decode::BinaryFloat64 => row.take(wire, 8).await,
-        Decode::Date
-        | Decode::DateTime { .. }
-        | Decode::Time
-        | Decode::BinaryDate
-        | Decode::BinaryDateTime => {
-            let mut encoded = row.take(wire, 1).await?;
-            let length = usize::from(encoded[0]);
-            encoded.extend(row.take(wire, length).await?);
-            Ok(encoded)
-        }
-        Decode::Verbatim | Decode::Bits { .. } | Decode::Geometry => {
-            let (length, mut encoded) = row.take_length(wire).await?;
-            let length = usize::try_from(length)
-                .map_err(|_| Error::protocol("a value longer than this machine can address"))?;
-            encoded.extend(row.take(wire, length).await?);
-            Ok(encoded)
-        }
-    }
 }
 
 /// What a packet in a result is.
@@ -411,243 +366,6 @@ fn after_end(status: StatusFlags) -> State {
     }
 }
 
-/// The status flags of an EOF packet, or of an OK packet ending a result.
-pub(crate) fn end_status(payload: &[u8], deprecate_eof: bool) -> StatusFlags {
-    let mut rest = &payload[1..];
-    let bits = if deprecate_eof {
-        // OK: affected rows, last insert id, then the status.
-        let _ = read_lenenc_int(&mut rest);
-        let _ = read_lenenc_int(&mut rest);
-        rest.get(..2)
-            .map_or(0, |bytes| u16::from_le_bytes([bytes[0], bytes[1]]))
-    } else {
-        // EOF: warnings, then the status.
-        rest.get(2..4)
-            .map_or(0, |bytes| u16::from_le_bytes([bytes[0], bytes[1]]))
-    };
-    StatusFlags::from_bits_truncate(bits)
-}
-
-/// How a result's rows read: its columns and their decoders, chosen once.
-#[derive(Debug)]
-struct RowFormat {
-    schema: Schema,
-    decoders: Vec<Decode>,
-    /// The null bitmap's length in a row (columns + 2 offset bits).
-    bitmap_bytes: usize,
-    zero_dates: ZeroDates,
-}
-
-impl RowFormat {
-    /// One binary-protocol row into `batch`.
-    fn decode(&self, payload: &[u8], batch: &mut Batch) -> Result<(), Error> {
-        decode_row(
-            payload,
-            &self.decoders,
-            &self.schema,
-            self.bitmap_bytes,
-            self.zero_dates,
-            batch,
-        )
-    }
-}
-
-/// One binary-protocol row into `batch`.
-pub(crate) fn decode_row(
-    payload: &[u8],
-    decoders: &[Decode],
-    schema: &Schema,
-    bitmap_bytes: usize,
-    zero_dates: ZeroDates,
-    batch: &mut Batch,
-) -> Result<(), Error> {
-    if payload.len() < 1 + bitmap_bytes {
-        return Err(Error::protocol("a row shorter than its null bitmap"));
-    }
-    let bitmap = &payload[1..1 + bitmap_bytes];
-    let mut rest = &payload[1 + bitmap_bytes..];
-    let mark = batch.mark();
-    for (index, decode) in decoders.iter().enumerate() {
-        let bit = index + 2;
-        if bitmap[bit / 8] >> (bit % 8) & 1 == 1 {
-            batch.push_null();
-            continue;
-        }
-        if let Err(error) = read_value(
-            *decode,
-            &mut rest,
-            batch,
-            &schema.columns[index],
-            zero_dates,
-        ) {
-            batch.rollback(mark);
-            return Err(error);
-        }
-    }
-    Ok(())
-}
-
-/// Queues `COM_STMT_CLOSE`, which has no answer: it leaves with the next command.
-pub(crate) fn queue_close(connection: &mut Connection, statement: u32) {
-    connection.wire.start_command();
-    connection.wire.queue_with(|payload| {
-        payload.push(COM_STMT_CLOSE);
-        payload.extend_from_slice(&statement.to_le_bytes());
-    });
-}
-
-/// Prepares and runs a statement without a result (an `INSERT` of many rows)
-/// with `params` as text; returns the rows it changed. On MariaDB the prepare
-/// and the execute travel together: one round trip.
-pub(crate) async fn execute<P: AsRef<[u8]>>(
-    connection: &mut Connection,
-    sql: &str,
-    params: &[Option<P>],
-) -> Result<u64, Error> {
-    let direct = connection.server().mariadb;
-    queue_prepare(connection, sql);
-    if direct {
-        queue_execute(connection, LAST_PREPARED, params, false);
-    }
-    connection.wire.flush().await?;
-    let settings = connection.read_settings_answers().await;
-    let prepared = read_prepared(connection).await;
-    let statement = match settings.and(prepared) {
-        Ok(statement) => statement,
-        Err(error) => {
-            if direct && error.kind() == ErrorKind::Database {
-                // The execute of a statement that failed to prepare fails too.
-                connection.wire.read_payload().await?;
-            }
-            return Err(error);
-        }
-    };
-    if !direct {
-        queue_execute(connection, statement, params, false);
-        connection.wire.flush().await?;
-    }
-    let answer = connection.wire.read_payload().await;
-    queue_close(connection, statement);
-    let answer = answer?;
-    match answer.first() {
-        Some(0x00) => read_lenenc_int(&mut &answer[1..]),
-        Some(0xFF) => Err(server_error(&answer, connection.capabilities)),
-        _ => Err(connection
-            .unexpected_answer("the statement's result", &answer)
-            .await),
-    }
-}
-
-/// Prepares `sql` (after any queued settings) and returns its statement id.
-pub(crate) async fn prepare(connection: &mut Connection, sql: &str) -> Result<u32, Error> {
-    queue_prepare(connection, sql);
-    connection.wire.flush().await?;
-    let settings = connection.read_settings_answers().await;
-    let prepared = read_prepared(connection).await;
-    settings.and(prepared)
-}
-
-pub(crate) fn queue_prepare(connection: &mut Connection, sql: &str) {
-    connection.wire.start_command();
-    connection.wire.queue_with(|payload| {
-        payload.push(COM_STMT_PREPARE);
-        payload.extend_from_slice(sql.as_bytes());
-    });
-}
-
-/// Queues `COM_STMT_EXECUTE` of `statement` with `params`, all sent as
-/// strings for the server to convert; behind a read-only cursor when `cursor`.
-pub(crate) fn queue_execute<P: AsRef<[u8]>>(
-    connection: &mut Connection,
-    statement: u32,
-    params: &[Option<P>],
-    cursor: bool,
-) {
-    connection.wire.start_command();
-    connection.wire.queue_with(|payload| {
-        payload.push(COM_STMT_EXECUTE);
-        payload.extend_from_slice(&statement.to_le_bytes());
-        payload.push(u8::from(cursor));
-        payload.extend_from_slice(&1u32.to_le_bytes());
-        if params.is_empty() {
-            return;
-        }
-        let mut bitmap = vec![0u8; params.len().div_ceil(8)];
-        for (index, value) in params.iter().enumerate() {
-            if value.is_none() {
-                bitmap[index / 8] |= 1 << (index % 8);
-            }
-        }
-        payload.extend_from_slice(&bitmap);
-        payload.push(1); // types follow
-        for _ in params {
-            payload.extend_from_slice(&[VAR_STRING, 0]);
-        }
-        for value in params.iter().flatten() {
-            let value = value.as_ref();
-            write_lenenc_int(value.len() as u64, payload);
-            payload.extend_from_slice(value);
-        }
-    });
-}
-
-/// The parts of a `COM_STMT_PREPARE` answer.
-#[derive(Debug)]
-pub(crate) struct Prepared {
-    pub(crate) statement: u32,
-    pub(crate) parameters: usize,
-    pub(crate) columns: Vec<ColumnDefinition>,
-}
-
-/// Reads the answer to `COM_STMT_PREPARE`: the statement's id, its parameter
-/// count and its result columns (parameter definitions say nothing useful:
-/// every value is sent as text).
-pub(crate) async fn read_prepare_answer(connection: &mut Connection) -> Result<Prepared, Error> {
-    let answer = connection.wire.read_payload().await?;
-    match answer.first() {
-        Some(0x00) if answer.len() >= 9 => {}
-        Some(0xFF) => return Err(server_error(&answer, connection.capabilities)),
-        _ => {
-            return Err(connection
-                .unexpected_answer("the statement's prepare", &answer)
-                .await)
-        }
-    }
-    let statement = u32::from_le_bytes([answer[1], answer[2], answer[3], answer[4]]);
-    let columns = u16::from_le_bytes([answer[5], answer[6]]);
-    let parameters = u16::from_le_bytes([answer[7], answer[8]]);
-    read_definitions(connection, u64::from(parameters)).await?;
-    let columns = read_definitions(connection, u64::from(columns)).await?;
-    Ok(Prepared {
-        statement,
-        parameters: usize::from(parameters),
-        columns,
-    })
-}
-
-/// Reads `count` column (or parameter) definitions and, where the protocol
-/// has one, the EOF packet after them.
-pub(crate) async fn read_definitions(
-    connection: &mut Connection,
-    count: u64,
-) -> Result<Vec<ColumnDefinition>, Error> {
-    let extended = connection.server().extended_metadata;
-    let mut definitions = Vec::with_capacity(count.min(4096) as usize);
-    for _ in 0..count {
-        let packet = connection.wire.read_payload().await?;
-        definitions.push(ColumnDefinition::parse(&packet, extended)?);
-    }
-    if count > 0 && !connection.deprecate_eof() {
-        connection.wire.read_payload().await?;
-    }
-    Ok(definitions)
-}
-
-/// The statement id of a `COM_STMT_PREPARE` answer.
-async fn read_prepared(connection: &mut Connection) -> Result<u32, Error> {
-    Ok(read_prepare_answer(connection).await?.statement)
-}
-
 /// Reads the answer to `COM_STMT_EXECUTE` up to the first row: the column
 /// definitions (none for a statement without a result) and, where the
 /// protocol ends them with an EOF packet, its status (a cursor opened).
@@ -660,12 +378,7 @@ async fn read_result_head(
         Some(0xFF) => return Err(server_error(&first, connection.capabilities)),
         _ => read_lenenc_int(&mut &first[..])?,
     };
-    let extended = connection.server().extended_metadata;
-    let mut definitions = Vec::with_capacity(count.min(4096) as usize);
-    for _ in 0..count {
-        let packet = connection.wire.read_payload().await?;
-        definitions.push(ColumnDefinition::parse(&packet, extended)?);
-    }
+    let definitions = read_definition_packets(connection, count).await?;
     if connection.deprecate_eof() {
         return Ok((definitions, None));
     }

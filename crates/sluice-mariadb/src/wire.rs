@@ -168,6 +168,13 @@ impl Wire {
         }
     }
 
+    /// Queues a command built by `build` (one of `crate::protocol`'s
+    /// writers): its first packet is number 0.
+    pub(crate) fn queue_command(&mut self, build: impl FnOnce(&mut Vec<u8>)) {
+        self.start_command();
+        self.queue_with(build);
+    }
+
     /// Writes what is queued. Each write is a wait of its own: a slow link
     /// that keeps taking bytes is not a stalled one.
     pub(crate) async fn flush(&mut self) -> Result<(), Error> {

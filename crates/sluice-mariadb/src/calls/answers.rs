@@ -6,12 +6,12 @@
 use mysql_common::constants::StatusFlags;
 use sluice_core::{Batch, Error, ErrorKind, Schema};
 
-use super::ok_packet;
 use crate::config::ZeroDates;
 use crate::connection::Connection;
 use crate::error::{server_error, unexpected};
-use crate::protocol::read_lenenc_int;
-use crate::query::{decode_row, end_status, read_definitions};
+use crate::protocol::{end_status, read_lenenc_int, OkPacket};
+use crate::rows::RowFormat;
+use crate::statement::read_definitions;
 use crate::types::{column, Decode};
 
 /// One command's whole answer.
@@ -36,13 +36,6 @@ pub(super) struct AnswerReader<'a> {
     pub(super) rows: &'a mut Batch,
 }
 
-/// How to decode the rows of one result.
-struct RowLayout {
-    decoders: Vec<Decode>,
-    schema: Schema,
-    bitmap_bytes: usize,
-}
-
 impl AnswerReader<'_> {
     /// Reads one command's answer: an OK, an error, or results (several for a
     /// procedure: each says whether more follow). Rows go into the reader's
@@ -65,7 +58,7 @@ impl AnswerReader<'_> {
         let answer = self.connection.wire.read_payload().await?;
         match answer.first() {
             Some(0x00) => Ok(Answer::Done {
-                affected: Some(ok_packet(&answer)?.0),
+                affected: Some(OkPacket::parse(&answer)?.affected_rows),
             }),
             Some(0xFF) => Ok(Answer::Failed(server_error(
                 &answer,
@@ -88,9 +81,9 @@ impl AnswerReader<'_> {
         let first = self.connection.wire.read_payload().await?;
         match first.first() {
             Some(0x00) => {
-                let (rows, status) = ok_packet(&first)?;
-                *affected = Some(rows);
-                Ok(Ok(status))
+                let ok = OkPacket::parse(&first)?;
+                *affected = Some(ok.affected_rows);
+                Ok(Ok(ok.status))
             }
             Some(0xFF) => Ok(Err(server_error(&first, self.connection.capabilities))),
             _ => {
@@ -108,12 +101,8 @@ impl AnswerReader<'_> {
             return self.read_rows(None).await;
         }
         self.check_width(columns.len())?;
-        let layout = RowLayout {
-            bitmap_bytes: (decoders.len() + 7 + 2) / 8,
-            decoders,
-            schema: Schema { columns },
-        };
-        self.read_rows(Some(&layout)).await
+        let format = RowFormat::new(columns, decoders, self.zero_dates);
+        self.read_rows(Some(&format)).await
     }
 
     /// A kept result must have the prepared statement's columns: the report
@@ -132,21 +121,14 @@ impl AnswerReader<'_> {
         ))
     }
 
-    /// Reads a result's rows to its end, decoding them with `layout` into the
+    /// Reads a result's rows to its end, decoding them with `format` into the
     /// reader's rows, or reading past them without one.
-    async fn read_rows(&mut self, layout: Option<&RowLayout>) -> Result<ResultEnd, Error> {
+    async fn read_rows(&mut self, format: Option<&RowFormat>) -> Result<ResultEnd, Error> {
         let deprecate_eof = self.connection.deprecate_eof();
         let capabilities = self.connection.capabilities;
         let wire = &mut self.connection.wire;
-        let mut keep = |payload: &[u8]| match layout {
-            Some(layout) => decode_row(
-                payload,
-                &layout.decoders,
-                &layout.schema,
-                layout.bitmap_bytes,
-                self.zero_dates,
-                self.rows,
-            ),
+        let mut keep = |payload: &[u8]| match format {
+            Some(format) => format.decode(payload, self.rows),
             None => Ok(()),
         };
         loop {
