@@ -24,8 +24,9 @@ use sluice_core::load::{
 use sluice_core::{Batch, Chunk, DynSource, Encoding, Error, Meter, Progress, Rejected, Schema};
 
 use crate::console::err_line;
+use crate::exit::exit_code;
 use crate::interrupt::{self, Interrupt, Unit};
-use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
+use crate::report::{copy_message, CopyStats, ProgressLine, Side, SideStats};
 use crate::vocabulary::query_help;
 use crate::wait::WaitArgs;
 
