@@ -17,10 +17,8 @@ are not read.
     python3 scripts/check_import_circles.py [CRATES_DIR]
 
 Prints every circle with the names that tie it and exits 1; prints the count
-of files read and exits 0 when there is none. The crates named in
-scripts/import_circles_known.txt still have circles being taken apart: theirs
-are listed but do not fail the check, and a crate named there that has none
-left fails it until its line is removed, so the list only shrinks.
+of files read and exits 0 when there is none. There are no exceptions: the
+last crates with circles were taken apart in issue 50.
 """
 
 from __future__ import annotations
@@ -239,15 +237,6 @@ def circles(graph: dict) -> list[list]:
     return result
 
 
-def known_crates() -> set[str]:
-    """The crates whose circles are known and being taken apart."""
-    listing = Path(__file__).with_name("import_circles_known.txt")
-    if not listing.exists():
-        return set()
-    lines = (line.split("#")[0].strip() for line in listing.read_text().splitlines())
-    return {line for line in lines if line}
-
-
 def main() -> int:
     crates_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "crates")
     found, read = [], 0
@@ -258,30 +247,18 @@ def main() -> int:
         graph = {module: edges_of(file, module, modules, reexports) for module, file in modules.items()}
         for component in circles(graph):
             found.append((source_root, modules, graph, component))
-    known = known_crates()
-    failing = 0
     for source_root, modules, graph, component in found:
-        crate = source_root.parent.name
-        tag = " (known: scripts/import_circles_known.txt)" if crate in known else ""
-        failing += crate not in known
-        print(f"import circle{tag}: {', '.join(str(modules[m]) for m in component)}")
+        print(f"import circle: {', '.join(str(modules[m]) for m in component)}")
         for module in component:
             for target, names in sorted(graph[module].items()):
                 if target in component:
                     print(f"  {modules[module]} -> {modules[target]}: {', '.join(sorted(names))}")
-    with_circles = {source_root.parent.name for source_root, *_ in found}
-    cleared = sorted(known - with_circles)
-    for crate in cleared:
-        print(f"check_import_circles: {crate} has no circle left: remove it from scripts/import_circles_known.txt")
-    if failing:
-        print(f"check_import_circles: {failing} circle(s) of imports between source files;"
+    if found:
+        print(f"check_import_circles: {len(found)} circle(s) of imports between source files;"
               " move what both sides use into a module of its own")
-    if failing or cleared:
         return 1
-    print(f"check_import_circles: no new circle among {read} source files"
-          f" ({len(found)} known, in {', '.join(sorted(with_circles)) or 'no crate'})")
+    print(f"check_import_circles: no circle among {read} source files")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
 use crate::console::out_line;
@@ -69,9 +69,9 @@ pub fn version(arguments: &VersionArgs) -> u8 {
     0
 }
 
-/// Writes the completion script for a shell to standard output.
-pub fn completions(arguments: &CompletionsArgs) -> u8 {
-    let mut command = crate::Cli::command();
+/// Writes the completion script of `command` (the whole `sluice`) for a
+/// shell to standard output.
+pub fn completions(arguments: &CompletionsArgs, mut command: clap::Command) -> u8 {
     let mut script = Vec::new();
     clap_complete::generate(arguments.shell, &mut command, "sluice", &mut script);
     let mut stdout = std::io::stdout().lock();
@@ -81,9 +81,9 @@ pub fn completions(arguments: &CompletionsArgs) -> u8 {
     }
 }
 
-/// Writes the man pages into a directory.
-pub fn man(arguments: &ManArgs) -> u8 {
-    match write_pages(&arguments.directory) {
+/// Writes the man pages of `command` (the whole `sluice`) into a directory.
+pub fn man(arguments: &ManArgs, command: clap::Command) -> u8 {
+    match write_pages(&arguments.directory, command) {
         Ok(()) => 0,
         Err(error) => {
             crate::console::err_line!(
@@ -95,9 +95,9 @@ pub fn man(arguments: &ManArgs) -> u8 {
     }
 }
 
-fn write_pages(directory: &Path) -> std::io::Result<()> {
+fn write_pages(directory: &Path, command: clap::Command) -> std::io::Result<()> {
     std::fs::create_dir_all(directory)?;
-    let command = crate::Cli::command().version(VERSION);
+    let command = command.version(VERSION);
     write_page(directory, "sluice", command.clone())?;
     for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
         // clap takes `&'static str` names (without its `string` feature);

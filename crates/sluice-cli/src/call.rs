@@ -11,8 +11,9 @@ use sluice_formats::{CallLines, ParamLines, Signature};
 use tokio::io::{AsyncBufRead, BufReader};
 
 use crate::console::err_line;
+use crate::exit::exit_code;
 use crate::interrupt::Interrupt;
-use crate::report::{exit_code, Stats};
+use crate::report::Stats;
 use crate::vocabulary::{statement_help, WriteDatabase};
 use crate::wait::WaitArgs;
 

@@ -9,23 +9,31 @@
 //! created and committed) before it exits.
 
 mod columns;
+mod failure;
+mod fill;
 mod jobs;
+mod plan;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use sluice_core::connect::{Dialect, Export, ExportOptions, ImportRequest, Session, Target};
-use sluice_core::database::BoxFuture;
+use sluice_core::connect::{Export, ExportOptions, Session, Target};
 use sluice_core::load::{
-    ColumnSpec, ImportOptions, ImportSummary, OnConflict, SourceRows, TableInfo, TableSetup,
-    TableSpec,
+    ImportOptions, ImportSummary, OnConflict, TableInfo, TableSetup, TableSpec,
 };
-use sluice_core::{Batch, Chunk, DynSource, Encoding, Error, Meter, Progress, Rejected, Schema};
+use sluice_core::split::SplitSource;
+use sluice_core::{Encoding, Error, Meter, Progress, Schema};
 
+use self::columns::spec_of;
+use self::failure::{on, Failure};
+use self::fill::fill;
+use self::plan::Plan;
 use crate::console::err_line;
+use crate::exit::exit_code;
 use crate::interrupt::{self, Interrupt, Unit};
-use crate::report::{copy_message, exit_code, CopyStats, ProgressLine, Side, SideStats};
+use crate::parts::PartSessions;
+use crate::report::{copy_message, CopyStats, ProgressLine, Side, SideStats};
 use crate::vocabulary::query_help;
 use crate::wait::WaitArgs;
 
@@ -110,20 +118,6 @@ pub struct CopyArgs {
     stats: bool,
 }
 
-/// What the flags ask for, checked.
-struct Plan {
-    /// The source's table, when the source is one (not a query).
-    source_table: Option<String>,
-    target_table: String,
-    options: ImportOptions,
-    setup: TableSetup,
-    /// Parts copied at once.
-    jobs: usize,
-    split_by: Option<String>,
-    /// Values go in the source's own binary form, unread ([`wants_native`]).
-    native: bool,
-}
-
 impl CopyArgs {
     fn plan(&self) -> Result<Plan, Error> {
         let (source_table, target_table) = match (&self.query, self.tables.as_slice()) {
@@ -188,28 +182,6 @@ impl CopyArgs {
             _ => return Ok(()),
         };
         Err(Error::config(problem))
-    }
-}
-
-/// An error and the side it came from (`None`: the copy's own, such as
-/// columns that do not match), for the message.
-pub struct Failure {
-    /// Where.
-    pub side: Option<Side>,
-    /// What.
-    pub error: Error,
-}
-
-fn on(side: Side) -> impl Fn(Error) -> Failure {
-    move |error| Failure {
-        side: Some(side),
-        error,
-    }
-}
-
-impl From<Error> for Failure {
-    fn from(error: Error) -> Failure {
-        Failure { side: None, error }
     }
 }
 
@@ -299,14 +271,19 @@ async fn copy(arguments: &CopyArgs, interrupt: &Interrupt) -> Result<(), Failure
     // Open until the copy returns: a signal after the commit stops nothing.
     let unit;
     let summary = if plan.jobs > 1 {
+        let sessions = PartSessions {
+            source: &*source,
+            meter: &source_meter.meter,
+            wait: &arguments.wait,
+            interrupt,
+        };
         let (exports, spec) = jobs::open_parts(
             source_session,
-            &*source,
-            &source_meter.meter,
-            arguments,
+            &sessions,
+            split_source(described.as_ref(), arguments),
+            &arguments.columns,
             &plan,
             described,
-            interrupt,
         )
         .await?;
         native = sends_native(exports[0].schema());
@@ -454,6 +431,18 @@ async fn open_source(
     Ok((export, spec))
 }
 
+/// What the parts of a `--jobs` copy split: the (described) table, or the
+/// query with its parameters.
+fn split_source(described: Option<&TableInfo>, arguments: &CopyArgs) -> SplitSource {
+    match described {
+        Some(table) => SplitSource::Table(table.name.clone()),
+        None => SplitSource::Query {
+            sql: arguments.query.clone().unwrap_or_default(),
+            params: arguments.params.iter().cloned().map(Some).collect(),
+        },
+    }
+}
+
 /// The statement that reads every row of a described table.
 fn select_all(table: &TableInfo) -> String {
     format!("select * from {}", table.name)
@@ -471,34 +460,6 @@ async fn describe_source(
             .map(Some)
             .map_err(on(Side::Source)),
         None => Ok(None),
-    }
-}
-
-/// The table `--create` makes: the result's columns, with NOT NULL, declared
-/// types and the primary key of the source table when there is one.
-fn spec_of(schema: &Schema, described: Option<&TableInfo>, dialect: Dialect) -> TableSpec {
-    let columns = schema
-        .columns
-        .iter()
-        .map(|column| ColumnSpec {
-            column: column.clone(),
-            declared_type: described
-                .and_then(|table| table.declared_type(&column.name))
-                .map(str::to_owned),
-            not_null: described.is_some_and(|table| table.not_null.contains(&column.name)),
-        })
-        .collect();
-    let primary_key = described
-        .map(|table| table.primary_key.clone())
-        .filter(|key| {
-            key.iter()
-                .all(|name| schema.columns.iter().any(|column| &column.name == name))
-        })
-        .unwrap_or_default();
-    TableSpec {
-        columns,
-        primary_key,
-        dialect,
     }
 }
 
@@ -526,65 +487,4 @@ async fn transfer(
     }
     let _ = target.end_load(false).await;
     filled.and(Err(Failure::from(interrupt::cancelled())))
-}
-
-/// Matches the columns and imports the source's rows into the table.
-async fn fill(
-    target: &mut dyn Session,
-    table: &TableInfo,
-    export: &mut Box<dyn Export>,
-    plan: &Plan,
-    progress: &Progress,
-) -> Result<ImportSummary, Failure> {
-    let mapping = columns::map(export.schema(), table)?;
-    plan.options.check_for(table).map_err(on(Side::Target))?;
-    let mut source = Watched {
-        inner: &mut **export,
-        failed: false,
-    };
-    let mut rows = SourceRows::new(&mut source, mapping.columns, mapping.fills, progress);
-    // Every bad row aborts the copy: none is skipped.
-    let mut rejects = |_: &Rejected| Ok(());
-    let request = ImportRequest {
-        table,
-        rows: &mut rows,
-        options: &plan.options,
-        rejects: &mut rejects,
-    };
-    let result = target.import(request).await;
-    let side = if source.failed {
-        Side::Source
-    } else {
-        Side::Target
-    };
-    result.map_err(on(side))
-}
-
-/// A source that remembers whether it failed, so that an import's error can
-/// be told apart from the source's (both come out of the import).
-struct Watched<'a> {
-    inner: &'a mut dyn DynSource,
-    failed: bool,
-}
-
-impl DynSource for Watched<'_> {
-    fn schema(&self) -> &Schema {
-        self.inner.schema()
-    }
-
-    fn next_batch(&mut self) -> BoxFuture<'_, Result<Option<&Batch>, Error>> {
-        Box::pin(async move {
-            let batch = self.inner.next_batch().await;
-            self.failed |= batch.is_err();
-            batch
-        })
-    }
-
-    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Chunk<'_>>, Error>> {
-        Box::pin(async move {
-            let chunk = self.inner.next_chunk().await;
-            self.failed |= chunk.is_err();
-            chunk
-        })
-    }
 }

@@ -20,11 +20,12 @@ use sluice_formats::{
 };
 use tokio::task::JoinSet;
 
+use crate::exit::exit_code;
 use crate::interrupt::Interrupt;
 use crate::machine;
 use crate::output::{BlockingWriter, StagedDirectory, StagedFile};
 use crate::parts::{open_parts, PartSessions};
-use crate::report::{error_text, exit_code, print_error, ProgressLine, Stats};
+use crate::report::{error_text, print_error, ProgressLine, Stats};
 use crate::vocabulary::{query_help, ReadDatabase};
 use crate::wait::WaitArgs;
 

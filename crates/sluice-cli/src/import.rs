@@ -16,11 +16,10 @@ use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, Inpu
 use tokio::io::AsyncRead;
 
 use crate::console::err_line;
+use crate::exit::exit_code;
 use crate::interrupt::Interrupt;
 use crate::machine;
-use crate::report::{
-    error_text, exit_code, import_message, row_line, row_reason, ProgressLine, Stats,
-};
+use crate::report::{error_text, import_message, row_line, row_reason, ProgressLine, Stats};
 use crate::vocabulary::WriteDatabase;
 use crate::wait::WaitArgs;
 

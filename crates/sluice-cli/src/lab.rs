@@ -9,7 +9,7 @@ use sluice_core::{parse_duration, Error, ErrorKind};
 use sluice_lab::LabOptions;
 
 use crate::console::{err_line, out_line};
-use crate::report::exit_code;
+use crate::exit::exit_code;
 
 /// Arguments of `sluice lab`.
 #[derive(Args)]

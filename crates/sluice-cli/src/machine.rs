@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 use sluice_core::{peak_rss_bytes, Error, ErrorKind};
 
 use crate::console::err_line;
-use crate::report::{exit_code, line_and_column};
+use crate::exit::exit_code;
+use crate::position::line_and_column;
 
 /// The environment variable that asks for these reports, and its one value.
 const VARIABLE: &str = "SLUICE_REPORT";

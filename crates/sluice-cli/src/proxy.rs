@@ -15,7 +15,7 @@ use sluice_proxy::{
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::console::{err_line, err_text};
-use crate::report::exit_code;
+use crate::exit::exit_code;
 
 /// Arguments of `sluice proxy`.
 #[derive(Args)]

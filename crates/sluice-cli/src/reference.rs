@@ -29,7 +29,7 @@ pub fn commands_page() -> String {
             rule.command, rule.old, rule.new
         ));
     }
-    let mut root = crate::Cli::command().version(VERSION_FOR_DOCS);
+    let mut root = crate::cli::Cli::command().version(VERSION_FOR_DOCS);
     page.push_str(&section("sluice", &mut root));
     for sub in root.get_subcommands_mut().filter(|sub| !sub.is_hide_set()) {
         let name = format!("sluice {}", sub.get_name());
@@ -40,7 +40,7 @@ pub fn commands_page() -> String {
 
 /// The lines that open and close the generated table in `errors.md`.
 const EXIT_CODES_BEGIN: &str =
-    "<!-- exit codes: made from exit::MEANINGS (crates/sluice-cli/src/main.rs) -->";
+    "<!-- exit codes: made from exit::MEANINGS (crates/sluice-cli/src/exit.rs) -->";
 const EXIT_CODES_END: &str = "<!-- end of exit codes -->";
 
 /// The table of exit codes, between its markers.
@@ -149,7 +149,7 @@ mod tests {
             let text = std::fs::read_to_string(&file).unwrap();
             for (line, command) in command_lines(&text) {
                 checked += 1;
-                if let Err(error) = crate::Cli::try_parse_from(&command) {
+                if let Err(error) = crate::cli::Cli::try_parse_from(&command) {
                     use clap::error::ErrorKind;
                     if matches!(
                         error.kind(),

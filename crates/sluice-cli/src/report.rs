@@ -14,26 +14,8 @@ use sluice_core::{
 use sluice_formats::InputFault;
 
 use crate::console::err_line;
-use crate::exit;
-
-/// The exit code for an error, by kind.
-pub fn exit_code(error: &Error) -> u8 {
-    match error.kind() {
-        // A FATAL error ends the session (pg_terminate_backend, a shutdown): the
-        // database went away; the statement did not fail.
-        ErrorKind::Database if ends_the_session(error) => exit::CONNECTION,
-        ErrorKind::Database => exit::DATABASE,
-        ErrorKind::Config | ErrorKind::Unsupported => exit::USAGE,
-        // A server that breaks the protocol is no more usable than one gone.
-        ErrorKind::Connect
-        | ErrorKind::Authentication
-        | ErrorKind::Closed
-        | ErrorKind::Protocol => exit::CONNECTION,
-        ErrorKind::Cancelled => exit::INTERRUPTED,
-        ErrorKind::Data => exit::BAD_INPUT,
-        _ => exit::IO,
-    }
-}
+use crate::machine;
+use crate::position::line_and_column;
 
 /// An error's words, with the flag that set the limit when a server was given
 /// up for staying silent (the library names no flag).
@@ -45,12 +27,6 @@ pub fn error_text(error: &Error) -> String {
         ),
         None => error.to_string(),
     }
-}
-
-fn ends_the_session(error: &Error) -> bool {
-    error
-        .as_db_error()
-        .is_some_and(|db| matches!(db.severity.as_str(), "FATAL" | "PANIC"))
 }
 
 /// Prints `error` as one line, `note` (what became of the output) after it; when
@@ -76,20 +52,6 @@ pub fn print_error(error: &Error, sql: &str, note: Option<&str>) {
         err_line!("  {}", text.trim_end_matches('\r'));
         err_line!("  {}^", " ".repeat(column - 1));
     }
-}
-
-/// Line and column (both from 1) of the 1-based character `position` the
-/// server points at in `sql`.
-pub fn line_and_column(sql: &str, position: u32) -> Option<(usize, usize)> {
-    let mut remaining = (position as usize).checked_sub(1)?;
-    for (index, line) in sql.split('\n').enumerate() {
-        let characters = line.chars().count();
-        if remaining <= characters {
-            return Some((index + 1, remaining + 1));
-        }
-        remaining -= characters + 1;
-    }
-    None
 }
 
 /// An import error in this command's terms, when a setting is at fault (the
@@ -196,8 +158,8 @@ impl Stats {
     /// Prints the figures to standard error.
     pub fn print(&self) {
         let total = self.connect + self.operation;
-        if crate::machine::enabled() {
-            crate::machine::print_stats(
+        if machine::enabled() {
+            machine::print_stats(
                 &self.figures,
                 &self.part_rows,
                 (self.connect.round_trips, self.operation.round_trips),
@@ -523,13 +485,5 @@ mod tests {
         assert_eq!(row_reason(&plain), "invalid JSON");
         assert_eq!(import_message(&Error::bad_row(plain)), None);
         assert_eq!(import_message(&Error::config("no such table")), None);
-    }
-
-    #[test]
-    fn positions_count_characters_not_bytes() {
-        assert_eq!(line_and_column("é x", 3), Some((1, 3)));
-        assert_eq!(line_and_column("a\nb", 3), Some((2, 1)));
-        assert_eq!(line_and_column("a", 0), None);
-        assert_eq!(line_and_column("a", 9), None);
     }
 }

@@ -67,7 +67,7 @@ pub fn worker_threads(arguments: &ServeArgs) -> usize {
         .as_deref()
         .and_then(|path| Config::load(path).ok())
         .and_then(|config| config.threads)
-        .unwrap_or_else(crate::usable_cpus)
+        .unwrap_or_else(crate::cpus::usable_cpus)
 }
 
 fn init_logging(json: bool) {

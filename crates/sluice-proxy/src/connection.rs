@@ -45,8 +45,8 @@ use std::time::{Duration, Instant};
 use crate::fault::live::{abort_on_close, Act, Closing, Cursor, LiveFaults, POLL};
 use crate::fault::{Action, FaultList, Trigger};
 use crate::observe::Observer;
-use crate::proxy::{Shared, Slot};
 use crate::shaping::{Schedule, Shaping};
+use crate::shared::{Shared, Slot, Tracked};
 
 /// Bytes read from a socket at once.
 const CHUNK: usize = 64 * 1024;
@@ -55,24 +55,6 @@ const CHUNK: usize = 64 * 1024;
 const QUEUE: usize = 256;
 /// How long connecting to the server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A connection as the report sees it.
-pub(crate) struct Tracked {
-    pub(crate) id: u64,
-    pub(crate) client: SocketAddr,
-    pub(crate) observer: Mutex<Observer>,
-}
-
-impl Tracked {
-    fn observe(&self, bytes: &[u8], upward: bool) {
-        let mut observer = self.observer.lock().expect("observer");
-        if upward {
-            observer.from_client(bytes);
-        } else {
-            observer.from_server(bytes);
-        }
-    }
-}
 
 /// What every admitted connection starts with.
 #[derive(Clone)]

@@ -36,6 +36,7 @@ mod proxy;
 mod refusal;
 pub mod report;
 pub mod shaping;
+mod shared;
 
 pub use control::{ControlToken, ControlTokenError};
 pub use fault::spec::MAX_DURATION as MAX_FAULT_DURATION;

@@ -13,19 +13,19 @@
 use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
-use crate::connection::{self, Setup, Tracked};
+use crate::connection::{self, Setup};
 use crate::control::{Access, ControlToken};
 use crate::fault::{Action, Fault, FaultList};
 use crate::refusal::{self, Refusal};
 use crate::report::{findings, sort_by_round_trips, ConnectionReport, Observed, Report};
 use crate::shaping::Shaping;
+use crate::shared::{Shared, Tracked};
 
 /// Open client connections allowed by default: well below PostgreSQL's default
 /// `max_connections` (100), so clients going through the proxy cannot use up the
@@ -40,66 +40,6 @@ const REFUSALS_AT_ONCE: usize = 256;
 /// Pause after a failed `accept` (out of file descriptors, typically), so the
 /// acceptor does not spin while connections close and give some back.
 const ACCEPT_RETRY: Duration = Duration::from_millis(10);
-
-/// State shared by the acceptor, the connections' threads and the handle.
-pub(crate) struct Shared {
-    connections: Mutex<Vec<Arc<Tracked>>>,
-    next_id: AtomicU64,
-    /// Client connections open now (admitted and not yet fully closed).
-    open: AtomicUsize,
-    max_connections: usize,
-    /// Clients turned away since the start (or the last reset).
-    refused: AtomicU64,
-    /// The added round-trip time, for the report's waiting figures.
-    rtt: Duration,
-    stop: Notify,
-}
-
-impl Shared {
-    /// Takes a place among the open connections, if one is free.
-    fn take_slot(self: &Arc<Self>) -> Option<Slot> {
-        self.open
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |open| {
-                (open < self.max_connections).then_some(open + 1)
-            })
-            .ok()
-            .map(|_| Slot(self.clone()))
-    }
-
-    /// Records a new connection and gives it its sequence number.
-    pub(crate) fn track(&self, tracked: impl FnOnce(u64) -> Tracked) -> Arc<Tracked> {
-        let tracked = Arc::new(tracked(self.next_id.fetch_add(1, Ordering::SeqCst) + 1));
-        self.connections
-            .lock()
-            .expect("proxy state")
-            .push(tracked.clone());
-        tracked
-    }
-
-    /// Counts a client turned away.
-    pub(crate) fn count_refusal(&self) {
-        self.refused.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// A place among the open connections, held by every thread of one connection
-/// (through its `connection::Lease`): it is given back when the last of them
-/// ends, after the connection's sockets (to the client and to the server) are
-/// closed.
-pub(crate) struct Slot(Arc<Shared>);
-
-impl Slot {
-    /// The proxy's shared state.
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.0
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::SeqCst);
-    }
-}
 
 /// A proxy to start.
 #[derive(Debug, Clone)]
@@ -281,15 +221,7 @@ impl Proxy {
             .enable_time()
             .build()
             .map_err(StartError::System)?;
-        let shared = Arc::new(Shared {
-            connections: Mutex::new(Vec::new()),
-            next_id: AtomicU64::new(0),
-            open: AtomicUsize::new(0),
-            max_connections: self.max_connections,
-            refused: AtomicU64::new(0),
-            rtt: self.shaping.rtt,
-            stop: Notify::new(),
-        });
+        let shared = Arc::new(Shared::new(self.max_connections, self.shaping.rtt));
         let faults = Arc::new(FaultList::new());
         for fault in self.faults {
             faults.add(fault);
@@ -444,15 +376,16 @@ impl ProxyHandle {
 
     /// What the proxy has seen so far.
     pub fn report(&self) -> Report {
-        let connections = self.shared.connections.lock().expect("proxy state").clone();
         Report {
-            connections: connections
+            connections: self
+                .shared
+                .connections()
                 .iter()
                 .filter_map(|tracked| connection_report(tracked, self.shared.rtt))
                 .collect(),
-            open_connections: self.shared.open.load(Ordering::SeqCst),
+            open_connections: self.shared.open_connections(),
             max_connections: self.shared.max_connections,
-            refused_connections: self.shared.refused.load(Ordering::SeqCst),
+            refused_connections: self.shared.refused(),
             rtt: self.shared.rtt,
         }
     }
@@ -460,8 +393,7 @@ impl ProxyHandle {
     /// Forgets everything seen so far, refusals included (connections still open
     /// keep flowing).
     pub fn reset(&self) {
-        self.shared.connections.lock().expect("proxy state").clear();
-        self.shared.refused.store(0, Ordering::SeqCst);
+        self.shared.forget();
     }
 
     /// Stops accepting new clients; open connections run to their end.

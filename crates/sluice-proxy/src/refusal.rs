@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use crate::observe::{CANCEL_REQUEST, GSS_REQUEST, SSL_REQUEST};
-use crate::proxy::Shared;
+use crate::shared::Shared;
 
 /// How long a refused client may take to send its startup message.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::process::{self, RunAs, ServerDir, Startup, Watch};
-use crate::{run_psql, PSQL_NOT_FOUND};
+use crate::psql::{run_psql, PSQL_NOT_FOUND};
 
 /// The ephemeral clusters' directories: `sluice-test-pg-<pid>-*` in the temp dir,
 /// removed once the postmaster has removed its pid file, which it does on every

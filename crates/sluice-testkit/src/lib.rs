@@ -95,7 +95,9 @@ mod cluster;
 mod http;
 mod java;
 mod mariadb;
+mod names;
 mod process;
+mod psql;
 mod python;
 mod tls;
 mod wait;
@@ -108,19 +110,17 @@ pub use python::{python_oracle, python_output, run_python, REQUIREMENTS as PYTHO
 pub use tls::{CertificateFiles, TestCertificates};
 pub use wait::{eventually, wait_until};
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::SystemTime;
+
+use crate::names::{random_suffix, unique_name};
+use crate::process::output_text;
+use crate::psql::{run_psql, PSQL_NOT_FOUND};
 
 /// Environment variable naming an existing server to use instead of an ephemeral one.
 const ENV_URL: &str = "SLUICE_TEST_PG_URL";
-pub(crate) const PSQL_NOT_FOUND: &str = "psql (the PostgreSQL client) not found: install it \
-     (Debian/Ubuntu: apt-get install postgresql-client) or put it on PATH";
 
 /// The shared server of this test process.
 struct Server {
@@ -476,78 +476,6 @@ fn url_with_search_path(base: &str, schema: &str) -> String {
     format!("{head}?{}", params.join("&"))
 }
 
-/// A name for a test's schema or database, unique on the server:
-/// `t_<pid>_<counter>_<short random>`, for PostgreSQL and MariaDB alike (the
-/// crate docs promise that form for both).
-pub(crate) fn unique_name() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(1);
-    let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "t_{}_{}_{}",
-        std::process::id(),
-        counter,
-        random_suffix(counter)
-    )
-}
-
-/// A client's output as text with one trailing newline removed, for the
-/// `query_text` helpers.
-///
-/// # Panics
-///
-/// If the output is not UTF-8 (the message names `client` and `sql`).
-pub(crate) fn output_text(out: Vec<u8>, client: &str, sql: &str) -> String {
-    let mut text = String::from_utf8(out).unwrap_or_else(|e| {
-        panic!("sluice-testkit: {client} output is not UTF-8 for SQL:\n{sql}\n({e})")
-    });
-    if text.ends_with('\n') {
-        text.pop();
-    }
-    text
-}
-
-/// A short lowercase alphanumeric random string (not cryptographic).
-fn random_suffix(salt: u64) -> String {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(salt);
-    hasher.write_u32(std::process::id());
-    if let Ok(elapsed) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
-        hasher.write_u128(elapsed.as_nanos());
-    }
-    let mut n = hasher.finish();
-    let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    (0..6)
-        .map(|_| {
-            let c = alphabet[(n % alphabet.len() as u64) as usize] as char;
-            n /= alphabet.len() as u64;
-            c
-        })
-        .collect()
-}
-
-/// Runs `psql -X -q -w -v ON_ERROR_STOP=1 <extra_args> -d <url> -f -` with `sql` on
-/// its stdin. Returns its stdout, or a description of the failure (with stderr).
-pub(crate) fn run_psql(
-    psql: &Path,
-    url: &str,
-    pgoptions: Option<&str>,
-    extra_args: &[&str],
-    sql: &str,
-) -> Result<Vec<u8>, String> {
-    let mut cmd = Command::new(psql);
-    cmd.args(["-X", "-q", "-w", "-v", "ON_ERROR_STOP=1"])
-        .args(extra_args)
-        .args(["-d", url, "-f", "-"])
-        .env("PGCLIENTENCODING", "UTF8");
-    if let Some(options) = pgoptions {
-        cmd.env("PGOPTIONS", options);
-    }
-    if std::env::var_os("PGCONNECT_TIMEOUT").is_none() {
-        cmd.env("PGCONNECT_TIMEOUT", "10");
-    }
-    process::run_with_input(cmd, sql)
-}
-
 // ---------------------------------------------------------------------------
 // Server selection
 // ---------------------------------------------------------------------------
@@ -629,15 +557,5 @@ mod tests {
             "postgres://r:pw@h/db"
         );
         assert!(url_with_user("mysql://h/db", "r", "pw").is_none());
-    }
-
-    #[test]
-    fn random_suffixes_are_short_identifiers() {
-        let a = random_suffix(1);
-        assert_eq!(a.len(), 6);
-        assert!(a
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
-        assert_ne!(a, random_suffix(2));
     }
 }

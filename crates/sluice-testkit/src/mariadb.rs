@@ -101,7 +101,7 @@ impl TestMariaDb {
     #[allow(clippy::new_without_default)] // creating a database is a side effect, not a default
     pub fn new() -> TestMariaDb {
         let server = shared_server();
-        let name = crate::unique_name();
+        let name = crate::names::unique_name();
         let sql = format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4;");
         if let Err(failure) = client::run(&server.client, &server.admin, &[], &sql) {
             panic!("sluice-testkit: could not create MariaDB database {name}: {failure}");
@@ -150,7 +150,7 @@ impl TestMariaDb {
     ///
     /// Like [`TestMariaDb::execute`], or if the output is not UTF-8.
     pub fn query_text(&self, sql: &str) -> String {
-        crate::output_text(self.run(&["--raw"], sql), "mariadb", sql)
+        crate::process::output_text(self.run(&["--raw"], sql), "mariadb", sql)
     }
 
     /// A `mariadb` client connected to this database that reads SQL from its

@@ -18,7 +18,8 @@
 //! - **starting** it ([`start_on_free_port`]): a free port of 127.0.0.1, retried
 //!   when another process took the port in between, polled until it answers;
 //! - running **setup commands** ([`run_setup`]) and **clients** fed SQL on their
-//!   standard input ([`run_with_input`]), checking helper programs succeeded
+//!   standard input ([`run_with_input`]) and reading their output as text
+//!   ([`output_text`]), checking helper programs succeeded
 //!   ([`stdout_of_success`]), and finding executables ([`find_in`]).
 //!
 //! What differs between the databases comes in as parameters: the directory prefix
@@ -572,6 +573,22 @@ pub(crate) fn run_with_input(mut cmd: Command, input: &str) -> Result<Vec<u8>, S
         output.status,
         String::from_utf8_lossy(&output.stderr).trim_end()
     ))
+}
+
+/// A client's output as text with one trailing newline removed, for the
+/// `query_text` helpers.
+///
+/// # Panics
+///
+/// If the output is not UTF-8 (the message names `client` and `sql`).
+pub(crate) fn output_text(out: Vec<u8>, client: &str, sql: &str) -> String {
+    let mut text = String::from_utf8(out).unwrap_or_else(|e| {
+        panic!("sluice-testkit: {client} output is not UTF-8 for SQL:\n{sql}\n({e})")
+    });
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    text
 }
 
 /// The stdout of a test's helper program (a Python script, a Java program or

@@ -7,8 +7,10 @@
 //! into a digit), or the pair is refused with the column named. Values in
 //! the source database's own binary form ([`Encoding::Native`]) go only into
 //! a column of the same type, which the target then reads as they are.
+//! Also the columns of the table `--create` makes of the source ([`spec_of`]).
 
-use sluice_core::load::{Convert, Fill, TableInfo};
+use sluice_core::connect::Dialect;
+use sluice_core::load::{ColumnSpec, Convert, Fill, TableInfo, TableSpec};
 use sluice_core::{Column, Encoding, Error, Kind, Schema};
 use sluice_formats::json_value::write_value;
 use sluice_formats::JsonOptions;
@@ -157,6 +159,34 @@ fn bool_digit(value: &[u8], output: &mut Vec<u8>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The table `--create` makes: the result's columns, with NOT NULL, declared
+/// types and the primary key of the source table when there is one.
+pub fn spec_of(schema: &Schema, described: Option<&TableInfo>, dialect: Dialect) -> TableSpec {
+    let columns = schema
+        .columns
+        .iter()
+        .map(|column| ColumnSpec {
+            column: column.clone(),
+            declared_type: described
+                .and_then(|table| table.declared_type(&column.name))
+                .map(str::to_owned),
+            not_null: described.is_some_and(|table| table.not_null.contains(&column.name)),
+        })
+        .collect();
+    let primary_key = described
+        .map(|table| table.primary_key.clone())
+        .filter(|key| {
+            key.iter()
+                .all(|name| schema.columns.iter().any(|column| &column.name == name))
+        })
+        .unwrap_or_default();
+    TableSpec {
+        columns,
+        primary_key,
+        dialect,
+    }
 }
 
 #[cfg(test)]

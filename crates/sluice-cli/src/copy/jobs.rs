@@ -28,55 +28,39 @@ use sluice_core::split::{SplitRequest, SplitSource};
 use sluice_core::{Error, ErrorKind, Meter, Progress};
 use tokio::task::JoinHandle;
 
-use super::{fill, on, spec_of, CopyArgs, Failure, Plan};
+use super::columns::spec_of;
+use super::failure::{on, Failure};
+use super::fill::fill;
+use super::plan::Plan;
 use crate::interrupt::{self, Interrupt, Unit};
-use crate::parts::PartSessions;
+use crate::parts::{self, PartSessions};
 use crate::report::{ProgressLine, Side};
 use crate::wait::WaitArgs;
 
-/// The parts' exports, started in the snapshot, and the table `--create`
-/// would make of the source.
+/// The parts' exports of `source` (reading only `columns` of a table, all
+/// when empty), started in the snapshot, and the table `--create` would make
+/// of the source.
 pub(super) async fn open_parts(
     coordinator: Box<dyn Session>,
-    source: &dyn Target,
-    meter: &Meter,
-    arguments: &CopyArgs,
+    sessions: &PartSessions<'_>,
+    source: SplitSource,
+    columns: &[String],
     plan: &Plan,
     described: Option<TableInfo>,
-    interrupt: &Interrupt,
 ) -> Result<(Vec<Box<dyn Export>>, TableSpec), Failure> {
-    let split_source = match &described {
-        Some(table) => SplitSource::Table(table.name.clone()),
-        None => SplitSource::Query {
-            sql: arguments.query.clone().unwrap_or_default(),
-            params: arguments.params.iter().cloned().map(Some).collect(),
-        },
-    };
     let request = SplitRequest {
-        source: split_source,
+        source,
         parts: plan.jobs,
         split_by: plan.split_by.clone(),
-    };
-    let sessions = PartSessions {
-        source,
-        meter,
-        wait: &arguments.wait,
-        interrupt,
     };
     let options = ExportOptions {
         native_values: plan.native,
         ..ExportOptions::default()
     };
     let dialect = coordinator.dialect();
-    let exports = crate::parts::open_parts(
-        coordinator,
-        &sessions,
-        &request,
-        &arguments.columns,
-        &options,
-    )
-    .await
-    .map_err(on(Side::Source))?;
+    let exports = parts::open_parts(coordinator, sessions, &request, columns, &options)
+        .await
+        .map_err(on(Side::Source))?;
     let spec = spec_of(exports[0].schema(), described.as_ref(), dialect);
     Ok((exports, spec))
 }
