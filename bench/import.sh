@@ -15,7 +15,7 @@
 #   SLUICE_BIN           sluice binary to use (default <target dir>/release/sluice)
 #   PYTHON               interpreter used to create bench/.venv (default python3)
 #   EXECUTEMANY_ROWS     rows loaded by the psycopg executemany variant (default 100000)
-#   SINGLE_INSERT_ROWS   rows loaded by sluice --batch-size 1 (default 20000)
+#   SINGLE_INSERT_ROWS   rows loaded by sluice --insert-rows 1 (default 20000)
 #   CONTENT_CHECK=0      skip the row-by-row comparison after each variant's first run
 #   ONLY                 run only these variants (space-separated keys, e.g.
 #                        "psql sluice_csv sluice_csv_text"); default: all
@@ -128,7 +128,7 @@ ensure_files() {
 ensure_files payment_events "$ROWS" csv ndjson
 CSV="$DATA/payment_events.csv"
 NDJSON="$DATA/payment_events.ndjson"
-# The first SINGLE_INSERT_ROWS records for sluice --batch-size 1 (cheap to
+# The first SINGLE_INSERT_ROWS records for sluice --insert-rows 1 (cheap to
 # remake every time; the psycopg script takes --limit instead).
 NDJSON_HEAD="$DATA/payment_events.head$SINGLE_INSERT_ROWS.ndjson"
 head -n "$SINGLE_INSERT_ROWS" "$NDJSON" >"$NDJSON_HEAD"
@@ -181,8 +181,8 @@ declare -A LABEL=(
     [sluice_ndjson_text]='sluice NDJSON `--copy-format text`'
     [psycopg_copy]="psycopg $PSYCOPG_VERSION \`copy.write_row\` from NDJSON"
     [psycopg_executemany]="psycopg $PSYCOPG_VERSION \`executemany\` INSERT from NDJSON"
-    [sluice_insert1000]='sluice NDJSON `--method insert --batch-size 1000`'
-    [sluice_insert1]='sluice NDJSON `--method insert --batch-size 1`'
+    [sluice_insert1000]='sluice NDJSON `--method insert --insert-rows 1000`'
+    [sluice_insert1]='sluice NDJSON `--method insert --insert-rows 1`'
 )
 declare -A N_FOR=(
     [psql]=$ROWS [sluice_csv]=$ROWS [sluice_ndjson]=$ROWS [psycopg_copy]=$ROWS
@@ -204,9 +204,9 @@ cmd_for() {
         psycopg_executemany) CMD=("$PY" "$BENCH/psycopg_import.py" "$URL" "$ndjson" --table "$target"
                                   --method executemany --limit "$EXECUTEMANY_ROWS") ;;
         sluice_insert1000)   CMD=("$SLUICE" import --db "$URL" --table "$target" "$ndjson" --stats
-                                  --method insert --batch-size 1000) ;;
+                                  --method insert --insert-rows 1000) ;;
         sluice_insert1)      CMD=("$SLUICE" import --db "$URL" --table "$target" "$NDJSON_HEAD" --stats
-                                  --method insert --batch-size 1) ;;
+                                  --method insert --insert-rows 1) ;;
     esac
 }
 # shown_command KEY: cmd_for as the report shows it, with a literal $URL.

@@ -17,7 +17,7 @@ mod plan;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use sluice_core::connect::{Export, ExportOptions, Session, Target};
 use sluice_core::load::{
     ImportOptions, ImportSummary, OnConflict, TableInfo, TableSetup, TableSpec,
@@ -34,21 +34,13 @@ use crate::exit::exit_code;
 use crate::interrupt::{self, Interrupt, Unit};
 use crate::parts::PartSessions;
 use crate::report::{copy_message, CopyStats, ProgressLine, Side, SideStats};
-use crate::vocabulary::query_help;
+use crate::vocabulary::{from_help, query_help, to_help, word};
 use crate::wait::WaitArgs;
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ConflictMode {
-    Error,
-    Ignore,
-    Update,
-}
 
 /// Arguments of `sluice copy`.
 #[derive(Args)]
 pub struct CopyArgs {
-    /// The source database's URL (postgres://, mariadb://, mysql://, sqlite:///path).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help = from_help())]
     from: String,
 
     #[arg(long, value_name = "SQL", help = query_help())]
@@ -58,8 +50,7 @@ pub struct CopyArgs {
     #[arg(long = "param", value_name = "VALUE", requires = "query")]
     params: Vec<String>,
 
-    /// The target database's URL (postgres://, mariadb://, mysql://).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help = to_help())]
     to: String,
 
     /// The source table, then the target table (optionally qualified). With
@@ -91,8 +82,8 @@ pub struct CopyArgs {
 
     /// error: a duplicate key fails the copy (default). ignore: keep existing
     /// rows. update: overwrite them (needs --key).
-    #[arg(long, value_enum, default_value = "error")]
-    on_conflict: ConflictMode,
+    #[arg(long, value_parser = word::<OnConflict>(), default_value_t = OnConflict::default())]
+    on_conflict: OnConflict,
 
     /// Key columns for --on-conflict, comma-separated.
     #[arg(long, value_delimiter = ',')]
@@ -136,11 +127,7 @@ impl CopyArgs {
             }
         };
         let options = ImportOptions {
-            on_conflict: match self.on_conflict {
-                ConflictMode::Error => OnConflict::Error,
-                ConflictMode::Ignore => OnConflict::Ignore,
-                ConflictMode::Update => OnConflict::Update,
-            },
+            on_conflict: self.on_conflict,
             key: self.key.clone(),
             // The binary COPY writer reads the spellings of the target
             // column's kind, and a copy's values are the source's kind's (a

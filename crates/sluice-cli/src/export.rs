@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use sluice_core::connect::{Canceller, Export, ExportOptions};
+use sluice_core::connect::{Canceller, Export, ExportOptions, LargeObjects};
 use sluice_core::interleave::Interleaved;
 use sluice_core::split::{SplitRequest, SplitSource};
 use sluice_core::{
@@ -26,7 +26,7 @@ use crate::machine;
 use crate::output::{BlockingWriter, StagedDirectory, StagedFile};
 use crate::parts::{open_parts, PartSessions};
 use crate::report::{error_text, print_error, ProgressLine, Stats};
-use crate::vocabulary::{query_help, ReadDatabase};
+use crate::vocabulary::{query_help, word, ReadDatabase};
 use crate::wait::WaitArgs;
 
 /// Arguments of `sluice export`.
@@ -108,8 +108,8 @@ pub struct ExportArgs {
     /// Large objects: `oid` keeps the number; `inline` reads every `oid` column as a
     /// large object and writes its bytes in its place (base64 in JSON, hex in CSV),
     /// fetched by the same query.
-    #[arg(long, default_value = "oid", value_parser = ["oid", "inline"])]
-    lob: String,
+    #[arg(long, value_parser = word::<LargeObjects>(), default_value_t = LargeObjects::default())]
+    lob: LargeObjects,
 
     /// Arrow and Parquet: rows per record batch (a batch is also cut at 8 MiB
     /// of values). Default: 32768.
@@ -377,7 +377,7 @@ async fn export(
     let options = ExportOptions {
         params: arguments.params.iter().cloned().map(Some).collect(),
         fetch_size: arguments.fetch_size,
-        inline_large_objects: arguments.lob == "inline",
+        inline_large_objects: arguments.lob == LargeObjects::Inline,
         binary_values: arguments.format.reads_binary_values(),
         ..ExportOptions::default()
     };

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use sluice_core::connect::{ImportRequest, Session};
 use sluice_core::load::{
     ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
+    INSERT_ROWS,
 };
 use sluice_core::{Decoder, Error, ErrorKind, Meter, Progress, Rejected};
 use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
@@ -20,27 +21,8 @@ use crate::exit::exit_code;
 use crate::interrupt::Interrupt;
 use crate::machine;
 use crate::report::{error_text, import_message, row_line, row_reason, ProgressLine, Stats};
-use crate::vocabulary::WriteDatabase;
+use crate::vocabulary::{word, WriteDatabase};
 use crate::wait::WaitArgs;
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ErrorMode {
-    Abort,
-    Skip,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ConflictMode {
-    Error,
-    Ignore,
-    Update,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum MethodName {
-    Copy,
-    Insert,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum CopyFormatName {
@@ -84,8 +66,8 @@ pub struct ImportArgs {
 
     /// abort: any bad record rolls everything back (default). skip: commit the good
     /// rows and report each bad one.
-    #[arg(long, value_enum, default_value = "abort")]
-    on_error: ErrorMode,
+    #[arg(long, value_parser = word::<OnError>(), default_value_t = OnError::default())]
+    on_error: OnError,
 
     /// With --on-error skip, write rejected records here as NDJSON
     /// ({"line", "column", "error", "record"}) instead of to standard error.
@@ -94,17 +76,17 @@ pub struct ImportArgs {
 
     /// error: a duplicate key fails the import (default). ignore: keep existing rows.
     /// update: overwrite them (needs --key).
-    #[arg(long, value_enum, default_value = "error")]
-    on_conflict: ConflictMode,
+    #[arg(long, value_parser = word::<OnConflict>(), default_value_t = OnConflict::default())]
+    on_conflict: OnConflict,
 
     /// Key columns for --on-conflict, comma-separated.
     #[arg(long, value_delimiter = ',')]
     key: Vec<String>,
 
     /// copy (default): COPY FROM STDIN. insert: multi-row INSERT statements of
-    /// --batch-size rows, one round trip each (to measure what COPY saves).
-    #[arg(long, value_enum, default_value = "copy")]
-    method: MethodName,
+    /// --insert-rows rows, one round trip each (to measure what COPY saves).
+    #[arg(long, value_parser = word::<Method>(), default_value_t = Method::default())]
+    method: Method,
 
     /// binary (default): COPY's binary format when sluice has a binary form for
     /// every column's type (else text), sparing the server its text parsers.
@@ -113,9 +95,9 @@ pub struct ImportArgs {
     #[arg(long, value_enum, default_value = "binary")]
     copy_format: CopyFormatName,
 
-    /// Rows per INSERT with --method insert.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    batch_rows: usize,
+    /// Rows per INSERT statement with --method insert.
+    #[arg(long, value_name = "N", default_value_t = INSERT_ROWS)]
+    insert_rows: usize,
 
     /// NDJSON: skip keys that name no column instead of rejecting the record.
     #[arg(long)]
@@ -305,26 +287,14 @@ async fn run_import(arguments: &ImportArgs, interrupt: &Interrupt) -> Result<(),
         }
         None => (Box::new(tokio::io::stdin()), None),
     };
-    if arguments.reject_file.is_some() && arguments.on_error != ErrorMode::Skip {
+    if arguments.reject_file.is_some() && arguments.on_error != OnError::Skip {
         return Err(Error::config("--reject-file goes with --on-error skip"));
     }
     let options = ImportOptions {
-        on_error: match arguments.on_error {
-            ErrorMode::Abort => OnError::Abort,
-            ErrorMode::Skip => OnError::Skip,
-        },
-        on_conflict: match arguments.on_conflict {
-            ConflictMode::Error => OnConflict::Error,
-            ConflictMode::Ignore => OnConflict::Ignore,
-            ConflictMode::Update => OnConflict::Update,
-        },
+        on_error: arguments.on_error,
+        on_conflict: arguments.on_conflict,
         key: arguments.key.clone(),
-        method: match arguments.method {
-            MethodName::Copy => Method::Copy,
-            MethodName::Insert => Method::Insert {
-                batch_size: arguments.batch_rows,
-            },
-        },
+        method: arguments.method.with_insert_rows(arguments.insert_rows),
         dry_run: arguments.dry_run,
         binary_copy: arguments.copy_format == CopyFormatName::Binary,
         ..ImportOptions::default()

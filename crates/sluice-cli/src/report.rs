@@ -102,7 +102,7 @@ fn import_fault(fault: &ImportFault) -> String {
                 .into()
         }
         ImportFault::BatchTooLarge { rows, columns } => format!(
-            "too many parameters in one INSERT ({rows} rows of {columns} columns): lower --batch-rows"
+            "too many parameters in one INSERT ({rows} rows of {columns} columns): lower --insert-rows"
         ),
         other => other.to_string(),
     }

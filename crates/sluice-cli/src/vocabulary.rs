@@ -1,8 +1,10 @@
-//! The words the commands share, said once: `--db` (its help from the
-//! drivers, so it lists every database built in), the help of `--query`
-//! (placeholders per database, from the drivers too), and the spellings that
-//! were renamed so every command says one idea one way — each old spelling
-//! still works, with a one-line note naming the new one.
+//! The words the commands share, said once: `--db`, `copy --from` and
+//! `copy --to` (their help from the drivers, so it lists every database built
+//! in), the help of `--query` (placeholders per database, from the drivers
+//! too), the reader of a flag whose values are a [`Word`] (its spellings,
+//! checked and listed by clap), and the spellings that were renamed so every
+//! command says one idea one way — each old spelling still works, with a
+//! one-line note naming the new one.
 //!
 //! | idea | spelling | renamed from |
 //! |---|---|---|
@@ -10,12 +12,15 @@
 //! | values of one statement's parameters | `--param VALUE` (repeated) | |
 //! | a file of parameter sets | `--params-file FILE` | `call --params` |
 //! | where results go | `--output`/`-o` | `lab --out`, `proxy --report` |
-//! | rows per batch | `--batch-rows` | `import --batch-size` |
+//! | rows per INSERT statement | `import --insert-rows` | `import --batch-size`, `import --batch-rows` |
+//! | rows per Arrow record batch | `export --batch-rows` | |
 
 use std::ffi::OsString;
 use std::sync::LazyLock;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use sluice_core::word::Word;
 
 use crate::console::err_line;
 
@@ -41,10 +46,17 @@ pub const RENAMED: &[Renamed] = &[
         old: "--params",
         new: "--params-file",
     },
+    // Both name the rows of one INSERT, which `export --batch-rows` (rows
+    // per Arrow record batch) is not.
     Renamed {
         command: "import",
         old: "--batch-size",
-        new: "--batch-rows",
+        new: "--insert-rows",
+    },
+    Renamed {
+        command: "import",
+        old: "--batch-rows",
+        new: "--insert-rows",
     },
     Renamed {
         command: "lab",
@@ -105,19 +117,32 @@ fn rename(command: &str, text: &str) -> Option<(String, &'static Renamed)> {
         })
 }
 
-static READ_HELP: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "The database to read: {}",
-        sluice_drivers::all().url_help(false)
-    )
-});
+/// The value parser of a flag taking a [`Word`]: clap checks the value
+/// against the type's spellings and lists them in `--help`; the type's
+/// `FromStr` reads it.
+pub fn word<T: Word>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(T::SPELLINGS.iter().copied()).map(|spelling| {
+        spelling
+            .parse::<T>()
+            .unwrap_or_else(|reason| panic!("{spelling:?} is listed but not read: {reason}"))
+    })
+}
 
-static WRITE_HELP: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "The database to write to: {}",
-        sluice_drivers::all().url_help(true)
-    )
-});
+/// `lead`, then each database sluice reads (`writes`: writes to) with its
+/// URL forms.
+fn databases_help(lead: &str, writes: bool) -> String {
+    format!("{lead}: {}", sluice_drivers::all().url_help(writes))
+}
+
+static READ_HELP: LazyLock<String> =
+    LazyLock::new(|| databases_help("The database to read", false));
+
+static WRITE_HELP: LazyLock<String> =
+    LazyLock::new(|| databases_help("The database to write to", true));
+
+static FROM_HELP: LazyLock<String> = LazyLock::new(|| databases_help("The source database", false));
+
+static TO_HELP: LazyLock<String> = LazyLock::new(|| databases_help("The target database", true));
 
 static QUERY_HELP: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -141,6 +166,16 @@ pub fn statement_help() -> &'static str {
 /// `--query`'s help: the placeholders of every database.
 pub fn query_help() -> &'static str {
     &QUERY_HELP
+}
+
+/// `copy --from`'s help: every database sluice reads.
+pub fn from_help() -> &'static str {
+    &FROM_HELP
+}
+
+/// `copy --to`'s help: every database sluice writes to.
+pub fn to_help() -> &'static str {
+    &TO_HELP
 }
 
 /// `--db` of the commands that read (export).
@@ -177,6 +212,63 @@ mod tests {
         assert_eq!(modernise(export.clone()), export);
         let unrelated = words("sluice call --params-file p --sqlx 1");
         assert_eq!(modernise(unrelated.clone()), unrelated);
+    }
+
+    #[test]
+    fn import_rows_per_insert_are_insert_rows_and_export_keeps_batch_rows() {
+        for old in ["--batch-rows=5", "--batch-size=5"] {
+            let line = format!("sluice import --method insert {old}");
+            assert_eq!(
+                modernise(words(&line)),
+                words("sluice import --method insert --insert-rows=5")
+            );
+        }
+        // Rows per Arrow record batch: the same spelling, another idea.
+        let export = words("sluice export --format arrow --batch-rows 5");
+        assert_eq!(modernise(export.clone()), export);
+    }
+
+    /// The command line `line` as clap reads it.
+    fn parse(line: &str) -> Result<crate::Cli, clap::Error> {
+        use clap::Parser;
+        crate::Cli::try_parse_from(line.split(' '))
+    }
+
+    #[test]
+    fn a_word_flag_takes_its_types_spellings_and_lists_them() {
+        use clap::CommandFactory;
+        use sluice_core::connect::LargeObjects;
+        use sluice_core::load::{Method, OnConflict, OnError};
+        let command = crate::Cli::command();
+        let spellings = |subcommand: &str, flag: &str| -> Vec<String> {
+            let subcommand = command.find_subcommand(subcommand).unwrap();
+            let argument = subcommand
+                .get_arguments()
+                .find(|argument| argument.get_long() == Some(flag))
+                .unwrap();
+            let values = argument.get_possible_values();
+            values
+                .iter()
+                .map(|value| value.get_name().to_owned())
+                .collect()
+        };
+        assert_eq!(spellings("import", "on-error"), OnError::SPELLINGS);
+        assert_eq!(spellings("import", "on-conflict"), OnConflict::SPELLINGS);
+        assert_eq!(spellings("copy", "on-conflict"), OnConflict::SPELLINGS);
+        assert_eq!(spellings("import", "method"), Method::SPELLINGS);
+        assert_eq!(spellings("export", "lob"), LargeObjects::SPELLINGS);
+        let refused = parse("sluice export --db x --query q --lob blob")
+            .err()
+            .unwrap();
+        assert_eq!(refused.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(refused.to_string().contains("oid, inline"), "{refused}");
+        assert!(parse("sluice export --db x --query q --lob inline").is_ok());
+    }
+
+    #[test]
+    fn copy_names_every_database_it_reads_and_writes() {
+        assert!(FROM_HELP.contains("PostgreSQL") && FROM_HELP.contains("sqlite:///"));
+        assert!(TO_HELP.contains("mariadb://") && !TO_HELP.contains("SQLite"));
     }
 
     #[test]

@@ -1182,3 +1182,35 @@ fn old_flag_spellings_work_with_a_note() {
     );
     assert_eq!(db.query_text("select count(*) from notes").trim(), "2");
 }
+
+#[test]
+fn import_batch_rows_is_now_insert_rows() {
+    let db = TestDb::new();
+    db.execute("create table counted (n int)");
+    let import = |flags: &[&str]| {
+        let mut command = sluice();
+        command
+            .args(["import", "--db", db.url(), "--table", "counted"])
+            .args(["--method", "insert", "--stats"])
+            .args(flags);
+        let output = support::run(&mut command, b"{\"n\": 1}\n{\"n\": 2}\n{\"n\": 3}\n");
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let stderr = text(&output.stderr);
+        let trips = stat_number(&stats(&stderr), "round trips for the query");
+        (stderr, trips)
+    };
+    // Three rows in INSERTs of 1,000 (the default) take one statement, of 2 two.
+    let (_, one_statement) = import(&[]);
+    let (stderr, two_statements) = import(&["--insert-rows", "2"]);
+    assert!(!stderr.contains("is now"), "{stderr}");
+    assert!(two_statements > one_statement, "{stderr}");
+    for old in ["--batch-rows", "--batch-size"] {
+        let (stderr, trips) = import(&[old, "2"]);
+        assert!(
+            stderr.contains(&format!("sluice: import {old} is now --insert-rows")),
+            "{stderr}"
+        );
+        assert_eq!(trips, two_statements, "{stderr}");
+    }
+    assert_eq!(db.query_text("select count(*) from counted").trim(), "12");
+}

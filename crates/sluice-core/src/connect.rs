@@ -32,7 +32,7 @@ use crate::{Error, Meter};
 pub use crate::dialect::table_name::TableName;
 pub use crate::dialect::{Dialect, Family};
 pub use crate::session::{
-    CallReport, Calls, Canceller, Export, ExportOptions, ImportRequest, Session,
+    CallReport, Calls, Canceller, Export, ExportOptions, ImportRequest, LargeObjects, Session,
 };
 
 /// One kind of database: recognises its connection strings and parses them.

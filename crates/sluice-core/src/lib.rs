@@ -24,7 +24,9 @@
 //! - [`pool`]: the gateway's pool of sessions, one for every database crate;
 //! - [`Error`]: one opaque error type with kind accessors; [`WaitLimit`]: the
 //!   one way a session gives a silent server up ([`Stalled`]);
-//! - [`parse_duration`]: the one spelling of durations people write.
+//! - [`parse_duration`]: the one spelling of durations people write;
+//!   [`word::Word`]: settings spelled as one of a few words, each type listing
+//!   its spellings once for every front end.
 #![warn(missing_docs)]
 
 pub mod batch;
@@ -54,6 +56,7 @@ pub mod split;
 pub mod transfer;
 pub mod value;
 pub mod wait;
+pub mod word;
 
 pub use batch::{Batch, BatchMark, Row};
 pub use decode::{Decoded, Decoder, Rejected};

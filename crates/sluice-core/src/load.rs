@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::future::BoxFuture;
 use crate::source::DynSource;
+use crate::word::{expected, spelled_enum, Word};
 use crate::{Batch, Column, Decoded, Decoder, Error, ErrorKind, Progress, Rejected, RowError};
 
 mod declared;
@@ -94,29 +95,38 @@ pub struct TableSetup {
     pub shared: bool,
 }
 
-/// What to do with a bad record or a row the database refuses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OnError {
-    /// Roll everything back and report the first error (default).
-    #[default]
-    Abort,
-    /// Commit the good rows and report each bad one.
-    Skip,
+spelled_enum! {
+    /// What to do with a bad record or a row the database refuses.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub enum OnError {
+        /// Roll everything back and report the first error (default).
+        #[default]
+        Abort = "abort",
+        /// Commit the good rows and report each bad one.
+        Skip = "skip",
+    }
 }
 
-/// What to do with a row whose key already exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OnConflict {
-    /// A unique violation is an error (default).
-    #[default]
-    Error,
-    /// Keep the existing row.
-    Ignore,
-    /// Overwrite the existing row's other columns.
-    Update,
+spelled_enum! {
+    /// What to do with a row whose key already exists.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub enum OnConflict {
+        /// A unique violation is an error (default).
+        #[default]
+        Error = "error",
+        /// Keep the existing row.
+        Ignore = "ignore",
+        /// Overwrite the existing row's other columns.
+        Update = "update",
+    }
 }
 
-/// How rows travel.
+/// Rows per `INSERT` statement of [`Method::Insert`] unless the user says
+/// otherwise (`sluice import --insert-rows`, `POST /tables?insert_rows=`).
+pub const INSERT_ROWS: usize = 1000;
+
+/// How rows travel. Spelled `copy` or `insert` (with [`INSERT_ROWS`] rows per
+/// statement until [`Method::with_insert_rows`] says otherwise).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Method {
     /// `COPY … FROM STDIN` (default).
@@ -125,8 +135,43 @@ pub enum Method {
     /// Multi-row `INSERT` statements of this many rows, one round trip each.
     Insert {
         /// Rows per statement (1 is row-by-row).
-        batch_size: usize,
+        rows: usize,
     },
+}
+
+impl Method {
+    /// The same method, with `rows` rows per statement if it inserts.
+    pub fn with_insert_rows(self, rows: usize) -> Method {
+        match self {
+            Method::Copy => Method::Copy,
+            Method::Insert { .. } => Method::Insert { rows },
+        }
+    }
+}
+
+impl Word for Method {
+    const SPELLINGS: &'static [&'static str] = &["copy", "insert"];
+}
+
+impl std::str::FromStr for Method {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Method, String> {
+        match text {
+            "copy" => Ok(Method::Copy),
+            "insert" => Ok(Method::Insert { rows: INSERT_ROWS }),
+            _ => Err(expected(Method::SPELLINGS)),
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Method::Copy => "copy",
+            Method::Insert { .. } => "insert",
+        })
+    }
 }
 
 /// Settings of an import ([`crate::connect::Session::import`]); each states its default.

@@ -14,6 +14,7 @@ use crate::param::Param;
 use crate::running::Query;
 use crate::source::DynSource;
 use crate::split::{SplitRead, SplitRequest};
+use crate::word::spelled_enum;
 use crate::{BatchSource, Error, ErrorKind, RowError, Schema};
 
 /// Stops the statement a session is running, from another task (Ctrl-C, a
@@ -88,6 +89,20 @@ where
 {
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         (self.end)(self.source)
+    }
+}
+
+spelled_enum! {
+    /// What an export writes for a reference to a large object (`sluice export
+    /// --lob`, a query's `lob` in `sluice serve`'s configuration).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub enum LargeObjects {
+        /// The reference itself (PostgreSQL's `oid` number; default).
+        #[default]
+        Oid = "oid",
+        /// The object's bytes in its place
+        /// ([`ExportOptions::inline_large_objects`]).
+        Inline = "inline",
     }
 }
 

@@ -149,7 +149,7 @@ async fn send_rows(
         (Method::Copy, OnError::Abort) => {
             insert_all(connection, plan, rows, decoded, more, None).await
         }
-        (Method::Insert { batch_size }, _) => {
+        (Method::Insert { rows: batch_size }, _) => {
             let batch_size = Some(batch_size.max(1));
             insert_all(connection, plan, rows, decoded, more, batch_size).await
         }

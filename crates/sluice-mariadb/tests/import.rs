@@ -472,7 +472,7 @@ async fn insert_batches_cost_a_round_trip_each() {
     let db = TestMariaDb::new();
     db.execute(PAYMENTS);
     let options = ImportOptions {
-        method: Method::Insert { batch_size: 100 },
+        method: Method::Insert { rows: 100 },
         ..ImportOptions::default()
     };
     let outcome = load(&db, "payments", &ndjson_rows(1000), Input::Ndjson, options)

@@ -179,7 +179,7 @@ pub async fn import_rows(
         more,
     };
     let mut summary = match options.method {
-        Method::Insert { batch_size } => {
+        Method::Insert { rows: batch_size } => {
             insert_batches(connection, &plan, input, batch_size.max(1)).await?
         }
         Method::Copy => match options.on_error {
@@ -859,14 +859,14 @@ mod tests {
         );
         let skip_insert = ImportOptions {
             on_error: OnError::Skip,
-            method: Method::Insert { batch_size: 10 },
+            method: Method::Insert { rows: 10 },
             ..ImportOptions::default()
         };
         assert_eq!(fault_of(skip_insert), Some(ImportFault::SkipWithInsert));
         let fine = ImportOptions {
             on_conflict: OnConflict::Ignore,
             key: vec!["id".into()],
-            method: Method::Insert { batch_size: 10 },
+            method: Method::Insert { rows: 10 },
             ..ImportOptions::default()
         };
         assert!(fine.check().is_ok());

@@ -231,7 +231,7 @@ async fn insert_batches_cost_a_round_trip_each() {
         &ndjson_rows(1_000),
         Input::Ndjson,
         ImportOptions {
-            method: Method::Insert { batch_size: 100 },
+            method: Method::Insert { rows: 100 },
             ..ImportOptions::default()
         },
     )
@@ -250,7 +250,7 @@ async fn insert_batches_cost_a_round_trip_each() {
         &ndjson_rows(250),
         Input::Ndjson,
         ImportOptions {
-            method: Method::Insert { batch_size: 1 },
+            method: Method::Insert { rows: 1 },
             ..ImportOptions::default()
         },
     )

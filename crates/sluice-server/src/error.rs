@@ -117,10 +117,10 @@ impl AppError {
                 "skip works with method=copy (INSERT batches abort on the first error)",
             ),
             ImportFault::BatchTooLarge { rows, columns } => AppError::parameter(
-                "batch_rows",
+                "insert_rows",
                 format!(
                     "too many parameters in one INSERT ({rows} rows of {columns} columns): \
-                     lower batch_rows"
+                     lower insert_rows"
                 ),
             ),
             other => AppError::bad_request(other.to_string()),

@@ -32,6 +32,7 @@ use sluice_core::connect::{ImportRequest, Session};
 use sluice_core::load::{
     ImportInput, ImportOptions, ImportSummary, Method, OnConflict, OnError, RejectSink, TableInfo,
 };
+use sluice_core::word::Word;
 use sluice_core::{DbCause, Decoder, Error, ErrorKind, Progress, Rejected};
 use sluice_formats::{CsvHeader, ExpectedNames, HeaderMismatch, InputFormat, InputOptions};
 use tokio_util::io::StreamReader;
@@ -74,14 +75,16 @@ const KNOWN: &[&str] = &[
     "on_conflict",
     "key",
     "method",
-    "batch_rows",
+    "insert_rows",
     "ignore_unknown",
     "dry_run",
 ];
 
 /// Parameters renamed to the CLI's words, old spelling first: still read,
 /// with a warning in the log (and `deprecated` in the OpenAPI document).
-const RENAMED: &[(&str, &str)] = &[("batch_size", "batch_rows")];
+/// Both old ones name the rows of one INSERT, as `sluice import --insert-rows`.
+pub(crate) const RENAMED: &[(&str, &str)] =
+    &[("batch_rows", "insert_rows"), ("batch_size", "insert_rows")];
 
 fn flag(name: &str, value: &str) -> Result<bool, AppError> {
     match value.trim().to_ascii_lowercase().as_str() {
@@ -119,6 +122,27 @@ fn input_format(format: Option<&str>, headers: &HeaderMap) -> Result<InputFormat
             media.to_ascii_lowercase()
         ))
     })
+}
+
+/// The parameter `name`, one of `T`'s spellings; `T`'s default when absent.
+fn word<T: Word + Default>(name: &str, value: Option<&str>) -> Result<T, AppError> {
+    value.map_or_else(
+        || Ok(T::default()),
+        |text| {
+            text.parse()
+                .map_err(|message: String| AppError::parameter(name, message))
+        },
+    )
+}
+
+/// `insert_rows=N`, N at least 1.
+fn positive_rows(value: &str) -> Result<usize, AppError> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|rows| *rows > 0)
+        .ok_or_else(|| AppError::parameter("insert_rows", "expected a positive integer"))
 }
 
 /// `header=true|false|match`; a bare `header` is true, as in COPY.
@@ -175,40 +199,18 @@ pub fn parse_options(
             .map(|(_, value)| value.as_str())
     };
     let format = input_format(get("format"), headers)?;
-    let on_error = match get("on_error").unwrap_or("abort") {
-        "abort" => OnError::Abort,
-        "skip" => OnError::Skip,
-        _ => return Err(AppError::parameter("on_error", "expected abort or skip")),
-    };
-    let on_conflict = match get("on_conflict").unwrap_or("error") {
-        "error" => OnConflict::Error,
-        "ignore" => OnConflict::Ignore,
-        "update" => OnConflict::Update,
-        _ => {
+    let on_error: OnError = word("on_error", get("on_error"))?;
+    let on_conflict: OnConflict = word("on_conflict", get("on_conflict"))?;
+    let insert_rows = get("insert_rows").map(positive_rows).transpose()?;
+    let method = match (word("method", get("method"))?, insert_rows) {
+        (Method::Copy, Some(_)) => {
             return Err(AppError::parameter(
-                "on_conflict",
-                "expected error, ignore or update",
+                "insert_rows",
+                "goes with method=insert",
             ))
         }
-    };
-    let batch_size = match get("batch_rows") {
-        Some(value) => value
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|size| *size > 0)
-            .ok_or_else(|| AppError::parameter("batch_rows", "expected a positive integer"))?,
-        None => 1000,
-    };
-    let method = match get("method").unwrap_or("copy") {
-        "copy" => {
-            if get("batch_rows").is_some() {
-                return Err(AppError::parameter("batch_rows", "goes with method=insert"));
-            }
-            Method::Copy
-        }
-        "insert" => Method::Insert { batch_size },
-        _ => return Err(AppError::parameter("method", "expected copy or insert")),
+        (method, Some(rows)) => method.with_insert_rows(rows),
+        (method, None) => method,
     };
     let key = get("key").map(list).unwrap_or_default();
     let ignore_unknown = get("ignore_unknown")
@@ -629,6 +631,7 @@ fn import_error(error: Error) -> AppError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::load::INSERT_ROWS;
 
     fn options(query: &str, content_type: Option<&str>) -> Result<IngestOptions, String> {
         let pairs: Vec<(String, String)> = query
@@ -669,13 +672,20 @@ mod tests {
             assert_eq!(parsed.input.header, Some(header), "{query}");
         }
 
-        let parsed = options("method=insert&batch_rows=50&ignore_unknown=true", None).unwrap();
-        let old = options("method=insert&batch_size=50&ignore_unknown=true", None).unwrap();
-        assert_eq!(old.import.method, parsed.import.method);
+        let parsed = options("method=insert&insert_rows=50&ignore_unknown=true", None).unwrap();
+        for old in ["batch_rows", "batch_size"] {
+            let query = format!("method=insert&{old}=50&ignore_unknown=true");
+            let old = options(&query, None).unwrap();
+            assert_eq!(old.import.method, parsed.import.method, "{query}");
+        }
         assert!(options("method=insert&batch_size=5&batch_rows=5", None)
             .is_err_and(|error| error.to_string().contains("more than once")));
+        assert_eq!(
+            options("method=insert", None).unwrap().import.method,
+            Method::Insert { rows: INSERT_ROWS }
+        );
         assert_eq!(parsed.format, InputFormat::Ndjson);
-        assert_eq!(parsed.import.method, Method::Insert { batch_size: 50 });
+        assert_eq!(parsed.import.method, Method::Insert { rows: 50 });
         assert!(parsed.input.ignore_unknown);
         assert_eq!(
             options("format=csv", Some("application/x-ndjson"))
@@ -688,9 +698,11 @@ mod tests {
             ("on_error=maybe", "on_error"),
             ("on_conflict=update", "key"),
             ("method=insert&on_error=skip", "on_error"),
-            ("batch_rows=10", "batch_rows"),
-            ("method=insert&batch_rows=0", "batch_rows"),
-            ("batch_size=10", "batch_rows"),
+            ("insert_rows=10", "insert_rows"),
+            ("method=insert&insert_rows=0", "insert_rows"),
+            ("batch_rows=10", "insert_rows"),
+            ("batch_size=10", "insert_rows"),
+            ("method=upsert", "method"),
             ("colour=red", "colour"),
             ("dry_run=1&dry_run=0", "dry_run"),
             ("format=xml", "format"),

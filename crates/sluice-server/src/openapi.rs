@@ -14,10 +14,14 @@ mod rows;
 use serde_json::{json, Map, Value};
 
 use sluice_core::canonical::{self, Strictness};
+use sluice_core::load::{Method, OnConflict, OnError, INSERT_ROWS};
+use sluice_core::word::Word;
 use sluice_formats::ParamType;
 
 use sluice_gateway::config::{Config, Limits, QueryConfig, TableConfig};
 use sluice_gateway::AppState;
+
+use crate::ingest::RENAMED;
 
 /// Media types a query's rows are offered in.
 const ROW_MEDIA_TYPES: [&str; 4] = [
@@ -467,10 +471,6 @@ fn table_path(table: &TableConfig, config: &Config) -> Value {
         "enum": ["", "true", "false", "1", "0", "yes", "no", "on", "off"],
     });
     let parameter = |name: &str, description: &str, schema: Value| json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema});
-    let deprecated = |mut parameter: Value| {
-        parameter["deprecated"] = json!(true);
-        parameter
-    };
     let mut responses = Map::new();
     responses.insert(
         "200".into(),
@@ -517,19 +517,18 @@ fn table_path(table: &TableConfig, config: &Config) -> Value {
              or none. A record longer than {} bytes is refused.",
             table.table, table.max_line_bytes
         ),
-        "parameters": [
+        "parameters": with_old_spellings(vec![
             parameter("format", "The body's format; overrides Content-Type.", json!({"type": "string", "enum": ["ndjson", "csv"]})),
             parameter("columns", "Comma-separated target columns (CSV without a header line; NDJSON: the keys to take).", json!({"type": "string"})),
             parameter("header", "CSV: whether the first line names the columns (match: and they must be the table's).", json!({"type": "string", "enum": ["", "true", "false", "match"]})),
-            parameter("on_error", "abort (default): a bad record fails the upload; skip: it is reported and left out (method=copy).", json!({"type": "string", "enum": ["abort", "skip"]})),
-            parameter("on_conflict", "What a row whose key exists does.", json!({"type": "string", "enum": ["error", "ignore", "update"]})),
+            parameter("on_error", "abort (default): a bad record fails the upload; skip: it is reported and left out (method=copy).", word_schema::<OnError>()),
+            parameter("on_conflict", "What a row whose key exists does.", word_schema::<OnConflict>()),
             parameter("key", "Comma-separated key columns for on_conflict=ignore|update.", json!({"type": "string"})),
-            parameter("method", "copy (default) or multi-row INSERTs.", json!({"type": "string", "enum": ["copy", "insert"]})),
-            parameter("batch_rows", "Rows per INSERT (method=insert).", json!({"type": "integer", "minimum": 1})),
-            deprecated(parameter("batch_size", "The old spelling of batch_rows.", json!({"type": "integer", "minimum": 1}))),
+            parameter("method", "copy (default) or multi-row INSERTs.", word_schema::<Method>()),
+            parameter("insert_rows", &format!("Rows per INSERT (method=insert; default {INSERT_ROWS})."), json!({"type": "integer", "minimum": 1})),
             parameter("ignore_unknown", "NDJSON: skip keys that name no column.", flag.clone()),
             parameter("dry_run", "Check every record, then roll back.", flag),
-        ],
+        ]),
         "requestBody": {
             "required": false,
             "description": "An empty body loads no rows.",
@@ -540,6 +539,30 @@ fn table_path(table: &TableConfig, config: &Config) -> Value {
         },
         "responses": responses,
     }})
+}
+
+/// `parameters` followed by the old spelling of each renamed one
+/// ([`RENAMED`]): its schema, marked deprecated.
+fn with_old_spellings(mut parameters: Vec<Value>) -> Vec<Value> {
+    for (old, new) in RENAMED {
+        let Some(current) = parameters
+            .iter()
+            .find(|parameter| parameter["name"] == *new)
+        else {
+            continue;
+        };
+        let mut parameter = current.clone();
+        parameter["name"] = json!(old);
+        parameter["description"] = json!(format!("The old spelling of {new}."));
+        parameter["deprecated"] = json!(true);
+        parameters.push(parameter);
+    }
+    parameters
+}
+
+/// The schema of a parameter spelled as one of `T`'s words.
+fn word_schema<T: Word>() -> Value {
+    json!({"type": "string", "enum": T::SPELLINGS})
 }
 
 /// `GET /health`.

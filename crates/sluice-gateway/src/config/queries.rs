@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use sluice_core::connect::LargeObjects;
+use sluice_core::word::Word;
 use sluice_formats::{Declared, ParamType, Signature};
 
 use super::databases::{database_for, DatabaseConfig};
@@ -79,7 +81,7 @@ pub(super) static SECTION: Section = Section {
         limits::IDLE_WRITE_TIMEOUT,
         Key {
             name: "lob",
-            ty: Type::Word(&["oid", "inline"]),
+            ty: Type::Word(LargeObjects::SPELLINGS),
             default: KeyDefault::Word("oid"),
             meaning: "`inline`: columns that reference large objects stream the objects' bytes in \
                       their place (databases that have large objects).",
@@ -254,8 +256,9 @@ fn inline_large_objects(
     database: &DatabaseConfig,
 ) -> Result<bool, ConfigError> {
     let lob = entries.word("lob")?;
-    match lob.value {
-        "inline" if !database.target.has_large_objects() => Err(entries.error(
+    let inline = lob.value.parse() == Ok(LargeObjects::Inline);
+    if inline && !database.target.has_large_objects() {
+        return Err(entries.error(
             "lob",
             lob.span,
             format!(
@@ -263,9 +266,9 @@ fn inline_large_objects(
                 database.name,
                 database.target.product()
             ),
-        )),
-        word => Ok(word == "inline"),
+        ));
     }
+    Ok(inline)
 }
 
 /// A query's SQL: its `sql`, or the whole of its `table` (a table's name

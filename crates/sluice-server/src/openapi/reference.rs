@@ -247,6 +247,37 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn an_uploads_words_are_its_types_spellings_and_old_names_are_deprecated() {
+        use sluice_core::load::{Method, OnConflict, OnError};
+        use sluice_core::word::Word;
+        let document = example_document();
+        let upload = &document["paths"]["/tables/payment_events"]["post"]["parameters"];
+        let parameter = |name: &str| {
+            let parameters = upload.as_array().unwrap().iter();
+            parameters
+                .clone()
+                .find(|parameter| parameter["name"] == name)
+                .unwrap_or_else(|| panic!("no {name} in {upload}"))
+                .clone()
+        };
+        for (name, spellings) in [
+            ("on_error", OnError::SPELLINGS),
+            ("on_conflict", OnConflict::SPELLINGS),
+            ("method", Method::SPELLINGS),
+        ] {
+            assert_eq!(
+                parameter(name)["schema"]["enum"],
+                serde_json::json!(spellings)
+            );
+        }
+        for old in ["batch_rows", "batch_size"] {
+            let old = parameter(old);
+            assert_eq!(old["deprecated"], true);
+            assert_eq!(old["schema"], parameter("insert_rows")["schema"]);
+        }
+    }
+
     #[test]
     fn types_read_as_people_say_them() {
         let read = |schema: Value| type_text(&schema);
