@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from . import Error, UsageError
+from ._errors import Error, UsageError
 
 # Flight SQL's CommandStatementQuery, wrapped in a protobuf Any: the command
 # that asks `sluice serve` to run ad-hoc SQL (see crates/sluice-flight's

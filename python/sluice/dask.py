@@ -33,8 +33,9 @@ import dask.dataframe as dd
 import pandas
 from dask.dataframe.dispatch import make_meta_dispatch
 
-from . import _flight, _storage_types
+from . import _flight
 from ._flight import FlightError, Part
+from ._frames import storage_types
 
 __all__ = ["FlightError", "FlightPlan", "plan", "read_flight"]
 
@@ -132,4 +133,4 @@ def _frame(table: Any) -> pandas.DataFrame:
     """Every column Arrow-backed: exact decimals, integers that stay integers
     beside NULLs, dates and timestamps of any year; extension types (uuid,
     JSON) as their storage (16 bytes, text)."""
-    return _storage_types(table).to_pandas(types_mapper=pandas.ArrowDtype)
+    return storage_types(table).to_pandas(types_mapper=pandas.ArrowDtype)

@@ -66,7 +66,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from . import UsageError, _flight
+from . import _flight
+from ._errors import UsageError
 from ._flight import FlightError
 
 __all__ = ["FlightError", "SluiceDataSource", "SluiceReader", "register", "spark_schema"]

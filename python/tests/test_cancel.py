@@ -63,7 +63,7 @@ def test_closing_the_batch_iterator_early_ends_the_query(url):
 # --- Ctrl-C whatever else is imported (issue 49) ----------------------------
 #
 # Importing polars installs a C-level SIGINT handler with SA_RESTART (see
-# sluice._Pipe): a read blocked on sluice's pipe was no longer interrupted, so
+# sluice._binary.Pipe): a read blocked on sluice's pipe was no longer interrupted, so
 # KeyboardInterrupt came when the query ended and sluice was never told. Each
 # case runs in a Python of its own that imports polars first, gets SIGINT once
 # its statements run, and reports what it left behind.
@@ -184,9 +184,9 @@ def test_ctrl_c_with_polars_imported_cancels_a_read_in_parts(url, schema, sql, t
 def test_ctrl_c_with_polars_imported_stops_a_write_waiting_for_a_lock(url, schema, sql, tmp_path):
     sql(f"create table {schema}.t (id int4)")
     marker = f"{schema}.t"
-    # Another session holds the table against writes (not reads: the write
-    # reads its column types), so the write's COPY waits, and with it sluice,
-    # after Python has sent every row and waits for it to commit.
+    # Another session holds the table against writes, so the write's COPY
+    # waits, and with it sluice, after Python has sent every row and waits for
+    # it to commit.
     holder = subprocess.Popen(
         [
             "psql", url, "-X", "-q", "-c",

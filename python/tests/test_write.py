@@ -3,6 +3,7 @@ with the first bad row named by its index and column."""
 
 import datetime
 import decimal
+import subprocess
 import urllib.parse
 from dataclasses import dataclass
 
@@ -418,24 +419,73 @@ def writer(url, schema, sql):
             "ratio",
             "0.123456789 has more digits than a 32-bit float holds: the column would hold 0.12345679",
         ),
+        # What the database would refuse without naming the row (an integer
+        # or numeric overflow, a fraction into an integer) or cut without a
+        # word (a date's time of day), sluice refuses on the Arrow stream.
+        (pa.table({"id": [0, 1], "n": pa.array([7, 40000], pa.int64())}), "n", "40000 is out of range for the column's type (16-bit integer)"),
+        (
+            pa.table({"id": [0, 1], "amount": pa.array([decimal.Decimal("1.00"), decimal.Decimal("1234.00")], pa.decimal128(6, 2))}),
+            "amount",
+            "1234 has more than 3 digits before the point, more than the column's type (numeric(5,2)) holds",
+        ),
+        (
+            pd.DataFrame({"id": [0, 1], "day": pd.to_datetime(["2024-01-01", "2024-01-01 10:00"], format="ISO8601")}),
+            "day",
+            "has a time of day, which a date column does not hold",
+        ),
+        (
+            pa.table({"id": [0, 1], "n": pa.array([decimal.Decimal("4.0"), decimal.Decimal("2.5")], pa.decimal128(3, 1))}),
+            "n",
+            "2.5 is not a whole number, which an integer column needs",
+        ),
     ],
-    ids=["pandas float", "arrow decimal", "polars text", "pandas float into float4"],
+    ids=[
+        "pandas float",
+        "arrow decimal",
+        "polars text",
+        "pandas float into float4",
+        "integer range",
+        "digits before the point",
+        "time of day in a date",
+        "fraction in an integer",
+    ],
 )
 def test_a_login_that_may_not_select_still_never_rounds_or_cuts(url, schema, sql, writer, data, column, words):
     # PostgreSQL would store 0.125 as 0.13, 'ab  ' as 'ab ' and 0.123456789 as
     # 0.12345679 without a word, and this login cannot read the column types.
-    sql(f"create table {schema}.t (id int4, amount numeric(5,2), code varchar(3), ratio float4)")
+    sql(f"create table {schema}.t (id int4, amount numeric(5,2), code varchar(3), ratio float4, n int2, day date)")
     sql(f"grant insert on {schema}.t to {writer.role}")
     with pytest.raises(sluice.DatabaseError, match="permission denied"):
         sluice.read_arrow(writer.url, f"select * from {schema}.t")
     with pytest.raises(sluice.BadInput) as caught:
         sluice.write(writer.url, f"{schema}.t", data)
     assert (caught.value.row, caught.value.column_name) == (1, column), str(caught.value)
-    assert words in str(caught.value)
+    assert f"row 1, column {column}: " in str(caught.value) and words in str(caught.value)
     assert sql(f"select count(*) from {schema}.t") == "0"
     fits = pa.table({"id": [2], "amount": [decimal.Decimal("0.12")], "code": ["abc"], "ratio": [0.1]})
     sluice.write(writer.url, f"{schema}.t", fits)
     assert sql(f"select concat_ws('|', amount, code, ratio) from {schema}.t") == "0.12|abc|0.1"
+
+
+def test_a_write_runs_sluice_once_and_asks_the_database_nothing_first(url, schema, sql, monkeypatch):
+    # The column types were once read first by a `sluice export` of their own
+    # (a connection and a query more): the import checks the values itself.
+    sql(f"create table {schema}.t (id int4, amount numeric(10,2), day date)")
+    commands = []
+    popen = subprocess.Popen
+
+    def counted(arguments, *rest, **options):
+        commands.append(arguments[1])
+        return popen(arguments, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    frame = pd.DataFrame({"id": [1, 2], "amount": [decimal.Decimal("1.50"), None], "day": pd.to_datetime(["2024-02-29", None])})
+    sluice.write(url, f"{schema}.t", frame)
+    assert commands == ["import"]
+    with pytest.raises(sluice.BadInput):
+        sluice.write(url, f"{schema}.t", pa.table({"id": [3], "amount": [0.125]}))
+    assert commands == ["import", "import"]
+    assert sql(f"select string_agg(concat_ws('|', id, amount, day), ',' order by id) from {schema}.t") == "1|1.50|2024-02-29,2"
 
 
 def test_dates_read_as_datetime64_write_back_as_dates(url, schema, sql):

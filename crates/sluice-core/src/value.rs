@@ -201,6 +201,16 @@ impl Column {
         self.length = length;
         self
     }
+
+    /// The column's type as a message names it with its `limit` (`5,2`,
+    /// `3`): the database's own spelling when it carries the limit (MariaDB's
+    /// `decimal(5,2)`), else its name and `limit` (`numeric(5,2)`).
+    pub fn type_with_limit(&self, limit: &str) -> String {
+        match self.type_name.contains('(') {
+            true => self.type_name.clone(),
+            false => format!("{}({limit})", self.type_name),
+        }
+    }
 }
 
 /// The columns of a result, in order.
@@ -357,6 +367,13 @@ impl<'a> DecimalText<'a> {
             .map(|(_, last)| last as i64 + 1 - self.point)
     }
 
+    /// How many digits stand before the point, leading zeros not counted
+    /// (`0012.5`: 2; `-0.05`: 0; `1.5e3`: 4).
+    pub fn integer_digits(&self) -> i64 {
+        self.significant()
+            .map_or(0, |(first, _)| (self.point - first as i64).max(0))
+    }
+
     /// Whether `other` is the same number (`0.10` and `1e-1`; `-0` and `0`).
     pub fn same_value(&self, other: &DecimalText<'_>) -> bool {
         match (self.significant(), other.significant()) {
@@ -417,6 +434,12 @@ mod tests {
         }
         let place = |text: &str| read(text).last_place();
         assert_eq!(place("0012.50"), Some(1));
+        let integer_digits = |text: &str| read(text).integer_digits();
+        assert_eq!(integer_digits("0012.5"), 2);
+        assert_eq!(integer_digits("-0.05"), 0);
+        assert_eq!(integer_digits("1.5e3"), 4);
+        assert_eq!(integer_digits("0"), 0);
+        assert_eq!(integer_digits("100000000.0"), 9);
         assert_eq!(place("-0.005"), Some(3));
         assert_eq!(place("1200"), Some(-2));
         assert_eq!(place("1.5e3"), Some(-2));

@@ -17,12 +17,15 @@
 //! `uuid` column is written as a UUID. Lists and structs are refused when the
 //! stream's schema arrives, naming the column.
 //!
-//! Numbers go in as they are or not at all: a float into an integer column
-//! must be whole, and an integer or a decimal into a float column (a double
-//! into a single-precision one) must be a value of the column's float, or the
-//! float whose shortest text it is (`0.1`); otherwise the row is refused, as
-//! the database would round it without a word. (Digits a `numeric(p,s)` would
-//! round away are refused for every input format: `sluice_core::load`.)
+//! Values go in as they are or not at all: a number its column would round,
+//! cut or refuse without naming the row rejects its row ([`exact`]: whole
+//! numbers and the integer type's range for integer columns, the float's own
+//! values for float columns, the digits before the point for a
+//! `numeric(p,s)`; the digits after it are refused for every input format,
+//! in `sluice_core::load`), and a timestamp without a zone going into a
+//! date column goes as its date when it is midnight and is refused when it
+//! has a time of day. These are the rules `sluice.write` relies on: it
+//! checks no value against the table's types itself.
 
 use std::sync::Arc;
 
@@ -42,9 +45,9 @@ use arrow_ipc::reader::StreamDecoder;
 use arrow_schema::{DataType, Schema, TimeUnit};
 use sluice_core::calendar::civil_from_days;
 use sluice_core::canonical;
-use sluice_core::{
-    Column, DecimalText, Decoded, Decoder, Error, ErrorKind, Kind, Rejected, RowError,
-};
+use sluice_core::{Column, Decoded, Decoder, Error, ErrorKind, Kind, Rejected, RowError};
+
+mod exact;
 
 /// Decodes an Arrow IPC stream into rows of `table`.
 pub struct ArrowDecoder {
@@ -225,71 +228,13 @@ fn push(values: &Values, row: usize, column: &Column, output: &mut Decoded) -> R
     }
     let start = output.batch.begin_value();
     write_value(array.as_ref(), index, column, output.batch.value_buffer())?;
-    if column.kind == Kind::Float {
-        check_float(
-            array.data_type(),
-            &output.batch.value_buffer()[start..],
-            column,
-        )?;
-    }
+    exact::check(
+        array.data_type(),
+        &output.batch.value_buffer()[start..],
+        column,
+    )?;
     output.batch.end_value(start);
     Ok(())
-}
-
-/// Refuses a number (`text`, written from an array of `data_type`) that the
-/// float column would not hold as it is: an integer or a decimal that is not
-/// a value of the column's float nor that float's shortest text, a double
-/// with more digits than a single-precision column keeps. Floats widen
-/// exactly; text is read by the column's own input, as in CSV.
-fn check_float(data_type: &DataType, text: &[u8], column: &Column) -> Result<(), String> {
-    let single = single_precision(column);
-    let checked = match data_type {
-        DataType::Float64 => single,
-        DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..) => true,
-        other => other.is_integer(),
-    };
-    let Some(number) = DecimalText::split(text).filter(|_| checked) else {
-        return Ok(());
-    };
-    let digits = std::str::from_utf8(text).unwrap_or_default();
-    let (held, shortest) = if single {
-        let held = digits.parse::<f32>().unwrap_or(f32::NAN);
-        (f64::from(held), written(|out| float32(held, out)))
-    } else {
-        let held = digits.parse::<f64>().unwrap_or(f64::NAN);
-        (held, written(|out| float(held, out)))
-    };
-    // The float itself, every digit of it (a double has at most 1074 after the point).
-    let exact = format!("{held:.1100}");
-    let same = |candidate: &[u8]| {
-        DecimalText::split(candidate).is_some_and(|held| held.same_value(&number))
-    };
-    if same(shortest.as_bytes()) || same(exact.as_bytes()) {
-        return Ok(());
-    }
-    let bits = if single { 32 } else { 64 };
-    Err(match data_type.is_integer() {
-        true => format!("{digits} is not exactly a {bits}-bit float: the column would hold {shortest}"),
-        false => format!(
-            "{digits} has more digits than a {bits}-bit float holds: the column would hold {shortest}"
-        ),
-    })
-}
-
-/// Whether a float column holds single-precision values: PostgreSQL's
-/// `float4`, MariaDB's `FLOAT` (a table's description names it so).
-fn single_precision(column: &Column) -> bool {
-    column.type_name.starts_with("float") && column.type_name != "float8"
-}
-
-/// What `write` appends to an empty buffer, as a string.
-fn written(write: impl FnOnce(&mut Vec<u8>)) -> String {
-    let mut text = Vec::new();
-    write(&mut text);
-    String::from_utf8(text).unwrap_or_default()
 }
 
 /// Writes `array[index]` (not null) in the canonical text for `column`.
@@ -322,18 +267,18 @@ fn write_value(
         DataType::Float16 | DataType::Float32 | DataType::Float64
             if column.kind == Kind::Integer =>
         {
-            whole_number(float_value(array, index), out)?
+            exact::whole_number(float_value(array, index), out)?
         }
-        DataType::Float16 => float(
+        DataType::Float16 => exact::float(
             f64::from(array.as_primitive::<Float16Type>().value(index)),
             out,
         ),
-        DataType::Float32 => float32(array.as_primitive::<Float32Type>().value(index), out),
-        DataType::Float64 => float(array.as_primitive::<Float64Type>().value(index), out),
-        DataType::Decimal32(..) => decimal::<Decimal32Type>(array, index, out),
-        DataType::Decimal64(..) => decimal::<Decimal64Type>(array, index, out),
-        DataType::Decimal128(..) => decimal::<Decimal128Type>(array, index, out),
-        DataType::Decimal256(..) => decimal::<Decimal256Type>(array, index, out),
+        DataType::Float32 => exact::float32(array.as_primitive::<Float32Type>().value(index), out),
+        DataType::Float64 => exact::float(array.as_primitive::<Float64Type>().value(index), out),
+        DataType::Decimal32(..) => decimal::<Decimal32Type>(array, index, column, out)?,
+        DataType::Decimal64(..) => decimal::<Decimal64Type>(array, index, column, out)?,
+        DataType::Decimal128(..) => decimal::<Decimal128Type>(array, index, column, out)?,
+        DataType::Decimal256(..) => decimal::<Decimal256Type>(array, index, column, out)?,
         DataType::Utf8 => out.extend_from_slice(array.as_string::<i32>().value(index).as_bytes()),
         DataType::LargeUtf8 => {
             out.extend_from_slice(array.as_string::<i64>().value(index).as_bytes())
@@ -348,13 +293,10 @@ fn write_value(
         DataType::FixedSizeBinary(_) => {
             out.extend_from_slice(array.as_fixed_size_binary().value(index))
         }
-        DataType::Date32 => {
-            let days = i64::from(array.as_primitive::<Date32Type>().value(index));
-            match infinity(days, i64::from(i32::MIN), i64::from(i32::MAX)) {
-                Some(word) => out.extend_from_slice(word),
-                None => date(days, out)?,
-            }
-        }
+        DataType::Date32 => date32(
+            i64::from(array.as_primitive::<Date32Type>().value(index)),
+            out,
+        )?,
         DataType::Date64 => {
             let milliseconds = array.as_primitive::<Date64Type>().value(index);
             date(milliseconds.div_euclid(86_400_000), out)?
@@ -377,13 +319,13 @@ fn write_value(
         ),
         DataType::Timestamp(unit, zone) => {
             let raw = timestamp_raw(array, index, *unit);
+            let nanoseconds = i128::from(raw) * nanoseconds_per(*unit);
             match infinity(raw, i64::MIN, i64::MAX) {
                 Some(word) => out.extend_from_slice(word),
-                None => timestamp(
-                    i128::from(raw) * nanoseconds_per(*unit),
-                    zone.is_some(),
-                    out,
-                )?,
+                None if zone.is_none() && column.kind == Kind::Date => {
+                    date_of_timestamp(nanoseconds, out)?
+                }
+                None => timestamp(nanoseconds, zone.is_some(), out)?,
             }
         }
         DataType::Duration(unit) => interval(0, 0, duration_nanoseconds(array, index, *unit), out),
@@ -408,54 +350,20 @@ fn float_value(array: &dyn Array, index: usize) -> f64 {
     }
 }
 
-/// A float going into an integer column, written as the integer it is. pandas
-/// holds an integer column with a missing value as float64 (`1.0`, `NaN`),
-/// and the integer types' input refuses `1.0`; a value with a fraction, NaN
-/// or an infinity is refused here rather than rounded.
-fn whole_number(value: f64, out: &mut Vec<u8>) -> Result<(), String> {
-    use std::io::Write as _;
-    if !value.is_finite() || value.fract() != 0.0 {
-        return Err(format!(
-            "{} is not a whole number, which an integer column needs",
-            value_text(value)
-        ));
-    }
-    // `{:.0}` prints every digit of a whole double (no exponent); the
-    // server checks the column's range.
-    let _ = write!(out, "{value:.0}");
-    Ok(())
-}
-
-fn value_text(value: f64) -> String {
-    written(|out| float(value, out))
-}
-
-/// The exact digits, with the type's scale.
-fn decimal<T: DecimalType>(array: &dyn Array, index: usize, out: &mut Vec<u8>) {
+/// The exact digits, with the type's scale; into an integer column, the
+/// integer the value is (a fraction is refused).
+fn decimal<T: DecimalType>(
+    array: &dyn Array,
+    index: usize,
+    column: &Column,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let start = out.len();
     out.extend_from_slice(array.as_primitive::<T>().value_as_string(index).as_bytes());
-}
-
-/// The shortest text that reads back as the same double, with PostgreSQL's
-/// spelling of the infinities.
-fn float(value: f64, out: &mut Vec<u8>) {
-    use std::io::Write as _;
-    match value {
-        f64::INFINITY => out.extend_from_slice(b"Infinity"),
-        f64::NEG_INFINITY => out.extend_from_slice(b"-Infinity"),
-        _ => {
-            let _ = write!(out, "{value:?}");
-        }
+    match column.kind {
+        Kind::Integer => exact::whole_decimal(out, start),
+        _ => Ok(()),
     }
-}
-
-/// As [`float`], with the shortest text of the single-precision value (its
-/// widening to double would print digits the value never had).
-fn float32(value: f32, out: &mut Vec<u8>) {
-    use std::io::Write as _;
-    if value.is_infinite() {
-        return float(f64::from(value), out);
-    }
-    let _ = write!(out, "{value:?}");
 }
 
 fn uuid(bytes: &[u8], out: &mut Vec<u8>) {
@@ -496,10 +404,40 @@ fn time_of_day(nanoseconds: i64, out: &mut Vec<u8>) {
 fn timestamp(nanoseconds: i128, zoned: bool, out: &mut Vec<u8>) -> Result<(), String> {
     let out_of_range = || "the timestamp is out of range".to_owned();
     let days =
-        i64::try_from(nanoseconds.div_euclid(86_400_000_000_000)).map_err(|_| out_of_range())?;
+        i64::try_from(nanoseconds.div_euclid(NANOSECONDS_PER_DAY)).map_err(|_| out_of_range())?;
     check_last_date(days)?;
     canonical::write_timestamp(nanoseconds, zoned.then_some(0), out).map_err(|_| out_of_range())
 }
+
+/// A `Date32`'s days as a date, the ends of the type as the infinities.
+fn date32(days: i64, out: &mut Vec<u8>) -> Result<(), String> {
+    match infinity(days, i64::from(i32::MIN), i64::from(i32::MAX)) {
+        Some(word) => out.extend_from_slice(word),
+        None => date(days, out)?,
+    }
+    Ok(())
+}
+
+/// A timestamp without a zone going into a date column as its date, as a
+/// `Date32` of its days (pandas holds dates as `datetime64`, the infinities
+/// as `Date32`'s ends, as `sluice.read_pandas` gives them); one with a time
+/// of day is refused rather than cut to its date, which the date type's
+/// input would do without a word.
+fn date_of_timestamp(nanoseconds: i128, out: &mut Vec<u8>) -> Result<(), String> {
+    if nanoseconds.rem_euclid(NANOSECONDS_PER_DAY) == 0 {
+        let days = i64::try_from(nanoseconds.div_euclid(NANOSECONDS_PER_DAY))
+            .map_err(|_| "the timestamp is out of range".to_owned())?;
+        return date32(days, out);
+    }
+    let mut shown = Vec::new();
+    timestamp(nanoseconds, false, &mut shown)?;
+    Err(format!(
+        "a timestamp ({}) has a time of day, which a date column does not hold",
+        String::from_utf8_lossy(&shown)
+    ))
+}
+
+const NANOSECONDS_PER_DAY: i128 = 86_400_000_000_000;
 
 /// A timestamp's value as stored, in its unit.
 fn timestamp_raw(array: &dyn Array, index: usize, unit: TimeUnit) -> i64 {
@@ -830,25 +768,12 @@ mod tests {
             ),
         ];
         for (name, array, refused, words) in cases {
-            let batch = RecordBatch::try_from_iter([(name, array)]).unwrap();
-            let mut decoder = ArrowDecoder::new(columns.clone());
-            let mut output = Decoded::default();
-            decoder
-                .decode(&stream(&[batch]), true, &mut output)
-                .unwrap();
-            let lines: Vec<u64> = output
-                .rejected
-                .iter()
-                .map(|rejected| rejected.error.line)
-                .collect();
-            assert_eq!(lines, refused, "{name}: {:?}", output.rejected);
-            if let Some(rejected) = output.rejected.first() {
-                assert!(
-                    rejected.error.reason.contains(words),
-                    "{:?}",
-                    rejected.error
-                );
-                assert_eq!(rejected.error.column.as_deref(), Some(name));
+            // The column of each rejection is checked by decode_column.
+            let (_, rejected) = decode_column(&columns, name, array);
+            let lines: Vec<u64> = rejected.iter().map(|(line, _)| *line).collect();
+            assert_eq!(lines, refused, "{name}: {rejected:?}");
+            if let Some((_, reason)) = rejected.first() {
+                assert!(reason.contains(words), "{rejected:?}");
             }
         }
     }
@@ -876,7 +801,6 @@ mod tests {
                 Some("1".to_owned()),
                 None,
                 Some("-9007199254740992".to_owned()),
-                Some("100000000000000000000".to_owned()),
             ]
         );
         let refused: Vec<(u64, String)> = output
@@ -884,14 +808,207 @@ mod tests {
             .iter()
             .map(|rejected| (rejected.error.line, rejected.error.reason.clone()))
             .collect();
-        assert_eq!(refused.len(), 2);
-        assert_eq!(refused[0].0, 5);
+        assert_eq!(refused.len(), 3);
+        // Every digit of a whole double (no exponent), past an int8's range.
+        assert_eq!(
+            refused[0],
+            (
+                4,
+                "100000000000000000000 is out of range for the column's type (64-bit integer)"
+                    .to_owned()
+            )
+        );
+        assert_eq!(refused[1].0, 5);
         assert!(
-            refused[0].1.contains("1.5 is not a whole number"),
+            refused[1].1.contains("1.5 is not a whole number"),
             "{refused:?}"
         );
-        assert_eq!(refused[1].0, 6);
-        assert!(refused[1].1.contains("NaN"), "{refused:?}");
+        assert_eq!(refused[2].0, 6);
+        assert!(refused[2].1.contains("NaN"), "{refused:?}");
+    }
+
+    /// Decodes one column `name` of `array` into `columns`: the values
+    /// written, and the rejected records' numbers and reasons.
+    fn decode_column(
+        columns: &[Column],
+        name: &str,
+        array: ArrayRef,
+    ) -> (Vec<Option<String>>, Vec<(u64, String)>) {
+        let batch = RecordBatch::try_from_iter([(name, array)]).unwrap();
+        let mut decoder = ArrowDecoder::new(columns.to_vec());
+        let mut output = Decoded::default();
+        decoder
+            .decode(&stream(&[batch]), true, &mut output)
+            .unwrap();
+        let values = output.batch.rows().map(|row| text(row.get(0))).collect();
+        let refused = output
+            .rejected
+            .iter()
+            .inspect(|rejected| assert_eq!(rejected.error.column.as_deref(), Some(name)))
+            .map(|rejected| (rejected.error.line, rejected.error.reason.clone()))
+            .collect();
+        (values, refused)
+    }
+
+    #[test]
+    fn a_number_past_an_integer_column_s_type_rejects_its_row() {
+        let columns = vec![
+            Column::new("small", Kind::Integer, "int2"),
+            Column::new("big", Kind::Integer, "int8"),
+            Column::new("unsigned", Kind::Integer, "bigint unsigned"),
+        ];
+        let (values, refused) = decode_column(
+            &columns,
+            "small",
+            Arc::new(Int64Array::from(vec![7, 40_000, -32_768])),
+        );
+        assert_eq!(values, [Some("7".to_owned()), Some("-32768".to_owned())]);
+        assert_eq!(
+            refused,
+            [(
+                2,
+                "40000 is out of range for the column's type (16-bit integer)".to_owned()
+            )]
+        );
+        let (_, refused) = decode_column(
+            &columns,
+            "big",
+            Arc::new(Float64Array::from(vec![
+                -9_223_372_036_854_775_808.0,
+                2f64.powi(63),
+            ])),
+        );
+        assert_eq!(
+            refused,
+            [(
+                2,
+                "9223372036854775808 is out of range for the column's type (64-bit integer)"
+                    .to_owned()
+            )]
+        );
+        let (values, refused) = decode_column(
+            &columns,
+            "unsigned",
+            Arc::new(
+                Decimal128Array::from(vec![18_446_744_073_709_551_615, -1])
+                    .with_precision_and_scale(38, 0)
+                    .unwrap(),
+            ),
+        );
+        assert_eq!(values, [Some("18446744073709551615".to_owned())]);
+        assert_eq!(
+            refused,
+            [(
+                2,
+                "-1 is out of range for the column's type (unsigned 64-bit integer)".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn whole_decimals_go_into_integer_columns_as_integers() {
+        let (values, refused) = decode_column(
+            &table(),
+            "id",
+            Arc::new(
+                Decimal128Array::from(vec![400, -300, 270, 0])
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+            ),
+        );
+        assert_eq!(
+            values,
+            [
+                Some("4".to_owned()),
+                Some("-3".to_owned()),
+                Some("0".to_owned())
+            ]
+        );
+        assert_eq!(
+            refused,
+            [(
+                3,
+                "2.70 is not a whole number, which an integer column needs".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn more_digits_before_the_point_than_a_numeric_holds_rejects_the_row() {
+        let columns = vec![
+            Column::new("amount", Kind::Decimal, "numeric").with_decimal(Some(
+                sluice_core::DecimalShape {
+                    precision: 10,
+                    scale: 2,
+                },
+            )),
+        ];
+        let cases: [(ArrayRef, &str); 4] = [
+            (
+                Arc::new(
+                    Decimal128Array::from(vec![150, 12_345_678_900])
+                        .with_precision_and_scale(38, 2)
+                        .unwrap(),
+                ),
+                "123456789 has more than 8 digits before the point, \
+                 more than the column's type (numeric(10,2)) holds",
+            ),
+            (
+                Arc::new(Float64Array::from(vec![0.1, 1e8])),
+                "100000000.0 has more than 8 digits before the point",
+            ),
+            (
+                Arc::new(Int64Array::from(vec![99_999_999, 100_000_000])),
+                "100000000 has more than 8 digits before the point",
+            ),
+            (
+                Arc::new(StringArray::from(vec!["NaN", "-123456789.5"])),
+                "-123456789.5 has more than 8 digits before the point",
+            ),
+        ];
+        for (array, words) in cases {
+            let (values, refused) = decode_column(&columns, "amount", array);
+            assert_eq!(values.len(), 1, "{refused:?}");
+            assert_eq!(refused.len(), 1, "{values:?}");
+            assert_eq!(refused[0].0, 2);
+            assert!(refused[0].1.contains(words), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_timestamp_without_a_zone_goes_into_a_date_column_as_its_date() {
+        const DAY: i64 = 86_400_000;
+        let (values, refused) = decode_column(
+            &table(),
+            "day",
+            Arc::new(arrow_array::TimestampMillisecondArray::from(vec![
+                19_782 * DAY,
+                -DAY,
+                19_782 * DAY + 36_000_000,
+                i64::MAX,
+                // Date32's ends, as read_pandas gives the infinities.
+                i64::from(i32::MAX) * DAY,
+                i64::from(i32::MIN) * DAY,
+            ])),
+        );
+        assert_eq!(
+            values,
+            [
+                Some("2024-02-29".to_owned()),
+                Some("1969-12-31".to_owned()),
+                Some("infinity".to_owned()),
+                Some("infinity".to_owned()),
+                Some("-infinity".to_owned()),
+            ]
+        );
+        assert_eq!(
+            refused,
+            [(
+                3,
+                "a timestamp (2024-02-29 10:00:00) has a time of day, which a date column does not hold"
+                    .to_owned()
+            )]
+        );
     }
 
     #[test]

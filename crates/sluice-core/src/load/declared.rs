@@ -95,7 +95,7 @@ fn text_change(value: &[u8], length: u32, column: &Column) -> Option<String> {
     Some(format!(
         "the value has {characters} characters, more than the column's type ({}) holds: \
          its trailing spaces would be cut",
-        declared_type(column, &length.to_string())
+        column.type_with_limit(&length.to_string())
     ))
 }
 
@@ -106,7 +106,7 @@ fn decimal_change(value: &[u8], shape: DecimalShape, column: &Column) -> Option<
     if number.last_place().is_none_or(|place| place <= scale) {
         return None;
     }
-    let declared = declared_type(column, &format!("{},{scale}", shape.precision));
+    let declared = column.type_with_limit(&format!("{},{scale}", shape.precision));
     let text = String::from_utf8_lossy(value);
     Some(match scale {
         1.. => format!(
@@ -119,15 +119,6 @@ fn decimal_change(value: &[u8], shape: DecimalShape, column: &Column) -> Option<
             "0".repeat(scale.unsigned_abs() as usize)
         ),
     })
-}
-
-/// The column's type as a message names it: the database's own spelling when
-/// it carries the limit (MariaDB's `decimal(5,2)`), else its name and `limit`.
-fn declared_type(column: &Column, limit: &str) -> String {
-    match column.type_name.contains('(') {
-        true => column.type_name.clone(),
-        false => format!("{}({limit})", column.type_name),
-    }
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ mod nested;
 mod options;
 mod sink;
 mod text;
-mod widths;
+pub(crate) mod widths;
 
 pub use options::{ColumnarOptions, ParquetCompression};
 
