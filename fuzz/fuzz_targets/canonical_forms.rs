@@ -6,9 +6,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use sluice_core::canonical::{
-    read_array, read_bool, read_date, read_interval, read_record, read_time, read_time_tz,
-    read_timestamp, read_uuid, write_clock, write_date, write_offset, write_timestamp, write_uuid,
-    ArrayVisitor, Moment, Strictness, Zone,
+    read_array, read_bool, read_date, read_interval, read_interval_lenient, read_record, read_time,
+    read_time_tz, read_timestamp, read_uuid, write_clock, write_date, write_offset,
+    write_timestamp, write_uuid, ArrayVisitor, IntervalSigns, Moment, Strictness, Zone,
 };
 
 /// Counts an array literal's pieces.
@@ -99,6 +99,8 @@ fuzz_target!(|data: &[u8]| {
         }
         _ => {
             let _ = read_interval(text);
+            let _ = read_interval_lenient(text, IntervalSigns::PerField);
+            let _ = read_interval_lenient(text, IntervalSigns::Leading);
             let _ = read_record::<()>(text, |_, _| Ok(()));
             let _ = agree(|strictness| {
                 let mut count = Count::default();

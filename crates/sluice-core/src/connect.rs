@@ -36,6 +36,75 @@ pub use crate::session::{
 };
 
 /// One kind of database: recognises its connection strings and parses them.
+///
+/// The smallest driver: its dialect, how its URLs look, and a [`Target`]
+/// for each. A real target connects a [`Session`] and builds the gateway's
+/// [`Database`] (see their examples); this one can only be named:
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use sluice_core::connect::{Dialect, Driver, Drivers, Family, PoolOptions, Session, Target};
+/// use sluice_core::database::{BoxFuture, Database};
+/// use sluice_core::{Error, ErrorKind, Meter};
+///
+/// const TOY: Dialect = Dialect::new("Toy", Family::new("Toy"));
+///
+/// struct ToyDriver;
+///
+/// impl Driver for ToyDriver {
+///     fn dialect(&self) -> Dialect {
+///         TOY
+///     }
+///
+///     fn url_forms(&self) -> &'static [&'static str] {
+///         &["toy://"]
+///     }
+///
+///     fn placeholders(&self) -> &'static str {
+///         "?"
+///     }
+///
+///     fn recognizes(&self, target: &str) -> bool {
+///         target.starts_with("toy://")
+///     }
+///
+///     fn target(&self, target: &str) -> Result<Arc<dyn Target>, Error> {
+///         match target.strip_prefix("toy://") {
+///             Some(name) if !name.is_empty() => Ok(Arc::new(ToyTarget { name: name.to_owned() })),
+///             _ => Err(Error::config("a toy URL names its toy: toy://NAME")),
+///         }
+///     }
+/// }
+///
+/// /// A parsed `toy://` URL.
+/// #[derive(Debug)]
+/// struct ToyTarget {
+///     name: String,
+/// }
+///
+/// impl Target for ToyTarget {
+///     fn dialect(&self) -> Dialect {
+///         TOY
+///     }
+///
+///     fn connect<'a>(&'a self, _meter: &'a Meter) -> BoxFuture<'a, Result<Box<dyn Session>, Error>> {
+///         let refusal = format!("toy {} has nothing to connect to", self.name);
+///         Box::pin(async move { Err(Error::new(ErrorKind::Connect, refusal)) })
+///     }
+///
+///     fn gateway(&self, _options: PoolOptions) -> Arc<dyn Database> {
+///         unimplemented!("a pool of sessions: see Database's example")
+///     }
+/// }
+///
+/// // A front end opens URLs through its registry, naming no database.
+/// let drivers = Drivers::new().with(ToyDriver);
+/// assert_eq!(drivers.open("toy://box")?.product(), "Toy");
+/// assert_eq!(drivers.open("toy://").unwrap_err().kind(), ErrorKind::Config);
+/// assert!(drivers.open("other://box").is_err());
+/// # Ok::<(), Error>(())
+/// ```
 pub trait Driver: Send + Sync {
     /// The database it opens, as help texts name it (a driver of several
     /// dialects names its first: `MariaDB` for MariaDB and MySQL).

@@ -185,6 +185,120 @@ pub struct StatementCheck {
 }
 
 /// A configured database the gateway serves.
+///
+/// The smallest database: a read-only one, whose every query answers one
+/// row at once. A real one takes a session from its pool in
+/// [`Database::start`], and gives it back (or discards it) when its
+/// [`QueryEnd`] is told how the result was read:
+///
+/// ```
+/// use sluice_core::connect::{Dialect, Family};
+/// use sluice_core::database::{
+///     Access, BoxFuture, Database, DeclaredKind, Query, QueryEnd, QueryRequest, RunningQuery,
+///     StartError, StatementCheck, Usage,
+/// };
+/// use sluice_core::{Batch, BatchSource, Column, Error, Kind, Schema};
+///
+/// const TOY: Dialect = Dialect::new("Toy", Family::new("Toy"));
+///
+/// /// One row, `42`.
+/// struct Answer {
+///     schema: Schema,
+///     batch: Batch,
+///     read: bool,
+/// }
+///
+/// impl BatchSource for Answer {
+///     fn schema(&self) -> &Schema {
+///         &self.schema
+///     }
+///
+///     async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+///         let first = !std::mem::replace(&mut self.read, true);
+///         Ok(first.then_some(&self.batch))
+///     }
+/// }
+///
+/// /// The answer holds no session: nothing to give back or cancel.
+/// struct NoSession;
+///
+/// impl QueryEnd<Answer> for NoSession {
+///     fn round_trips(&self) -> u64 {
+///         0
+///     }
+///
+///     fn complete(self, _answer: Answer) {}
+///
+///     fn abandon(self, _answer: Answer) -> Option<BoxFuture<'static, ()>> {
+///         None
+///     }
+/// }
+///
+/// struct Toy;
+///
+/// impl Database for Toy {
+///     fn dialect(&self) -> Dialect {
+///         TOY
+///     }
+///
+///     fn placeholder(&self, number: usize) -> String {
+///         format!("?{number}")
+///     }
+///
+///     fn read_only(&self) -> bool {
+///         true
+///     }
+///
+///     fn usage(&self) -> Usage {
+///         Usage::default()
+///     }
+///
+///     fn start<'a>(
+///         &'a self,
+///         _request: QueryRequest<'a>,
+///     ) -> BoxFuture<'a, Result<Box<dyn RunningQuery>, StartError>> {
+///         let mut batch = Batch::new(1);
+///         batch.push_value(b"42");
+///         let schema = Schema { columns: vec![Column::new("answer", Kind::Integer, "int")] };
+///         let answer = Answer { schema, batch, read: false };
+///         let query: Box<dyn RunningQuery> = Box::new(Query::new(answer, NoSession));
+///         Box::pin(async move { Ok(query) })
+///     }
+///
+///     /// Any statement with any parameters: a real database prepares it and
+///     /// compares.
+///     fn check_statement<'a>(
+///         &'a self,
+///         _sql: &'a str,
+///         _declared: &'a [DeclaredKind],
+///     ) -> BoxFuture<'a, Result<StatementCheck, StartError>> {
+///         Box::pin(async { Ok(StatementCheck::default()) })
+///     }
+///
+///     /// No logins and no writes: ad-hoc SQL can do nothing a query cannot.
+///     fn check_ad_hoc<'a>(&'a self, _role: Option<&'a str>) -> BoxFuture<'a, Result<(), StartError>> {
+///         Box::pin(async { Ok(()) })
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let database: Box<dyn Database> = Box::new(Toy);
+/// let request = QueryRequest {
+///     sql: "select 42 as answer",
+///     params: Vec::new(),
+///     statement_timeout: None,
+///     access: Access::Named { read_only: true },
+///     binary_values: false,
+///     inline_large_objects: false,
+/// };
+/// let mut query = database.start(request).await.expect("the toy always answers");
+/// assert_eq!(query.next_batch().await?.map(|batch| batch.row(0).get(0)), Some(Some(&b"42"[..])));
+/// assert!(query.next_batch().await?.is_none());
+/// query.complete();
+/// assert!(database.session(None, false).is_none());
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
 pub trait Database: Send + Sync {
     /// The database served, as far as its configuration says (MariaDB's URL
     /// scheme; the server's greeting comes only with a session).

@@ -55,6 +55,63 @@ impl Decoded {
 }
 
 /// Turns input bytes into rows for a table.
+///
+/// The smallest decoder: one text value per line. It takes only complete
+/// lines (and, at the end of the input, the last one without its line
+/// terminator), so the caller can hand it the input in blocks of any size:
+///
+/// ```
+/// use sluice_core::decode::{Decoded, Decoder};
+/// use sluice_core::{Column, Error, Kind};
+///
+/// /// Each line is the value of the one column.
+/// struct Lines {
+///     columns: Vec<Column>,
+///     seen: u64,
+/// }
+///
+/// impl Decoder for Lines {
+///     fn decode(
+///         &mut self,
+///         input: &[u8],
+///         end_of_input: bool,
+///         output: &mut Decoded,
+///     ) -> Result<usize, Error> {
+///         let mut consumed = 0;
+///         loop {
+///             let rest = &input[consumed..];
+///             let (record, terminator) = match rest.iter().position(|&byte| byte == b'\n') {
+///                 Some(end) => (&rest[..end], 1),
+///                 None if end_of_input && !rest.is_empty() => (rest, 0),
+///                 None => return Ok(consumed),
+///             };
+///             self.seen += 1;
+///             output.batch.push_value(record);
+///             output.lines.push(self.seen);
+///             consumed += record.len() + terminator;
+///         }
+///     }
+///
+///     fn target_columns(&self) -> Option<&[Column]> {
+///         Some(&self.columns)
+///     }
+///
+///     fn records_seen(&self) -> u64 {
+///         self.seen
+///     }
+/// }
+///
+/// let columns = vec![Column::new("word", Kind::Text, "text")];
+/// let mut lines = Lines { columns, seen: 0 };
+/// let mut output = Decoded::default();
+/// output.batch.reset(1);
+/// // The second line is not complete yet: it stays with the caller.
+/// assert_eq!(lines.decode(b"one\ntw", false, &mut output)?, 4);
+/// assert_eq!(lines.decode(b"two", true, &mut output)?, 3);
+/// assert_eq!(output.batch.row(1).get(0), Some(&b"two"[..]));
+/// assert_eq!((output.lines, lines.records_seen()), (vec![1, 2], 2));
+/// # Ok::<(), Error>(())
+/// ```
 pub trait Decoder: Send {
     /// Decodes the complete records at the start of `input`, appending to `output`,
     /// and returns how many bytes were consumed; the caller keeps the rest and

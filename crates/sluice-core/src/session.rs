@@ -138,7 +138,85 @@ pub struct ExportOptions {
 ///
 /// Methods a database cannot honour return [`ErrorKind::Unsupported`]; the
 /// defaults do exactly that, so a read-only database implements only
-/// [`Session::export`] and [`Session::close`].
+/// [`Session::export`] and [`Session::close`] (with the few facts every
+/// session gives: its dialect, round trips and canceller):
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use sluice_core::connect::{Canceller, Dialect, Export, ExportOptions, Family, Session};
+/// use sluice_core::database::{BoxFuture, Query};
+/// use sluice_core::{Batch, BatchSource, Column, Error, ErrorKind, Kind, Schema};
+///
+/// const TOY: Dialect = Dialect::new("Toy", Family::new("Toy"));
+///
+/// /// A result without rows, as the toy database gives for any statement.
+/// struct NoRows(Schema);
+///
+/// impl BatchSource for NoRows {
+///     fn schema(&self) -> &Schema {
+///         &self.0
+///     }
+///
+///     async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+///         Ok(None)
+///     }
+/// }
+///
+/// /// Nothing runs for long enough to be cancelled.
+/// struct NothingToCancel;
+///
+/// impl Canceller for NothingToCancel {
+///     fn cancel(&self) -> BoxFuture<'_, Result<(), Error>> {
+///         Box::pin(async { Ok(()) })
+///     }
+/// }
+///
+/// struct ToySession;
+///
+/// impl Session for ToySession {
+///     fn round_trips(&self) -> u64 {
+///         0
+///     }
+///
+///     fn canceller(&self) -> Arc<dyn Canceller> {
+///         Arc::new(NothingToCancel)
+///     }
+///
+///     fn export(
+///         self: Box<Self>,
+///         _sql: String,
+///         _options: ExportOptions,
+///     ) -> BoxFuture<'static, Result<Box<dyn Export>, Error>> {
+///         let result = NoRows(Schema { columns: vec![Column::new("x", Kind::Text, "text")] });
+///         // Once read, the result ends its session: here there is nothing to end.
+///         let close = |_: NoRows| -> BoxFuture<'static, ()> { Box::pin(async {}) };
+///         Box::pin(async move { Ok(Query::export(result, close)) })
+///     }
+///
+///     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+///         Box::pin(async {})
+///     }
+///
+///     fn dialect(&self) -> Dialect {
+///         TOY
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let session: Box<dyn Session> = Box::new(ToySession);
+/// let mut result = session.export("select x".into(), ExportOptions::default()).await?;
+/// assert_eq!(result.schema().columns[0].name, "x");
+/// assert!(result.next_batch().await?.is_none());
+/// result.close().await;
+/// // What it does not implement, it refuses.
+/// let mut session: Box<dyn Session> = Box::new(ToySession);
+/// let refused = session.describe_table("t").await.unwrap_err();
+/// assert_eq!(refused.kind(), ErrorKind::Unsupported);
+/// session.close().await;
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
 pub trait Session: Send {
     /// Round trips made on this session so far.
     fn round_trips(&self) -> u64;

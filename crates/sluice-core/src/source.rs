@@ -160,6 +160,47 @@ pub enum Chunk<'a> {
 ///
 /// The source owns the batch it lends out and reuses it for the next call, so
 /// memory stays at one batch however many rows flow through.
+///
+/// The smallest source: its schema, and its rows in one batch (a database's
+/// source fills the batch from what the server sent, and awaits the next
+/// message when it is read):
+///
+/// ```
+/// use sluice_core::{Batch, BatchSource, Column, Error, Kind, Schema};
+///
+/// /// The numbers 1 to 3, then the end.
+/// struct Numbers {
+///     schema: Schema,
+///     batch: Batch,
+///     sent: bool,
+/// }
+///
+/// impl BatchSource for Numbers {
+///     fn schema(&self) -> &Schema {
+///         &self.schema
+///     }
+///
+///     async fn next_batch(&mut self) -> Result<Option<&Batch>, Error> {
+///         if std::mem::replace(&mut self.sent, true) {
+///             return Ok(None);
+///         }
+///         for number in [b"1", b"2", b"3"] {
+///             self.batch.push_value(number);
+///         }
+///         Ok(Some(&self.batch))
+///     }
+/// }
+///
+/// let schema = Schema { columns: vec![Column::new("n", Kind::Integer, "int")] };
+/// let mut numbers = Numbers { schema, batch: Batch::new(1), sent: false };
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let batch = numbers.next_batch().await?.expect("one batch");
+/// assert_eq!(batch.num_rows(), 3);
+/// assert_eq!(batch.row(2).get(0), Some(&b"3"[..]));
+/// assert!(numbers.next_batch().await?.is_none());
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
 pub trait BatchSource: Send {
     /// The columns of the result, known before the first batch.
     fn schema(&self) -> &Schema;
@@ -181,6 +222,103 @@ pub trait BatchSource: Send {
 ///
 /// Encoders append to a caller-owned buffer and never do I/O, so the same encoder
 /// serves files, pipes and HTTP bodies; the caller decides when to flush.
+///
+/// The smallest encoder: every call written out. A row too large to hold
+/// comes value by value, and a value too large in pieces, so an encoder
+/// that writes as it goes needs no buffer of its own:
+///
+/// ```
+/// use sluice_core::{Batch, Column, Encoder, Error, Kind, Schema};
+///
+/// /// One line per row, its values between tabs; NULL is `\N`.
+/// struct Tabs;
+///
+/// impl Encoder for Tabs {
+///     fn begin(&mut self, _schema: &Schema, _output: &mut Vec<u8>) -> Result<(), Error> {
+///         Ok(())
+///     }
+///
+///     fn encode(&mut self, batch: &Batch, output: &mut Vec<u8>) -> Result<(), Error> {
+///         for row in batch.rows() {
+///             self.begin_row(output)?;
+///             for column in 0..row.len() {
+///                 self.row_value(column, row.get(column), output)?;
+///             }
+///             self.end_row(output)?;
+///         }
+///         Ok(())
+///     }
+///
+///     fn finish(&mut self, _output: &mut Vec<u8>) -> Result<(), Error> {
+///         Ok(())
+///     }
+///
+///     fn begin_row(&mut self, _output: &mut Vec<u8>) -> Result<(), Error> {
+///         Ok(())
+///     }
+///
+///     fn row_value(
+///         &mut self,
+///         column: usize,
+///         value: Option<&[u8]>,
+///         output: &mut Vec<u8>,
+///     ) -> Result<(), Error> {
+///         self.begin_value(column, output)?;
+///         self.value_piece(column, value.unwrap_or(&b"\\N"[..]), output)?;
+///         self.end_value(column, output)
+///     }
+///
+///     fn begin_value(&mut self, column: usize, output: &mut Vec<u8>) -> Result<(), Error> {
+///         if column > 0 {
+///             output.push(b'\t');
+///         }
+///         Ok(())
+///     }
+///
+///     fn value_piece(
+///         &mut self,
+///         _column: usize,
+///         piece: &[u8],
+///         output: &mut Vec<u8>,
+///     ) -> Result<(), Error> {
+///         output.extend_from_slice(piece);
+///         Ok(())
+///     }
+///
+///     fn end_value(&mut self, _column: usize, _output: &mut Vec<u8>) -> Result<(), Error> {
+///         Ok(())
+///     }
+///
+///     fn end_row(&mut self, output: &mut Vec<u8>) -> Result<(), Error> {
+///         output.push(b'\n');
+///         Ok(())
+///     }
+/// }
+///
+/// let schema = Schema {
+///     columns: vec![
+///         Column::new("id", Kind::Integer, "int"),
+///         Column::new("note", Kind::Text, "text"),
+///     ],
+/// };
+/// let mut batch = Batch::new(2);
+/// batch.push_value(b"1");
+/// batch.push_null();
+/// let mut output = Vec::new();
+/// Tabs.begin(&schema, &mut output)?;
+/// Tabs.encode(&batch, &mut output)?;
+/// // A large row: its one large value arrives in two pieces.
+/// Tabs.begin_row(&mut output)?;
+/// Tabs.row_value(0, Some(b"2"), &mut output)?;
+/// Tabs.begin_value(1, &mut output)?;
+/// Tabs.value_piece(1, b"lo", &mut output)?;
+/// Tabs.value_piece(1, b"ng", &mut output)?;
+/// Tabs.end_value(1, &mut output)?;
+/// Tabs.end_row(&mut output)?;
+/// Tabs.finish(&mut output)?;
+/// assert_eq!(output, b"1\t\\N\n2\tlong\n");
+/// # Ok::<(), Error>(())
+/// ```
 pub trait Encoder: Send {
     /// Writes whatever precedes the rows (a CSV header, a JSON `[`).
     fn begin(&mut self, schema: &Schema, output: &mut Vec<u8>) -> Result<(), Error>;

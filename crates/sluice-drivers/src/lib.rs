@@ -10,12 +10,20 @@
 //! SQLite file name extension or, for an existing file, by its header). The
 //! drivers are asked in order and the first that claims a target opens it, so
 //! forms that could be read two ways go to the earlier driver.
+//!
+//! [`demo`] is here for the same reason: `sluice serve --demo` makes its
+//! database (a SQLite file of generated rows) without naming SQLite.
 #![warn(missing_docs)]
 
 use sluice_core::connect::Drivers;
 use sluice_mariadb::MariaDbDriver;
 use sluice_postgres::PostgresDriver;
 use sluice_sqlite::SqliteDriver;
+
+/// The demo's database: a SQLite file of generated payment events, made on
+/// first start ([`demo::ensure`]) and then served through the SQLite driver
+/// like any other file.
+pub use sluice_sqlite::demo;
 
 /// Every database driver, in the order URLs are matched against them.
 pub fn all() -> Drivers {

@@ -25,8 +25,8 @@
 //!
 //! `interval` is the exception: its text is read as the server's
 //! `interval_in` reads it, every `IntervalStyle`'s output and the usual
-//! input alike (see the `interval` module for what is read and the few forms
-//! refused on purpose), in the target session's `IntervalStyle`, since in
+//! input alike (core's `read_interval_lenient`, which says what is read and
+//! the few forms refused on purpose), in the target session's `IntervalStyle`, since in
 //! `sql_standard` a leading minus can apply to every field. A column whose
 //! interval type declares fields (`interval year`, `interval minute to
 //! second`) reads a bare number or `hh:mm` in those fields before the server
@@ -39,7 +39,8 @@ use postgres_protocol::types as wire;
 use postgres_protocol::Oid;
 use sluice_core::canonical::{
     hex_digit, read_array, read_bool, read_date, read_time, read_time_tz, read_timestamp,
-    read_uuid, trim_blanks, ArrayVisitor, FormError, LiteralError, Moment, Strictness, Zone,
+    read_uuid, trim_blanks, ArrayVisitor, FormError, IntervalSigns, LiteralError, Moment,
+    Strictness, Zone,
 };
 use sluice_core::{Column, DecimalText, Encoding, Kind};
 
@@ -54,7 +55,7 @@ use error::{
     INVALID_TEXT_REPRESENTATION, INVALID_TIME_ZONE_DISPLACEMENT, NUMERIC_VALUE_OUT_OF_RANGE,
     PROGRAM_LIMIT_EXCEEDED,
 };
-use interval::{parse_interval, Signs};
+use interval::{parse_interval, signs_of_style, write_interval};
 
 /// Integer widths, by the target type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +96,7 @@ enum Scalar {
     TimestampTz,
     Uuid,
     /// `interval`, read with the session's rule for a leading minus.
-    Interval(Signs),
+    Interval(IntervalSigns),
     /// `timetz`: a time and its UTC offset.
     TimeTz,
 }
@@ -120,7 +121,7 @@ const SCALAR_TYPES: &[(Oid, Oid, Scalar)] = &[
     (1114, 1115, Scalar::Timestamp),
     (1184, 1185, Scalar::TimestampTz),
     // The sign rule is the session's, set by `encoder_for`.
-    (1186, 1187, Scalar::Interval(Signs::PerField)),
+    (1186, 1187, Scalar::Interval(IntervalSigns::PerField)),
     (1266, 1270, Scalar::TimeTz),
     (1700, 1231, Scalar::Numeric),
     (2950, 2951, Scalar::Uuid),
@@ -186,7 +187,7 @@ pub fn encoder_for(
         return None;
     }
     let in_session = |scalar: Scalar| match scalar {
-        Scalar::Interval(_) => Signs::of_style(session.interval_style).map(Scalar::Interval),
+        Scalar::Interval(_) => signs_of_style(session.interval_style).map(Scalar::Interval),
         scalar => Some(scalar),
     };
     let shape = SCALAR_TYPES
@@ -394,7 +395,7 @@ fn write_text(
         Scalar::Timestamp => wire::timestamp_to_sql(parse_timestamp(text, Zone::Without)?, out),
         Scalar::TimestampTz => wire::timestamp_to_sql(parse_timestamp(text, Zone::With)?, out),
         Scalar::Uuid => wire::uuid_to_sql(parse_uuid(text)?, out),
-        Scalar::Interval(signs) => parse_interval(text, signs)?.write(out),
+        Scalar::Interval(signs) => write_interval(parse_interval(text, signs)?, out),
         Scalar::TimeTz => {
             let (micros, offset_east) = parse_timetz(text)?;
             out.put_i64(micros);

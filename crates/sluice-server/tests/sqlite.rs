@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use axum::http::{header, StatusCode};
 use common::*;
+use sluice_core::BatchSource;
 use sluice_gateway::AppState;
 use sluice_server::demo::{self, Prepared};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,6 +31,16 @@ fn demo_state(pool: Option<usize>) -> (tempfile::TempDir, std::path::PathBuf, Ap
     (directory, path, AppState::new(config))
 }
 
+/// The first value of `sql`'s result, read from the file through the SQLite
+/// driver's source rather than the gateway under test.
+async fn first_value(path: &std::path::Path, sql: &str) -> String {
+    let mut result = sluice_sqlite::SqliteStream::start(path, sql, Vec::new(), Default::default())
+        .await
+        .unwrap();
+    let batch = result.next_batch().await.unwrap().unwrap();
+    String::from_utf8(batch.row(0).get(0).unwrap().to_vec()).unwrap()
+}
+
 #[tokio::test]
 async fn the_demo_streams_payment_events_with_postgres_renderings() {
     let (_directory, path, state) = demo_state(None);
@@ -48,14 +59,12 @@ async fn the_demo_streams_payment_events_with_postgres_renderings() {
         "{first}"
     );
     // Amounts keep their two decimals exactly as stored.
-    let connection = rusqlite::Connection::open(&path).unwrap();
-    let stored: String = connection
-        .query_row(
-            "select amount from payment_events where id = 1",
-            [],
-            |row| row.get(0),
-        )
-        .unwrap();
+    // `|| ''` makes it an expression without a declared type: the stored text.
+    let stored = first_value(
+        &path,
+        "select amount || '' from payment_events where id = 1",
+    )
+    .await;
     assert!(
         text.lines()
             .next()
@@ -78,13 +87,13 @@ async fn the_demo_streams_payment_events_with_postgres_renderings() {
         "text/csv; charset=utf-8"
     );
     let csv = String::from_utf8(body(response).await.unwrap()).unwrap();
-    let expected: i64 = connection
-        .query_row(
-            "select count(*) from payment_events where status = 'failed' and created_at >= '2024-01-05 10:00:00+00'",
-            [],
-            |row| row.get(0),
-        )
-        .unwrap();
+    let expected: i64 = first_value(
+        &path,
+        "select count(*) from payment_events where status = 'failed' and created_at >= '2024-01-05 10:00:00+00'",
+    )
+    .await
+    .parse()
+    .unwrap();
     assert!(expected > 10);
     assert!(
         csv.starts_with("id,account_id,amount,currency,status,created_at,description,payload\n")
@@ -97,12 +106,9 @@ async fn the_demo_streams_payment_events_with_postgres_renderings() {
         .count();
     assert_eq!(records as i64, expected);
 
-    let account: i64 = connection
-        .query_row(
-            "select account_id from payment_events where id = 7",
-            [],
-            |row| row.get(0),
-        )
+    let account: i64 = first_value(&path, "select account_id from payment_events where id = 7")
+        .await
+        .parse()
         .unwrap();
     let response = oneshot(
         &state,

@@ -15,10 +15,12 @@
 //! - [`convert`]: SQLite values to canonical bytes;
 //! - [`stream`]: the thread, the channel and cancellation;
 //! - [`gateway`]: a file behind the gateway's database trait, served read-only;
-//! - [`driver`]: `sqlite:` URLs for front ends that open databases by URL.
+//! - [`driver`]: `sqlite:` URLs for front ends that open databases by URL;
+//! - [`demo`]: the demo's database, the one SQLite file sluice writes.
 #![warn(missing_docs)]
 
 pub mod convert;
+pub mod demo;
 pub mod describe;
 mod dialect;
 pub mod driver;

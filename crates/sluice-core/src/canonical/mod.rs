@@ -21,6 +21,11 @@
 //!   server reads: month names, `DateStyle` orders, two-digit years and zone
 //!   names are refused, so an importer that must take them sends text.
 //!
+//! Intervals are the exception: their input grammar is far larger than a
+//! few more spellings (unit words, fractions, `ago`, SQL standard's sign
+//! rule), so [`read_interval`] reads the canonical text and
+//! [`read_interval_lenient`] the whole grammar, both into one [`Interval`].
+//!
 //! Whatever the canonical reader takes, the lenient one takes too and reads as
 //! the same value (the property tests and the `canonical_forms` fuzz target
 //! hold both to that). Readers never panic and never allocate except where a
@@ -39,7 +44,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
-pub use interval::{read_interval, Interval};
+pub use interval::{read_interval, read_interval_lenient, Interval, IntervalSigns};
 pub use literal::{
     read_array, read_record, ArrayShape, ArrayVisitor, LiteralError, MAX_DIMENSIONS,
 };

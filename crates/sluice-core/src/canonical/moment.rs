@@ -1,7 +1,10 @@
 //! Dates, times of day and timestamps: `2024-02-29`, `0044-03-15 BC`,
 //! `13:14:15.5`, `2024-02-29 13:14:15.5+05:30`, `infinity`.
 
-use super::reading::{number, take_byte, take_digits, trim_blanks, FormError, Strictness};
+use super::reading::{
+    number, take_byte, take_digits, trim_blanks, FormError, Strictness, MICROS_PER_DAY,
+    MICROS_PER_SECOND,
+};
 use crate::calendar;
 
 /// A date or timestamp: a finite value, or one of PostgreSQL's infinities.
@@ -39,9 +42,6 @@ pub enum Zone {
 
 /// The largest UTC offset PostgreSQL takes, 15:59:59, in seconds.
 pub const MAX_OFFSET: i64 = 15 * 3600 + 59 * 60 + 59;
-
-const MICROS_PER_SECOND: i64 = 1_000_000;
-const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 
 /// A date as days since 1970-01-01 (`1970-01-01` is 0; ` BC` years count
 /// back from 1 BC, which is year 0 of the proleptic Gregorian calendar).

@@ -2,6 +2,13 @@
 //! how it fails ([`FormError`]), and the small steps of reading PostgreSQL's
 //! grammars (blanks as its `isspace` has them, digits, a separator byte).
 
+/// Microseconds in a second, a minute, an hour and a day: the units every
+/// clock and interval reader counts in.
+pub(super) const MICROS_PER_SECOND: i64 = 1_000_000;
+pub(super) const MICROS_PER_MINUTE: i64 = 60 * MICROS_PER_SECOND;
+pub(super) const MICROS_PER_HOUR: i64 = 60 * MICROS_PER_MINUTE;
+pub(super) const MICROS_PER_DAY: i64 = 24 * MICROS_PER_HOUR;
+
 /// How much a reader accepts beyond the canonical text: see [`crate::canonical`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Strictness {
@@ -68,6 +75,13 @@ pub fn trim_blanks(text: &[u8]) -> &[u8] {
         .rposition(|&byte| !is_blank(byte))
         .map_or(start, |end| end + 1);
     &text[start..end]
+}
+
+/// The length of the run at the start of `text` whose bytes pass `keep`.
+pub(super) fn run(text: &[u8], keep: impl Fn(u8) -> bool) -> usize {
+    text.iter()
+        .position(|&byte| !keep(byte))
+        .unwrap_or(text.len())
 }
 
 /// Unsigned decimal digits, one to eighteen of them (so the value fits

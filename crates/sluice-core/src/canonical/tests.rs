@@ -216,6 +216,12 @@ proptest! {
         let interval = Interval { months, days, microseconds };
         let text = write_interval(interval);
         prop_assert_eq!(read_interval(text.as_bytes()), Ok(interval), "{}", text);
+        // The canonical text signs every field after a negative one, so SQL
+        // standard's rule for a leading minus reads it the same way.
+        for signs in [IntervalSigns::PerField, IntervalSigns::Leading] {
+            let read = read_interval_lenient(text.as_bytes(), signs);
+            prop_assert_eq!(read, Ok(interval), "{}", text);
+        }
     }
 
     #[test]
@@ -287,6 +293,8 @@ proptest! {
         };
         prop_assert!(agree(array));
         let _ = read_interval(text);
+        let _ = read_interval_lenient(text, IntervalSigns::PerField);
+        let _ = read_interval_lenient(text, IntervalSigns::Leading);
         let _ = read_record::<()>(text, |_, _| Ok(()));
     }
 }

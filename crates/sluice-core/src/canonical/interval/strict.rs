@@ -1,27 +1,19 @@
-//! Intervals: PostgreSQL's `postgres` style (`1 year 2 mons -3 days
-//! +04:05:06.789`), MariaDB's `TIME` as a bare clock (`-838:59:59`), and
-//! ISO 8601 with designators (`P1Y2M-3DT4H5M6.789S`).
+//! The canonical interval reader: exactly the text a [`crate::Batch`] holds,
+//! the `postgres` output style (`1 year 2 mons -3 days +04:05:06.789`), a
+//! bare clock (`-838:59:59`, a `TIME` beyond a day), and ISO 8601 with
+//! designators (`P1Y2M-3DT4H5M6.789S`).
 
-use super::moment::take_clock;
-use super::reading::{take_byte, take_digits, FormError};
-
-/// An interval in PostgreSQL's three parts, which do not convert into each
-/// other (a month has no fixed number of days, a day no fixed number of
-/// hours across a daylight-saving change).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Interval {
-    /// Months (a year is twelve).
-    pub months: i32,
-    /// Days.
-    pub days: i32,
-    /// Clock time in microseconds.
-    pub microseconds: i64,
-}
+use super::parts::Interval;
+use crate::canonical::moment::take_clock;
+use crate::canonical::reading::{
+    take_byte, take_digits, FormError, MICROS_PER_HOUR, MICROS_PER_MINUTE, MICROS_PER_SECOND,
+};
 
 /// Reads an interval in the `postgres` style or ISO 8601 with designators.
 /// The canonical form is the `postgres` style, which is what PostgreSQL
 /// prints by default; ISO is read too, as a source asked for it prints it.
-/// Other styles (`sql_standard`, `postgres_verbose`) are errors.
+/// Other styles (`sql_standard`, `postgres_verbose`) are errors: input in
+/// any spelling of the grammar is [`crate::canonical::read_interval_lenient`]'s.
 ///
 /// ```
 /// use sluice_core::canonical::{read_interval, Interval};
@@ -32,7 +24,7 @@ pub struct Interval {
 pub fn read_interval(text: &[u8]) -> Result<Interval, FormError> {
     let parsed = match text.first() {
         Some(b'P') => iso_interval(&text[1..]),
-        _ => postgres_interval(text),
+        _ => postgres_style(text),
     };
     parsed.ok_or(FormError::Syntax)
 }
@@ -54,7 +46,7 @@ impl Interval {
     }
 }
 
-fn postgres_interval(text: &[u8]) -> Option<Interval> {
+fn postgres_style(text: &[u8]) -> Option<Interval> {
     let mut interval = Interval::default();
     let mut words = text.split(|&byte| byte == b' ');
     while let Some(word) = words.next() {
@@ -82,7 +74,6 @@ fn postgres_interval(text: &[u8]) -> Option<Interval> {
 /// The part of an ISO 8601 duration after `P`: signed numbers each followed
 /// by a designator; only seconds may have a fraction (up to six digits).
 fn iso_interval(mut text: &[u8]) -> Option<Interval> {
-    const MICROS_PER_SECOND: i64 = 1_000_000;
     let mut interval = Interval::default();
     let mut in_time = false;
     let mut any = false;
@@ -109,12 +100,8 @@ fn iso_interval(mut text: &[u8]) -> Option<Interval> {
             (false, b'M', None) => interval.add_months(whole)?,
             (false, b'W', None) => interval.add_days(whole.checked_mul(7)?)?,
             (false, b'D', None) => interval.add_days(whole)?,
-            (true, b'H', None) => {
-                interval.add_micros(whole.checked_mul(3600 * MICROS_PER_SECOND)?)?
-            }
-            (true, b'M', None) => {
-                interval.add_micros(whole.checked_mul(60 * MICROS_PER_SECOND)?)?
-            }
+            (true, b'H', None) => interval.add_micros(whole.checked_mul(MICROS_PER_HOUR)?)?,
+            (true, b'M', None) => interval.add_micros(whole.checked_mul(MICROS_PER_MINUTE)?)?,
             (true, b'S', fraction) => {
                 let fraction = fraction.unwrap_or(0);
                 let micros = whole.checked_mul(MICROS_PER_SECOND)?;
