@@ -45,7 +45,10 @@ pub use crate::session::{
 /// use std::sync::Arc;
 ///
 /// use sluice_core::connect::{Dialect, Driver, Drivers, Family, PoolOptions, Session, Target};
-/// use sluice_core::database::{BoxFuture, Database};
+/// use sluice_core::database::{
+///     BoxFuture, Database, DeclaredKind, QueryRequest, RunningQuery, StartError, StatementCheck,
+///     Usage,
+/// };
 /// use sluice_core::{Error, ErrorKind, Meter};
 ///
 /// const TOY: Dialect = Dialect::new("Toy", Family::new("Toy"));
@@ -94,7 +97,54 @@ pub use crate::session::{
 ///     }
 ///
 ///     fn gateway(&self, _options: PoolOptions) -> Arc<dyn Database> {
-///         unimplemented!("a pool of sessions: see Database's example")
+///         Arc::new(ToyGateway { name: self.name.clone() })
+///     }
+/// }
+///
+/// /// The gateway's view of a toy: as unreachable as its sessions (a real
+/// /// one is a pool of sessions: see [`Database`]'s example).
+/// struct ToyGateway {
+///     name: String,
+/// }
+///
+/// impl Database for ToyGateway {
+///     fn dialect(&self) -> Dialect {
+///         TOY
+///     }
+///
+///     fn placeholder(&self, number: usize) -> String {
+///         format!("?{number}")
+///     }
+///
+///     fn read_only(&self) -> bool {
+///         true
+///     }
+///
+///     fn usage(&self) -> Usage {
+///         Usage::default()
+///     }
+///
+///     fn start<'a>(&'a self, _request: QueryRequest<'a>) -> BoxFuture<'a, Result<Box<dyn RunningQuery>, StartError>> {
+///         Box::pin(async move { Err(self.unreachable()) })
+///     }
+///
+///     fn check_statement<'a>(
+///         &'a self,
+///         _sql: &'a str,
+///         _declared: &'a [DeclaredKind],
+///     ) -> BoxFuture<'a, Result<StatementCheck, StartError>> {
+///         Box::pin(async move { Err(self.unreachable()) })
+///     }
+///
+///     fn check_ad_hoc<'a>(&'a self, _role: Option<&'a str>) -> BoxFuture<'a, Result<(), StartError>> {
+///         Box::pin(async move { Err(self.unreachable()) })
+///     }
+/// }
+///
+/// impl ToyGateway {
+///     fn unreachable(&self) -> StartError {
+///         let refusal = format!("toy {} has nothing to connect to", self.name);
+///         StartError::Unavailable(Error::new(ErrorKind::Connect, refusal))
 ///     }
 /// }
 ///
